@@ -1,0 +1,31 @@
+"""Packaging for bert_tf: BERT for TensorFlow 2 / Keras 3."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="bert_tf",
+    version="0.1.0",
+    description="BERT for TensorFlow 2 and Keras 3: pretraining data, pretraining, fine-tuning, export.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["bert_tf", "bert_tf.*"]),
+    py_modules=["create_pretraining_data", "run_pretraining", "convert_checkpoint"],
+    install_requires=[
+        "tensorflow==2.21.*",
+        "tensorflow-text==2.21.*",
+        "keras>=3.15,<4",
+        "absl-py>=2.1",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        "dev": ["pytest>=8", "ruff>=0.6", "safetensors>=0.4"],
+    },
+    entry_points={
+        "console_scripts": [
+            "bert-create-pretraining-data=create_pretraining_data:cli",
+            "bert-run-pretraining=run_pretraining:cli",
+            "bert-convert-checkpoint=convert_checkpoint:cli",
+        ],
+    },
+)

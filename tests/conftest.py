@@ -1,0 +1,45 @@
+"""Shared pytest fixtures: paths to ../shared and to the repo's sample data."""
+
+import os
+import pathlib
+
+import pytest
+
+REPO_DIR = pathlib.Path(__file__).resolve().parent.parent
+SHARED_DIR = pathlib.Path(os.environ.get("BERT_TF_SHARED_DIR", REPO_DIR.parent / "shared"))
+SAMPLE_DIR = REPO_DIR / "sample_data"
+
+
+def _shared_path(*parts):
+    path = SHARED_DIR.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared fixture {path} is absent (set BERT_TF_SHARED_DIR to the shared folder)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def google_ckpt_dir():
+    """../shared/fixtures/google_ckpt_tiny: a checkpoint written by the original TF1 code."""
+    return _shared_path("fixtures", "google_ckpt_tiny")
+
+
+@pytest.fixture(scope="session")
+def tokenization_dir():
+    """../shared/fixtures/tokenization: uncased vocab + the original FullTokenizer's outputs."""
+    return _shared_path("fixtures", "tokenization")
+
+
+@pytest.fixture(scope="session")
+def austen_sentences_path():
+    """../shared/data/austen_sentences.txt: 184 documents, one sentence per line."""
+    return _shared_path("data", "austen_sentences.txt")
+
+
+@pytest.fixture(scope="session")
+def sample_vocab_path():
+    return SAMPLE_DIR / "vocab.txt"
+
+
+@pytest.fixture(scope="session")
+def sample_text_path():
+    return SAMPLE_DIR / "sample_text.txt"
