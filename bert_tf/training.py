@@ -1,0 +1,435 @@
+"""THE training loop, shared by every run_*.py: strategy scope, distributed input, train/eval steps, resume.
+
+A task hands the loop a `Task`: how to build its model, its loss, its eval metrics and its input. The loop knows
+nothing else about it. Losses are normalized by GLOBAL counts (summed over replicas and accumulation
+micro-batches) that the task names in `normalizer_fn`, so the gradient summed over replicas and micro-batches
+equals the one-device gradient of the whole global batch; the optimizer then sums over replicas and clips.
+
+B = per-replica batch, k = num_accumulation_steps.
+"""
+
+import dataclasses
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tensorflow.core.framework import summary_pb2
+
+from bert_tf.distribute import is_chief
+
+MIXED_PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+@dataclasses.dataclass
+class Task:
+    """What the loop needs from a task.
+
+    build_model: () -> keras.Model, called inside the strategy scope.
+    loss_fn: (outputs, features, normalizers) -> dict of scalar float32 losses with key "loss" (minimized).
+      Divide by the given global normalizers, never by local counts.
+    normalizer_fn: (features) -> dict of local scalar counts (e.g. examples, masked-LM weights); the loop
+      sums them over replicas and micro-batches before passing them to loss_fn.
+    metric_fn: (outputs, features) -> {name: (values, weights)}; eval reports sum(values*weights)/sum(weights).
+    dataset_fn: (input_context, per_replica_batch_size, is_training) -> tf.data.Dataset of feature dicts.
+    """
+
+    build_model: Callable
+    loss_fn: Callable
+    normalizer_fn: Callable
+    metric_fn: Callable
+    dataset_fn: Callable
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Loop settings; batch sizes are global (all replicas, all accumulation micro-batches of one update)."""
+
+    model_dir: str
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    num_train_steps: int = 100000
+    steps_per_loop: int = 1000
+    save_checkpoints_steps: int = 1000
+    log_steps: int = 100
+    num_accumulation_steps: int = 1
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
+    max_checkpoints_to_keep: int = 5
+
+
+class Trainer:
+    """Builds the model and optimizer under the strategy, then trains, evaluates and checkpoints.
+
+    Example:
+    ```python
+    trainer = Trainer(task, strategy, lambda: create_optimizer(1e-4, 1000, 100), TrainConfig("/tmp/run"))
+    trainer.train()
+    print(trainer.evaluate(max_steps=100))
+    ```
+    """
+
+    def __init__(self, task, strategy, optimizer_fn, config, init_fn=None):
+        """Builds everything and restores the latest checkpoint in config.model_dir, if any.
+
+        Args:
+          task: a Task.
+          strategy: a tf.distribute.Strategy.
+          optimizer_fn: () -> keras optimizer (called in the strategy scope).
+          config: a TrainConfig.
+          init_fn: (model) -> None, loads initial weights (e.g. --init_checkpoint); skipped when resuming.
+
+        Raises:
+          ValueError: on batch sizes that the replicas and accumulation steps do not divide, or an unknown
+            mixed_precision policy.
+        """
+        self.task, self.strategy, self.config = task, strategy, config
+        self._check_config()
+        self._chief = is_chief(strategy)
+        with strategy.scope():
+            self.model = _build_with_policy(task.build_model, config.mixed_precision)
+            optimizer = optimizer_fn()
+            if config.mixed_precision == "mixed_float16":
+                optimizer = _SyncedLossScaleOptimizer(optimizer)
+            self.optimizer = optimizer
+            self._build(self.model, self.optimizer)
+            # Per-replica sums of the training losses since the last log line.
+            self._loss_sums = {}
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            config.model_dir if self._chief else tempfile.mkdtemp(prefix="worker_ckpt_"),
+            max_to_keep=config.max_checkpoints_to_keep,
+            step_counter=self.optimizer.iterations,
+        )
+        self._restore_or_init(init_fn)
+        self._train_loop_fn = None
+        self._eval_step_fn = None
+
+    # ------------------------------------------------------------------ set-up
+
+    def _check_config(self):
+        config, replicas = self.config, self.strategy.num_replicas_in_sync
+        if config.mixed_precision not in MIXED_PRECISION_POLICIES:
+            raise ValueError(
+                f"--mixed_precision must be one of {MIXED_PRECISION_POLICIES}, got {config.mixed_precision!r}"
+            )
+        if config.num_accumulation_steps < 1:
+            raise ValueError(
+                f"--num_accumulation_steps must be >= 1, got {config.num_accumulation_steps}"
+            )
+        if config.train_batch_size % (replicas * config.num_accumulation_steps):
+            raise ValueError(
+                f"--train_batch_size={config.train_batch_size} must be divisible by the number of replicas "
+                f"({replicas}) times --num_accumulation_steps ({config.num_accumulation_steps})"
+            )
+        if config.eval_batch_size % replicas:
+            raise ValueError(
+                f"--eval_batch_size={config.eval_batch_size} must be divisible by the number of replicas ({replicas})"
+            )
+        for name in ("num_train_steps", "steps_per_loop", "save_checkpoints_steps", "log_steps"):
+            if getattr(config, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(config, name)}")
+
+    def _build(self, model, optimizer):
+        """Creates every variable eagerly so checkpoints restore at once and steps create none."""
+        dataset = self.task.dataset_fn(tf.distribute.InputContext(), 1, False)
+        dummy = tf.nest.map_structure(
+            lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype), dataset.element_spec
+        )
+        model(dummy, training=False)
+        optimizer.build(model.trainable_variables)
+
+    def _restore_or_init(self, init_fn):
+        latest = tf.train.latest_checkpoint(self.config.model_dir)
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            logging.info("Resumed from %s at global step %d", latest, self.global_step)
+        elif init_fn is not None:
+            init_fn(self.model)
+
+    @property
+    def global_step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    # ------------------------------------------------------------------ training
+
+    def _replica_train_step(self, features):
+        """One optimizer update on this replica's B examples, split into k micro-batches."""
+        k = self.config.num_accumulation_steps
+        context = tf.distribute.get_replica_context()
+        normalizers = context.all_reduce(
+            tf.distribute.ReduceOp.SUM, self.task.normalizer_fn(features)
+        )
+        variables = self.model.trainable_variables
+        if k == 1:
+            grads, losses = self._grad_fn(features, normalizers)
+        else:
+            # [B, ...] -> [k, B/k, ...]
+            micro_batches = tf.nest.map_structure(
+                lambda x: tf.reshape(x, [k, -1, *x.shape[1:]]), features
+            )
+
+            missing = set()  # variables without a gradient, found while tracing the body
+
+            def body(i, grad_sums, loss_sums):
+                micro = tf.nest.map_structure(lambda x: x[i], micro_batches)
+                grads, losses = self._grad_fn(micro, normalizers)
+                missing.update(j for j, g in enumerate(grads) if g is None)
+                grads = [
+                    tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                    for g, v in zip(grads, variables, strict=True)
+                ]
+                grad_sums = [s + g for s, g in zip(grad_sums, grads, strict=True)]
+                loss_sums = {key: loss_sums[key] + losses[key] for key in loss_sums}
+                return i + 1, grad_sums, loss_sums
+
+            zero_losses = {key: tf.zeros([], tf.float32) for key in self._loss_keys}
+            _, grads, losses = tf.while_loop(
+                lambda i, *_: i < k,
+                body,
+                (tf.constant(0), [tf.zeros_like(v) for v in variables], zero_losses),
+            )
+            grads = [None if j in missing else g for j, g in enumerate(grads)]
+        self.optimizer.apply(grads, variables)
+        for key, value in losses.items():
+            self._loss_sums[key].assign_add(value)
+
+    def _compute_grads(self, features, normalizers):
+        with tf.GradientTape() as tape:
+            outputs = self.model(features, training=True)
+            losses = self.task.loss_fn(outputs, features, normalizers)
+            loss = losses["loss"]
+            if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+                loss = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        return grads, {key: tf.cast(value, tf.float32) for key, value in losses.items()}
+
+    def _make_train_loop(self):
+        self._grad_fn = (
+            tf.function(self._compute_grads, jit_compile=True)
+            if self.config.jit_compile
+            else self._compute_grads
+        )
+        self._loss_keys = self._find_loss_keys()
+        with self.strategy.scope():
+            for key in self._loss_keys:
+                self._loss_sums[key] = tf.Variable(
+                    0.0,
+                    trainable=False,
+                    synchronization=tf.VariableSynchronization.ON_READ,
+                    aggregation=tf.VariableAggregation.SUM,
+                )
+
+        @tf.function
+        def train_loop(iterator, num_steps):
+            for _ in tf.range(num_steps):
+                self.strategy.run(self._replica_train_step, args=(next(iterator),))
+
+        return train_loop
+
+    def _find_loss_keys(self):
+        dataset = self.task.dataset_fn(tf.distribute.InputContext(), 1, False)
+        features = tf.nest.map_structure(
+            lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype), dataset.element_spec
+        )
+        normalizers = self.task.normalizer_fn(features)
+        outputs = self.model(features, training=False)
+        return sorted(self.task.loss_fn(outputs, features, normalizers))
+
+    def _distribute(self, batch_size, is_training):
+        per_replica = batch_size // self.strategy.num_replicas_in_sync
+
+        def dataset_fn(input_context):
+            return self.task.dataset_fn(input_context, per_replica, is_training)
+
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+    def train(self):
+        """Trains until config.num_train_steps, checkpointing, logging and writing summaries on the way.
+
+        Returns:
+          dict: the mean training losses of the last logged interval, and "global_step".
+        """
+        config = self.config
+        if self._train_loop_fn is None:
+            self._train_loop_fn = self._make_train_loop()
+        iterator = iter(self._distribute(config.train_batch_size, is_training=True))
+        writer = self._summary_writer("train")
+        step, last = self.global_step, {"global_step": self.global_step}
+        start_step, start_time = step, time.time()
+        interval_start_step, interval_start_time = step, start_time
+        while step < config.num_train_steps:
+            num_steps = _steps_to_next_boundary(step, config)
+            self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
+            step = self.global_step
+            if step % config.log_steps == 0 or step == config.num_train_steps:
+                now = time.time()
+                last = self._log_progress(
+                    step,
+                    interval_start_step,
+                    interval_start_time,
+                    start_step,
+                    start_time,
+                    now,
+                    writer,
+                )
+                interval_start_step, interval_start_time = step, now
+            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+                self._save(step)
+        writer.flush()
+        return last
+
+    def _log_progress(
+        self, step, interval_start_step, interval_start_time, start_step, start_time, now, writer
+    ):
+        config = self.config
+        steps = step - interval_start_step
+        means = {
+            key: float(var.read_value()) / max(steps, 1) for key, var in self._loss_sums.items()
+        }
+        for var in self._loss_sums.values():
+            var.assign(tf.zeros_like(var))
+        learning_rate = float(self.optimizer.learning_rate)
+        examples_per_sec = steps * config.train_batch_size / max(now - interval_start_time, 1e-9)
+        steps_per_sec = (step - start_step) / max(now - start_time, 1e-9)
+        eta = (config.num_train_steps - step) / max(steps_per_sec, 1e-9)
+        logging.info(
+            "step %d/%d  loss %.4f  lr %.3g  %.1f examples/s  ETA %s",
+            step,
+            config.num_train_steps,
+            means.get("loss", math.nan),
+            learning_rate,
+            examples_per_sec,
+            _format_seconds(eta),
+        )
+        with writer.as_default(step=step):
+            for key, value in means.items():
+                _write_scalar(key, value)
+            _write_scalar("learning_rate", learning_rate)
+            _write_scalar("examples_per_second", examples_per_sec)
+        return {**means, "global_step": step, "learning_rate": learning_rate}
+
+    def _save(self, step):
+        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
+            return
+        path = self.manager.save(checkpoint_number=step)
+        if self._chief:
+            logging.info("Saved checkpoint %s", path)
+        else:  # every worker must save (collectives); only the chief keeps it
+            shutil.rmtree(self.manager.directory, ignore_errors=True)
+
+    def _summary_writer(self, name):
+        if not self._chief:
+            return tf.summary.create_noop_writer()
+        return tf.summary.create_file_writer(os.path.join(self.config.model_dir, name))
+
+    # ------------------------------------------------------------------ evaluation
+
+    def _replica_eval_step(self, features):
+        normalizers = tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, self.task.normalizer_fn(features)
+        )
+        outputs = self.model(features, training=False)
+        loss = tf.cast(self.task.loss_fn(outputs, features, normalizers)["loss"], tf.float32)
+        sums = {}
+        for name, (values, weights) in self.task.metric_fn(outputs, features).items():
+            values, weights = tf.cast(values, tf.float32), tf.cast(weights, tf.float32)
+            weights = tf.broadcast_to(weights, tf.shape(values))
+            sums[name] = (tf.reduce_sum(values * weights), tf.reduce_sum(weights))
+        return loss, sums
+
+    def evaluate(self, max_steps=None):
+        """Evaluates on the eval input (is_training=False) for at most max_steps global batches.
+
+        Returns:
+          dict: "loss" (mean over batches of the global-batch loss, as the original Estimator reports it),
+          every metric of metric_fn, and "global_step".
+        """
+        if self._eval_step_fn is None:
+
+            @tf.function
+            def eval_step(features):
+                per_replica = self.strategy.run(self._replica_eval_step, args=(features,))
+                return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+            self._eval_step_fn = eval_step
+        loss_sum, num_batches, metric_sums = 0.0, 0, {}
+        for features in self._distribute(self.config.eval_batch_size, is_training=False):
+            if max_steps is not None and num_batches >= max_steps:
+                break
+            loss, sums = self._eval_step_fn(features)
+            loss_sum += float(loss)
+            num_batches += 1
+            for name, (total, weight) in sums.items():
+                previous = metric_sums.get(name, (0.0, 0.0))
+                metric_sums[name] = (previous[0] + float(total), previous[1] + float(weight))
+        if num_batches == 0:
+            raise ValueError("the eval input is empty: no batch of eval_batch_size could be read")
+        results = {
+            name: total / max(weight, 1e-12) for name, (total, weight) in metric_sums.items()
+        }
+        results["loss"] = loss_sum / num_batches
+        results["global_step"] = self.global_step
+        return results
+
+
+def write_eval_results(path, results):
+    """Writes `key = value` lines (sorted, the original's eval_results.txt format) via a temp file + rename."""
+    lines = [f"{key} = {results[key]}" for key in sorted(results)]
+    temp_path = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(temp_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    tf.io.gfile.rename(temp_path, path, overwrite=True)
+    for line in lines:
+        logging.info("  %s", line)
+
+
+def _build_with_policy(build_model, policy):
+    """Builds the model under a dtype policy without leaving the policy set for the rest of the process."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        return build_model()
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+class _SyncedLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Dynamic loss scaling whose skip-or-apply decision is the same on every replica and worker."""
+
+    def check_finite(self, grads):
+        finite = super().check_finite(grads)
+        context = tf.distribute.get_replica_context()
+        if context is None or context.num_replicas_in_sync == 1:
+            return finite
+        num_finite = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(finite, tf.int32))
+        return tf.equal(num_finite, context.num_replicas_in_sync)
+
+
+def _write_scalar(name, value):
+    """tf.summary.scalar without the tensorboard package: the same event, tagged for the scalars plugin."""
+    metadata = summary_pb2.SummaryMetadata()
+    metadata.plugin_data.plugin_name = "scalars"
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata.SerializeToString())
+
+
+def _steps_to_next_boundary(step, config):
+    """Steps the next loop call runs: up to steps_per_loop, stopping at a log, checkpoint or the end."""
+    boundaries = [config.num_train_steps]
+    for every in (config.log_steps, config.save_checkpoints_steps):
+        boundaries.append((step // every + 1) * every)
+    return int(min(config.steps_per_loop, min(boundaries) - step))
+
+
+def _format_seconds(seconds):
+    if not np.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
