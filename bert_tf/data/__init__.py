@@ -1,0 +1,1 @@
+"""Data: pretraining instances and TFRecord I/O, task readers. Import submodules directly."""

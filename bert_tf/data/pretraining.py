@@ -1,0 +1,148 @@
+"""tf.data input for masked-LM + next-sentence pretraining TFRecords.
+
+Reads the files `create_pretraining_data.py` writes, and those of the original google-research
+script (the same seven features, int64 / float, fixed lengths). Letters in shapes: B = batch size
+of this pipeline, S = max_seq_length, P = max_predictions_per_seq.
+
+Example:
+    dataset = make_pretraining_dataset("out/*.tfrecord", batch_size=32, max_seq_length=128,
+                                       max_predictions_per_seq=20, is_training=True)
+    features = next(iter(dataset))  # features["input_ids"]: [32, 128] int32
+"""
+
+import tensorflow as tf
+
+
+def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
+    """Returns the original's `tf.io.parse_single_example` spec for one pretraining example."""
+    seq = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    predictions = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    return {
+        "input_ids": seq,
+        "input_mask": seq,
+        "segment_ids": seq,
+        "masked_lm_positions": predictions,
+        "masked_lm_ids": predictions,
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+
+
+def list_input_files(input_patterns):
+    """Expands a comma-separated string (or list) of file globs into a sorted list of files.
+
+    Raises:
+      FileNotFoundError: naming the first pattern that matches no file.
+    """
+    if isinstance(input_patterns, str):
+        input_patterns = input_patterns.split(",")
+    files = []
+    for pattern in (p.strip() for p in input_patterns):
+        if not pattern:
+            continue
+        matches = sorted(tf.io.gfile.glob(pattern))
+        if not matches:
+            raise FileNotFoundError(f"No pretraining TFRecord file matches {pattern!r}")
+        files.extend(matches)
+    if not files:
+        raise FileNotFoundError(f"No input file patterns given: {input_patterns!r}")
+    return files
+
+
+def _decode_record(record, feature_spec):
+    """Parses one serialized example; int64 features become int32 (TPUs lack int64)."""
+    example = tf.io.parse_single_example(record, feature_spec)
+    return {
+        name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+        for name, value in example.items()
+    }
+
+
+def make_pretraining_dataset(
+    input_patterns,
+    batch_size,
+    max_seq_length,
+    max_predictions_per_seq,
+    is_training,
+    input_context=None,
+    seed=None,
+    num_cpu_threads=4,
+    compression_type="",
+    repeat=None,
+    drop_remainder=True,
+):
+    """Builds the pretraining input pipeline (the original `input_fn_builder`, in TF2).
+
+    Training: the file list is sharded per input pipeline, repeated and shuffled; up to
+    `num_cpu_threads` files are read interleaved and records pass a 100-example shuffle buffer.
+    Evaluation: files are read in order, once unless `repeat` says otherwise.
+
+    Args:
+      input_patterns: comma-separated string or list of file globs.
+      batch_size: examples per batch of THIS pipeline: under `tf.distribute`, the per-replica
+        batch size (`input_context.get_per_replica_batch_size(global_batch_size)`).
+      max_seq_length: S, the length the files were written with.
+      max_predictions_per_seq: P, the length the files were written with.
+      is_training: shuffle and repeat (True) or read in order (False).
+      input_context: a `tf.distribute.InputContext` (from `distribute_datasets_from_function`):
+        pipeline `i` of `n` reads files `i, i+n, ...`, or every n-th record when there are fewer
+        files than pipelines.
+      seed: makes the shuffles and the interleave order reproducible; None = nondeterministic
+        (faster) when training.
+      num_cpu_threads: files read in parallel and parallel parse calls.
+      compression_type: "" (plain TFRecords), "GZIP" or "ZLIB".
+      repeat: repeat forever; defaults to `is_training`.
+      drop_remainder: drop a last partial batch (static batch shapes, needed on TPU).
+
+    Returns:
+      A `tf.data.Dataset` of dicts: `input_ids`, `input_mask`, `segment_ids` [B, S] int32;
+      `masked_lm_positions`, `masked_lm_ids` [B, P] int32; `masked_lm_weights` [B, P] float32;
+      `next_sentence_labels` [B, 1] int32 (1 = B is a random sentence), kept [B, 1] as the
+      original parses it.
+
+    Raises:
+      FileNotFoundError: if a pattern matches no file.
+    """
+    input_files = list_input_files(input_patterns)
+    repeat = is_training if repeat is None else repeat
+    feature_spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+    num_pipelines = input_context.num_input_pipelines if input_context else 1
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
+    shard_files = num_pipelines > 1 and len(input_files) >= num_pipelines
+
+    files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+    if shard_files:
+        files = files.shard(num_pipelines, pipeline_id)
+    num_files = (
+        -(-(len(input_files) - pipeline_id) // num_pipelines) if shard_files else len(input_files)
+    )
+
+    if is_training:
+        if repeat:
+            files = files.repeat()
+        files = files.shuffle(max(num_files, 1), seed=seed)
+        records = files.interleave(
+            lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type),
+            cycle_length=max(1, min(num_cpu_threads, num_files)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=seed is not None,
+        )
+    else:
+        records = files.interleave(
+            lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type),
+            cycle_length=1,
+        )
+        if repeat:
+            records = records.repeat()
+    if num_pipelines > 1 and not shard_files:
+        records = records.shard(num_pipelines, pipeline_id)
+    if is_training:
+        records = records.shuffle(100, seed=seed)
+
+    dataset = records.map(
+        lambda record: _decode_record(record, feature_spec),
+        num_parallel_calls=num_cpu_threads,
+        deterministic=not is_training or seed is not None,
+    )
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)
