@@ -333,7 +333,9 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
 
     def _replica_eval_step(self, features):
-        normalizers = tf.distribute.get_replica_context().all_reduce(
+        """The global batch's loss and metric sums, the same on every replica."""
+        context = tf.distribute.get_replica_context()
+        normalizers = context.all_reduce(
             tf.distribute.ReduceOp.SUM, self.task.normalizer_fn(features)
         )
         outputs = self.model(features, training=False)
@@ -343,7 +345,7 @@ class Trainer:
             values, weights = tf.cast(values, tf.float32), tf.cast(weights, tf.float32)
             weights = tf.broadcast_to(weights, tf.shape(values))
             sums[name] = (tf.reduce_sum(values * weights), tf.reduce_sum(weights))
-        return loss, sums
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, (loss, sums))
 
     def evaluate(self, max_steps=None):
         """Evaluates on the eval input (is_training=False) for at most max_steps global batches.
@@ -357,7 +359,8 @@ class Trainer:
             @tf.function
             def eval_step(features):
                 per_replica = self.strategy.run(self._replica_eval_step, args=(features,))
-                return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+                # Summed in the replicas (strategy.reduce of a nested structure fails across workers).
+                return self.strategy.experimental_local_results(per_replica)[0]
 
             self._eval_step_fn = eval_step
         loss_sum, num_batches, metric_sums = 0.0, 0, {}

@@ -1,0 +1,346 @@
+"""run_pretraining.py end to end: Google checkpoints in and out, eval_results.txt, resume, seeds, workers."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+import run_pretraining
+
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLAGS = flags.FLAGS
+EVAL_KEYS = {
+    "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+    "next_sentence_loss",
+}  # fmt: skip
+
+
+def write_original_records(path, features, copies=1):
+    """Writes TFRecords exactly as the original create_pretraining_data.py does (int64 lists, float weights)."""
+
+    def int64s(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(copies):
+            for i in range(len(features["input_ids"])):
+                example = {
+                    name: int64s(features[name][i])
+                    for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids")
+                }  # fmt: skip
+                example["masked_lm_weights"] = tf.train.Feature(
+                    float_list=tf.train.FloatList(value=features["masked_lm_weights"][i].tolist())
+                )
+                example["next_sentence_labels"] = int64s([features["next_sentence_labels"][i]])
+                record = tf.train.Example(features=tf.train.Features(feature=example))
+                writer.write(record.SerializeToString())
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def reference(google_ckpt_dir):
+    return dict(np.load(os.path.join(google_ckpt_dir, "reference.npz")))
+
+
+@pytest.fixture
+def reference_records(tmp_path, reference):
+    return write_original_records(tmp_path / "reference.tfrecord", reference, copies=4)
+
+
+@pytest.fixture
+def no_dropout_config(tmp_path, google_ckpt_dir):
+    config = json.loads((google_ckpt_dir / "bert_config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def run(**flag_values):
+    """Runs run_pretraining in this process with the given flags; returns (trainer, eval results)."""
+    FLAGS.unparse_flags()
+    FLAGS(["run_pretraining"] + [f"--{name}={value}" for name, value in flag_values.items()])
+    trainer = run_pretraining.run_from_flags()
+    results_path = os.path.join(flag_values["output_dir"], "eval_results.txt")
+    results = None
+    if flag_values.get("do_eval") and os.path.exists(results_path):
+        results = read_eval_results(results_path)
+    return trainer, results
+
+
+def read_eval_results(path):
+    results = {}
+    with open(path) as f:
+        for line in f:
+            key, value = line.strip().split(" = ")
+            results[key] = float(value)
+    return results
+
+
+def tiny_flags(config_path, input_file, output_dir, **overrides):
+    values = dict(
+        bert_config_file=config_path, input_file=input_file, output_dir=str(output_dir),
+        max_seq_length=23, max_predictions_per_seq=5, train_batch_size=4, eval_batch_size=4,
+        learning_rate=1e-3, num_train_steps=4, num_warmup_steps=1, save_checkpoints_steps=2,
+        iterations_per_loop=2, log_steps=2, max_eval_steps=4, do_train=True, do_eval=True,
+    )  # fmt: skip
+    values.update(overrides)
+    return values
+
+
+def test_eval_of_a_google_checkpoint_reproduces_its_own_loss(tmp_path, google_ckpt_dir, reference):
+    records = write_original_records(tmp_path / "ref.tfrecord", reference)
+    _, results = run(
+        **tiny_flags(
+            str(google_ckpt_dir / "bert_config.json"), records, tmp_path / "out",
+            init_checkpoint=str(google_ckpt_dir / "bert_model.ckpt"), do_train=False,
+        )
+    )  # fmt: skip
+    assert set(results) == EVAL_KEYS
+    assert results["global_step"] == 0
+    # One batch of 4: the eval loss is the original's per-batch total loss.
+    expected = float(reference["masked_lm_loss"] + reference["next_sentence_loss"])
+    assert results["loss"] == pytest.approx(expected, rel=1e-5)
+    assert results["next_sentence_loss"] == pytest.approx(
+        float(reference["next_sentence_loss"]), rel=1e-5
+    )
+    # The metric is the weighted mean, the loss divides by sum(weights) + 1e-5: equal to ~1e-5 relative.
+    assert results["masked_lm_loss"] == pytest.approx(float(reference["masked_lm_loss"]), rel=1e-4)
+    ids, log_probs = reference["masked_lm_ids"], reference["masked_lm_log_probs"]
+    weights = reference["masked_lm_weights"]
+    accuracy = np.sum((log_probs.argmax(-1) == ids) * weights) / np.sum(weights)
+    assert results["masked_lm_accuracy"] == pytest.approx(accuracy, abs=1e-6)
+
+
+def test_training_writes_checkpoints_eval_results_and_a_google_export(
+    tmp_path, no_dropout_config, reference_records
+):
+    out = tmp_path / "out"
+    trainer, results = run(**tiny_flags(no_dropout_config, reference_records, out))
+    assert results["global_step"] == 4
+    assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-4")
+    names = dict(tf.train.list_variables(str(out / "bert_model.ckpt")))
+    assert names["bert/encoder/layer_1/attention/self/query/kernel"] == [48, 48]
+    assert "cls/predictions/output_bias" in names
+    assert (out / "bert_config.json").exists()
+    assert not [
+        name for name in os.listdir(out) if name.startswith((".export", "eval_results.txt."))
+    ]
+    assert tf.io.gfile.glob(str(out / "train" / "events.out.tfevents.*"))
+    # The export, read back as an --init_checkpoint, gives the same eval as the trained model.
+    _, reloaded = run(
+        **tiny_flags(
+            no_dropout_config, reference_records, tmp_path / "reload",
+            init_checkpoint=str(out / "bert_model.ckpt"), do_train=False,
+        )
+    )  # fmt: skip
+    for key in EVAL_KEYS - {"global_step"}:
+        assert reloaded[key] == pytest.approx(results[key], rel=1e-5, abs=1e-6), key
+
+
+def test_restart_resumes_from_the_latest_checkpoint(tmp_path, no_dropout_config, reference_records):
+    out = tmp_path / "out"
+    run(**tiny_flags(no_dropout_config, reference_records, out, num_train_steps=2, do_eval=False))
+    trainer, results = run(
+        **tiny_flags(no_dropout_config, reference_records, out, num_train_steps=4)
+    )
+    assert results["global_step"] == 4
+    checkpoint_state = tf.train.get_checkpoint_state(str(out))
+    assert [os.path.basename(p) for p in checkpoint_state.all_model_checkpoint_paths] == [
+        "ckpt-2",
+        "ckpt-4",
+    ]
+
+
+def test_same_seed_gives_the_same_result(tmp_path, google_ckpt_dir, reference_records):
+    config = str(google_ckpt_dir / "bert_config.json")  # with dropout: the seed must fix it too
+    _, first = run(**tiny_flags(config, reference_records, tmp_path / "a", seed=7))
+    _, second = run(**tiny_flags(config, reference_records, tmp_path / "b", seed=7))
+    _, other = run(**tiny_flags(config, reference_records, tmp_path / "c", seed=8))
+    assert first == second
+    assert other["loss"] != first["loss"]
+
+
+def test_gradient_accumulation_and_lamb_run(tmp_path, no_dropout_config, reference_records):
+    _, results = run(
+        **tiny_flags(
+            no_dropout_config,
+            reference_records,
+            tmp_path,
+            num_accumulation_steps=2,
+            optimizer="lamb",
+        )
+    )
+    assert results["global_step"] == 4
+    assert np.isfinite(results["loss"])
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(input_file=""), "--input_file"),
+        (dict(do_train=False, do_eval=False), "--do_train or --do_eval"),
+        (dict(max_seq_length=64), "--max_seq_length"),
+        (dict(train_batch_size=6, num_accumulation_steps=4), "--train_batch_size"),
+        (dict(use_tpu=True, distribution_strategy="mirrored"), "--use_tpu"),
+        (dict(num_gpus=2), "--num_gpus"),
+    ],
+)
+def test_bad_flags_are_rejected_naming_the_flag(
+    tmp_path, no_dropout_config, reference_records, overrides, message
+):
+    with pytest.raises(ValueError, match=message):
+        run(**{**tiny_flags(no_dropout_config, reference_records, tmp_path), **overrides})
+
+
+# ---------------------------------------------------------------- quality bar (pretraining learns)
+
+
+@pytest.fixture(scope="module")
+def austen_records(tmp_path_factory, austen_sentences_path, sample_vocab_path):
+    """A few hundred instances from the first chapters of Austen, written by create_pretraining_data.py."""
+    create_pretraining_data = pytest.importorskip("create_pretraining_data")
+    directory = tmp_path_factory.mktemp("austen")
+    lines = austen_sentences_path.read_text(encoding="utf-8").splitlines()
+    documents, text = 0, []
+    for line in lines:
+        text.append(line)
+        if not line.strip():
+            documents += 1
+            if documents == 12:
+                break
+    (directory / "austen.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
+    output = directory / "austen.tfrecord"
+    subprocess.run(
+        [sys.executable, os.path.join(REPO_DIR, "create_pretraining_data.py"),
+         f"--input_file={directory / 'austen.txt'}", f"--output_file={output}",
+         f"--vocab_file={sample_vocab_path}", "--do_lower_case=True", "--max_seq_length=64",
+         "--max_predictions_per_seq=10", "--dupe_factor=2", "--random_seed=3"],
+        check=True, cwd=REPO_DIR, capture_output=True, timeout=300,
+    )  # fmt: skip
+    del create_pretraining_data
+    count = sum(1 for _ in tf.data.TFRecordDataset(str(output)))
+    assert 200 <= count <= 2000, count
+    return str(output)
+
+
+@pytest.mark.slow
+def test_pretraining_on_austen_beats_chance_by_a_clear_margin(tmp_path, austen_records):
+    config = dict(
+        vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+        hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+        max_position_embeddings=64, type_vocab_size=2, initializer_range=0.02,
+    )  # fmt: skip
+    (tmp_path / "bert_config.json").write_text(json.dumps(config))
+    _, results = run(
+        **tiny_flags(
+            str(tmp_path / "bert_config.json"), austen_records, tmp_path / "out", max_seq_length=64,
+            max_predictions_per_seq=10, train_batch_size=32, eval_batch_size=32, learning_rate=2e-3,
+            num_train_steps=400, num_warmup_steps=40, save_checkpoints_steps=400,
+            iterations_per_loop=100, log_steps=100, max_eval_steps=20,
+        )
+    )  # fmt: skip
+    # Chance: 1/30522 for a masked token, 0.5 for the next sentence.
+    assert results["masked_lm_accuracy"] > 0.10
+    assert results["next_sentence_accuracy"] > 0.65
+
+
+# ---------------------------------------------------------------- several worker processes
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start_workers(flag_values, log_dir, attempt):
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = []
+    for index in range(2):
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            ),
+            "PYTHONPATH": os.pathsep.join(
+                [REPO_DIR, *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
+            "TF_CPP_MIN_LOG_LEVEL": "1",
+        }
+        args = [f"--{name}={value}" for name, value in flag_values.items()]
+        log = open(log_dir / f"worker{index}-{attempt}.log", "w")  # noqa: SIM115
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    os.path.join(REPO_DIR, "run_pretraining.py"),
+                    *args,
+                    "--alsologtostderr",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO_DIR,
+                start_new_session=True,
+            )  # fmt: skip
+        )
+    return processes
+
+
+def _stop(processes):
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.mark.slow
+def test_multi_worker_run_is_killed_and_resumes(tmp_path, no_dropout_config, reference_records):
+    out = tmp_path / "out"
+    flag_values = tiny_flags(
+        no_dropout_config, reference_records, out, distribution_strategy="multi_worker_mirrored",
+        train_batch_size=8, num_train_steps=100000, save_checkpoints_steps=2, iterations_per_loop=1,
+        do_eval=False,
+    )  # fmt: skip
+    workers = _start_workers(flag_values, tmp_path, attempt=1)
+    try:
+        deadline = time.time() + 180
+        while not (tf.train.latest_checkpoint(str(out)) or "").endswith(
+            ("ckpt-4", "ckpt-6", "ckpt-8")
+        ):
+            assert all(w.poll() is None for w in workers), (tmp_path / "worker0-1.log").read_text()[
+                -3000:
+            ]
+            assert time.time() < deadline, "no checkpoint within 180 s"
+            time.sleep(0.2)
+    finally:
+        _stop(workers)  # killed mid-run
+    killed_at = int(tf.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
+
+    flag_values.update(num_train_steps=killed_at + 2, do_eval=True)
+    workers = _start_workers(flag_values, tmp_path, attempt=2)
+    try:
+        for worker in workers:
+            assert worker.wait(timeout=240) == 0, (tmp_path / "worker0-2.log").read_text()[-3000:]
+    finally:
+        _stop(workers)
+    chief_log = (tmp_path / "worker0-2.log").read_text()
+    assert f"at global step {killed_at}" in chief_log
+    assert read_eval_results(out / "eval_results.txt")["global_step"] == killed_at + 2
+    assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{killed_at + 2}")
+    assert (out / "bert_model.ckpt.index").exists()
+    assert not [name for name in os.listdir(out) if name.startswith("worker")]
