@@ -1,0 +1,332 @@
+"""Streaming, parallel raw text -> pretraining TFRecords (the engine of create_pretraining_data.py).
+
+The input is read once, in order, as a stream of *chunks*: runs of whole consecutive documents
+holding about `chunk_bytes` of text. Each chunk is one task for a worker process, which
+tokenizes it, makes `dupe_factor` passes of instances with a random generator seeded from
+(random_seed, chunk index), encodes and frames them. The main process takes the results in chunk
+order, passes the records through a bounded shuffle buffer and deals them round-robin to the
+output files. Memory is bounded by the chunk size, the number of tasks in flight (2 per worker)
+and the shuffle buffer, never by the corpus; and the output depends on the inputs, the flags and
+the seed only, not on the number of workers.
+
+Differences from the original, which holds the whole corpus in memory:
+  * a "random next" segment comes from another document of the same chunk, not of the corpus;
+  * instances are shuffled within their chunk and then through a buffer of
+    `shuffle_buffer_size` instances, not globally (shuffle input files when reading, as
+    `bert_tf.data.pretraining` does, for more mixing);
+  * a new input file always starts a new document.
+"""
+
+import dataclasses
+import glob
+import gzip
+import multiprocessing
+import os
+import random
+import time
+
+from absl import logging
+
+from bert_tf.data import pretraining_data, tfrecord_io
+
+_TASKS_IN_FLIGHT_PER_WORKER = 2
+
+
+@dataclasses.dataclass
+class Summary:
+    """What a run read and wrote."""
+
+    input_files: list
+    output_files: list
+    documents: int = 0
+    instances: int = 0
+    skipped_invalid_lines: int = 0
+    instances_per_file: list = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+
+def expand_input_patterns(input_patterns):
+    """Comma-separated globs (or a list of them) -> files, each pattern's matches sorted.
+
+    Raises:
+      FileNotFoundError: naming the first pattern that matches no file.
+    """
+    if isinstance(input_patterns, str):
+        input_patterns = input_patterns.split(",")
+    files = []
+    for pattern in (p.strip() for p in input_patterns):
+        if not pattern:
+            continue
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        matches = [m for m in matches if os.path.isfile(m)]
+        if not matches:
+            raise FileNotFoundError(f"--input_file pattern {pattern!r} matches no file")
+        files.extend(matches)
+    if not files:
+        raise FileNotFoundError(f"--input_file names no file: {input_patterns!r}")
+    return files
+
+
+def read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8=False, summary=None):
+    """Yields lists of consecutive documents (lists of stripped sentence strings).
+
+    A chunk closes after the document that brings it to `chunk_bytes` of text. One sentence per
+    line, blank (or whitespace-only) lines between documents; a UTF-8 BOM and CRLF line ends are
+    accepted; files ending in ".gz" are read through gzip.
+
+    Raises:
+      ValueError: on invalid UTF-8, naming the file and line (unless skip_invalid_utf8, which
+        drops the line and counts it in `summary.skipped_invalid_lines`).
+    """
+    chunk, chunk_size = [], 0
+    for path in input_files:
+        document, document_size = [], 0
+        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+            for line_number, raw_line in enumerate(f, start=1):
+                try:
+                    line = raw_line.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    if not skip_invalid_utf8:
+                        raise ValueError(
+                            f"{path}:{line_number}: invalid UTF-8 ({e.reason} at byte {e.start});"
+                            " pass --skip_invalid_utf8 to skip such lines"
+                        ) from None
+                    if summary is not None:
+                        summary.skipped_invalid_lines += 1
+                    continue
+                line = line.lstrip("\ufeff") if line_number == 1 else line
+                line = line.strip()
+                if line:
+                    document.append(line)
+                    document_size += len(raw_line)
+                    continue
+                if document:
+                    chunk.append(document)
+                    chunk_size += document_size
+                    document, document_size = [], 0
+                if chunk and chunk_size >= chunk_bytes:
+                    yield chunk
+                    chunk, chunk_size = [], 0
+        if document:
+            chunk.append(document)
+            chunk_size += document_size
+        if chunk and chunk_size >= chunk_bytes:
+            yield chunk
+            chunk, chunk_size = [], 0
+    if chunk:
+        yield chunk
+
+
+@dataclasses.dataclass(frozen=True)
+class _ChunkJob:
+    """Everything a worker needs besides the chunk: fixed for the run."""
+
+    tokenizer: object
+    options: pretraining_data.InstanceOptions
+    dupe_factor: int
+    random_seed: int
+
+
+_JOB = None  # the _ChunkJob of this worker process
+
+
+def _init_worker(job):
+    global _JOB
+    _JOB = job
+
+
+def _process_chunk(chunk_index, documents, job=None):
+    """Tokenize, make instances, encode, frame.
+
+    Returns:
+      (framed records in shuffled order, non-empty documents, first instances for the log).
+    """
+    job = job or _JOB
+    tokenizer = job.tokenizer
+    tokenized = []
+    for document in documents:
+        sentences = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(s)) for s in document]
+        sentences = [s for s in sentences if s]
+        if sentences:
+            tokenized.append(sentences)
+    rng = random.Random(f"{job.random_seed}/chunk/{chunk_index}")
+    instances = pretraining_data.create_instances(tokenized, job.options, job.dupe_factor, rng)
+    encoder = tfrecord_io.ExampleEncoder(
+        job.options.max_seq_length, job.options.max_predictions_per_seq, job.options.vocab_size
+    )
+    records = tfrecord_io.frame_records([encoder.encode(instance) for instance in instances])
+    return records, len(tokenized), instances[:3] if chunk_index == 0 else []
+
+
+def _chunk_results(chunks, job, num_workers):
+    """Yields `_process_chunk` results in chunk order, with at most 2 tasks per worker queued."""
+    if num_workers <= 1:
+        for chunk_index, documents in enumerate(chunks):
+            yield _process_chunk(chunk_index, documents, job)
+        return
+    # fork: workers start at once and inherit the imported modules (no TensorFlow among them).
+    context = multiprocessing.get_context("fork")
+    with context.Pool(num_workers, initializer=_init_worker, initargs=(job,)) as pool:
+        pending = []
+        for chunk_index, documents in enumerate(chunks):
+            pending.append(pool.apply_async(_process_chunk, (chunk_index, documents)))
+            if len(pending) >= _TASKS_IN_FLIGHT_PER_WORKER * num_workers:
+                yield pending.pop(0).get()
+        while pending:
+            yield pending.pop(0).get()
+
+
+class _ShuffleBuffer:
+    """A fixed-size reservoir: each new record evicts a uniformly random one."""
+
+    def __init__(self, size, rng):
+        self._size = max(1, size)
+        self._rng = rng
+        self._records = []
+
+    def push(self, records):
+        """Adds records; yields the ones evicted."""
+        buffer, rng, size = self._records, self._rng, self._size
+        for record in records:
+            if len(buffer) < size:
+                buffer.append(record)
+                continue
+            k = int(rng.random() * size)
+            yield buffer[k]
+            buffer[k] = record
+
+    def drain(self):
+        self._rng.shuffle(self._records)
+        yield from self._records
+        self._records = []
+
+
+def create_pretraining_data(
+    input_patterns,
+    output_files,
+    tokenizer,
+    options,
+    dupe_factor=10,
+    random_seed=12345,
+    num_workers=None,
+    chunk_bytes=1 << 19,
+    shuffle_buffer_size=1 << 16,
+    compression="",
+    skip_invalid_utf8=False,
+    progress_interval_s=10.0,
+):
+    """Turns raw text files into masked-LM + next-sentence TFRecord files.
+
+    Args:
+      input_patterns: comma-separated string or list of globs: one sentence per line, a blank
+        line between documents.
+      output_files: comma-separated string or list of paths; instances are dealt round-robin.
+      tokenizer: a `FullTokenizer` (picklable; used in the workers).
+      options: a `pretraining_data.InstanceOptions`.
+      dupe_factor: passes over each document, each with different masks.
+      random_seed: the seed of everything random; the output does not depend on num_workers.
+      num_workers: processes making instances; None = the number of cores; <= 1 = in-process.
+      chunk_bytes: bytes of text per task; also the pool "random next" documents come from.
+      shuffle_buffer_size: instances held in the writer's shuffle buffer.
+      compression: "" or "gzip" (read back with compression_type="GZIP").
+      skip_invalid_utf8: drop (and count) lines that are not UTF-8 instead of failing.
+      progress_interval_s: seconds between progress lines in the log.
+
+    Returns:
+      A `Summary`.
+
+    Raises:
+      FileNotFoundError: a pattern matches nothing, or an output directory does not exist.
+      ValueError: invalid UTF-8 (file and line named), or bad flag values.
+    """
+    start = time.monotonic()
+    input_files = expand_input_patterns(input_patterns)
+    if isinstance(output_files, str):
+        output_files = [p.strip() for p in output_files.split(",") if p.strip()]
+    if not output_files:
+        raise ValueError("--output_file names no file")
+    for path in output_files:
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(
+                f"--output_file {path!r}: directory {directory!r} does not exist"
+            )
+    if dupe_factor < 1:
+        raise ValueError(f"--dupe_factor must be >= 1, got {dupe_factor}")
+    num_workers = os.cpu_count() if num_workers is None else num_workers
+    summary = Summary(input_files=input_files, output_files=list(output_files))
+    logging.info(
+        "Reading %d input file(s) with %d worker(s)", len(input_files), max(1, num_workers)
+    )
+
+    job = _ChunkJob(tokenizer, options, dupe_factor, random_seed)
+    chunks = read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8, summary)
+    shuffle_buffer = _ShuffleBuffer(shuffle_buffer_size, random.Random(f"{random_seed}/shuffle"))
+    writers = []
+    try:
+        writers = [tfrecord_io.AtomicRecordFile(path, compression) for path in output_files]
+
+        def write(records):
+            for record in records:
+                writers[summary.instances % len(writers)].write(record)
+                summary.instances += 1
+
+        last_progress = time.monotonic()
+        for records, num_documents, first_instances in _chunk_results(chunks, job, num_workers):
+            for instance in first_instances:
+                _log_instance(instance, tokenizer)
+            summary.documents += num_documents
+            write(shuffle_buffer.push(records))
+            if time.monotonic() - last_progress >= progress_interval_s:
+                last_progress = time.monotonic()
+                _log_progress(summary, start)
+        write(shuffle_buffer.drain())
+        for writer in writers:
+            writer.close()
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise
+    summary.instances_per_file = [w.num_records for w in writers]
+    summary.seconds = time.monotonic() - start
+    _log_summary(summary)
+    return summary
+
+
+def _log_progress(summary, start):
+    elapsed = time.monotonic() - start
+    logging.info(
+        "documents %d, instances %d, %.0f instances/s",
+        summary.documents,
+        summary.instances,
+        summary.instances / max(elapsed, 1e-9),
+    )
+
+
+def _log_summary(summary):
+    logging.info(
+        "Wrote %d instances from %d documents (%d input file(s)) in %.1f s (%.0f instances/s)%s",
+        summary.instances,
+        summary.documents,
+        len(summary.input_files),
+        summary.seconds,
+        summary.instances / max(summary.seconds, 1e-9),
+        f"; skipped {summary.skipped_invalid_lines} invalid UTF-8 line(s)"
+        if summary.skipped_invalid_lines
+        else "",
+    )
+    for path, count in zip(summary.output_files, summary.instances_per_file, strict=True):
+        logging.info("  %s: %d instances", path, count)
+
+
+def _log_instance(instance, tokenizer):
+    tokens = tokenizer.convert_ids_to_tokens(instance.input_ids)
+    logging.info(
+        "*** Example ***\ntokens: %s\nsegment_ids: %s\nis_random_next: %s\n"
+        "masked_lm_positions: %s\nmasked_lm_labels: %s",
+        " ".join(tokens),
+        " ".join(map(str, instance.segment_ids)),
+        instance.is_random_next,
+        " ".join(map(str, instance.masked_lm_positions)),
+        " ".join(tokenizer.convert_ids_to_tokens(instance.masked_lm_ids)),
+    )
