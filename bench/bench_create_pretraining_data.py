@@ -1,0 +1,320 @@
+"""Benchmark: create_pretraining_data.py against the original algorithm, same machine, same run.
+
+The peer is a faithful single-process, all-in-memory REIMPLEMENTATION of google-research/bert's
+create_pretraining_data.py (below, `_original_*`): token strings, every instance of the corpus in
+memory, a global shuffle, `tf.train.Example` objects and `tf.io.TFRecordWriter`. (The TF1
+original cannot run on TF 2.21; it uses this project's FullTokenizer, which is faster than the
+original's, so the peer's time is a lower bound. The original itself, measured on a 2-core
+machine of this kind: 28.4 s and 782 MB, ../shared/fixtures/README.md.)
+
+Each command runs as a child process; wall time is measured around it and peak memory by
+sampling its whole process tree (workers included) every 20 ms: the sum of RSS (counts pages
+that forked workers share with their parent once per process) and the sum of PSS (shares them).
+
+    .venv/bin/python bench/bench_create_pretraining_data.py            # Austen, 3 repeats, + 20x corpus
+    .venv/bin/python bench/bench_create_pretraining_data.py --repeats=1 --scale=0   # quick
+"""
+
+import argparse
+import collections
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AUSTEN = os.path.join(REPO_DIR, "..", "shared", "data", "austen_sentences.txt")
+VOCAB = os.path.join(REPO_DIR, "sample_data", "vocab.txt")
+FLAGS = dict(max_seq_length=128, max_predictions_per_seq=20, random_seed=12345, dupe_factor=10)
+
+
+# --------------------------------------------- the peer: the original algorithm, reimplemented
+
+MaskedLmInstance = collections.namedtuple("MaskedLmInstance", ["index", "label"])
+TrainingInstance = collections.namedtuple(
+    "TrainingInstance",
+    ["tokens", "segment_ids", "masked_lm_positions", "masked_lm_labels", "is_random_next"],
+)
+
+
+def _original_main(input_file, output_file):
+    import tensorflow as tf
+
+    from bert_tf import tokenization
+
+    tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+    rng = random.Random(FLAGS["random_seed"])
+    all_documents = [[]]
+    with open(input_file, encoding="utf-8") as reader:
+        for line in reader:
+            line = line.strip()
+            if not line:
+                all_documents.append([])
+            tokens = tokenizer.tokenize(line)
+            if tokens:
+                all_documents[-1].append(tokens)
+    all_documents = [x for x in all_documents if x]
+    rng.shuffle(all_documents)
+    vocab_words = list(tokenizer.vocab.keys())
+    instances = []
+    for _ in range(FLAGS["dupe_factor"]):
+        for document_index in range(len(all_documents)):
+            instances.extend(_original_instances(all_documents, document_index, vocab_words, rng))
+    rng.shuffle(instances)
+
+    def int_feature(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+    max_seq_length, max_predictions = FLAGS["max_seq_length"], FLAGS["max_predictions_per_seq"]
+    with tf.io.TFRecordWriter(output_file) as writer:
+        for instance in instances:
+            input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
+            input_mask = [1] * len(input_ids)
+            segment_ids = list(instance.segment_ids)
+            while len(input_ids) < max_seq_length:
+                input_ids.append(0)
+                input_mask.append(0)
+                segment_ids.append(0)
+            positions = list(instance.masked_lm_positions)
+            ids = tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)
+            weights = [1.0] * len(ids)
+            while len(positions) < max_predictions:
+                positions.append(0)
+                ids.append(0)
+                weights.append(0.0)
+            features = collections.OrderedDict()
+            features["input_ids"] = int_feature(input_ids)
+            features["input_mask"] = int_feature(input_mask)
+            features["segment_ids"] = int_feature(segment_ids)
+            features["masked_lm_positions"] = int_feature(positions)
+            features["masked_lm_ids"] = int_feature(ids)
+            features["masked_lm_weights"] = tf.train.Feature(
+                float_list=tf.train.FloatList(value=weights)
+            )
+            features["next_sentence_labels"] = int_feature([1 if instance.is_random_next else 0])
+            example = tf.train.Example(features=tf.train.Features(feature=features))
+            writer.write(example.SerializeToString())
+    print(f"instances {len(instances)}")
+
+
+def _original_instances(all_documents, document_index, vocab_words, rng):
+    document = all_documents[document_index]
+    max_num_tokens = FLAGS["max_seq_length"] - 3
+    target_seq_length = max_num_tokens
+    if rng.random() < 0.1:
+        target_seq_length = rng.randint(2, max_num_tokens)
+    instances, current_chunk, current_length, i = [], [], 0, 0
+    while i < len(document):
+        segment = document[i]
+        current_chunk.append(segment)
+        current_length += len(segment)
+        if i == len(document) - 1 or current_length >= target_seq_length:
+            a_end = rng.randint(1, len(current_chunk) - 1) if len(current_chunk) >= 2 else 1
+            tokens_a = [t for s in current_chunk[:a_end] for t in s]
+            tokens_b = []
+            if len(current_chunk) == 1 or rng.random() < 0.5:
+                is_random_next = True
+                target_b_length = target_seq_length - len(tokens_a)
+                for _ in range(10):
+                    random_document_index = rng.randint(0, len(all_documents) - 1)
+                    if random_document_index != document_index:
+                        break
+                random_document = all_documents[random_document_index]
+                random_start = rng.randint(0, len(random_document) - 1)
+                for j in range(random_start, len(random_document)):
+                    tokens_b.extend(random_document[j])
+                    if len(tokens_b) >= target_b_length:
+                        break
+                i -= len(current_chunk) - a_end
+            else:
+                is_random_next = False
+                tokens_b = [t for s in current_chunk[a_end:] for t in s]
+            while len(tokens_a) + len(tokens_b) > max_num_tokens:
+                trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+                if rng.random() < 0.5:
+                    del trunc_tokens[0]
+                else:
+                    trunc_tokens.pop()
+            tokens = ["[CLS]", *tokens_a, "[SEP]", *tokens_b, "[SEP]"]
+            segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+            tokens, positions, labels = _original_masking(tokens, vocab_words, rng)
+            instances.append(
+                TrainingInstance(tokens, segment_ids, positions, labels, is_random_next)
+            )
+            current_chunk, current_length = [], 0
+        i += 1
+    return instances
+
+
+def _original_masking(tokens, vocab_words, rng):
+    cand_indexes = [[i] for i, token in enumerate(tokens) if token not in ("[CLS]", "[SEP]")]
+    rng.shuffle(cand_indexes)
+    output_tokens = list(tokens)
+    num_to_predict = min(FLAGS["max_predictions_per_seq"], max(1, int(round(len(tokens) * 0.15))))
+    masked_lms, covered_indexes = [], set()
+    for index_set in cand_indexes:
+        if len(masked_lms) >= num_to_predict:
+            break
+        if len(masked_lms) + len(index_set) > num_to_predict:
+            continue
+        if any(index in covered_indexes for index in index_set):
+            continue
+        for index in index_set:
+            covered_indexes.add(index)
+            if rng.random() < 0.8:
+                masked_token = "[MASK]"
+            elif rng.random() < 0.5:
+                masked_token = tokens[index]
+            else:
+                masked_token = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+            output_tokens[index] = masked_token
+            masked_lms.append(MaskedLmInstance(index=index, label=tokens[index]))
+    masked_lms.sort(key=lambda x: x.index)
+    return output_tokens, [p.index for p in masked_lms], [p.label for p in masked_lms]
+
+
+# ------------------------------------------------------------------------------- measurement
+
+
+def _tree_memory_bytes(root_pid):
+    """(sum of Rss, sum of Pss) over root_pid and all its descendants.
+
+    Forked workers share their parent's pages, which the Rss sum counts once per process; Pss
+    divides each shared page among its sharers, so its sum is the memory the tree really uses.
+    """
+    rss, pss, stack = 0, 0, [root_pid]
+    while stack:
+        pid = stack.pop()
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                fields = dict(line.split()[:2] for line in f if line.endswith("kB\n"))
+            rss += int(fields["Rss:"]) * 1024
+            pss += int(fields["Pss:"]) * 1024
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    stack.extend(int(child) for child in f.read().split())
+        except (FileNotFoundError, ProcessLookupError, KeyError):
+            continue
+    return rss, pss
+
+
+def _measure(command):
+    """Runs command; returns (wall seconds, peak Rss and peak Pss of its process tree in MB)."""
+    start = time.monotonic()
+    process = subprocess.Popen(
+        command, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    peak_rss = peak_pss = 0
+    done = threading.Event()
+
+    def sample():
+        nonlocal peak_rss, peak_pss
+        while not done.is_set():
+            rss, pss = _tree_memory_bytes(process.pid)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    output = process.communicate()[0].decode()
+    seconds = time.monotonic() - start
+    done.set()
+    sampler.join()
+    if process.returncode != 0:
+        raise RuntimeError(f"{command} failed:\n{output[-3000:]}")
+    return seconds, peak_rss / 2**20, peak_pss / 2**20
+
+
+def _ours(input_file, output_file, workers):
+    flags = [f"--{k}={v}" for k, v in FLAGS.items()]
+    return [sys.executable, "create_pretraining_data.py", f"--input_file={input_file}",
+            f"--output_file={output_file}", f"--vocab_file={VOCAB}", f"--num_workers={workers}",
+            "--progress_interval_s=1000", *flags]  # fmt: skip
+
+
+def _stats(path):
+    """Instances, mean real length, mean predictions, fraction random next (read with tf.data)."""
+    code = f"""
+import numpy as np, tensorflow as tf
+from bert_tf.data.pretraining import pretraining_feature_spec
+spec = pretraining_feature_spec(128, 20)
+n = length = predictions = random_next = 0
+for batch in tf.data.TFRecordDataset({path!r}).batch(4096).map(lambda r: tf.io.parse_example(r, spec)):
+    n += len(batch["input_ids"]); length += batch["input_mask"].numpy().sum()
+    predictions += batch["masked_lm_weights"].numpy().sum(); random_next += batch["next_sentence_labels"].numpy().sum()
+print(n, length / n, predictions / n, random_next / n)
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_DIR, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": REPO_DIR}, check=True).stdout.split()  # fmt: skip
+    return int(out[0]), *map(float, out[1:])
+
+
+def _scaled_corpus(path, copies):
+    """The corpus `copies` times, each copy's documents in a different shuffled order."""
+    documents = open(AUSTEN, encoding="utf-8").read().strip().split("\n\n")
+    rng = random.Random(0)
+    with open(path, "w", encoding="utf-8") as f:
+        for _ in range(copies):
+            rng.shuffle(documents)
+            f.write("\n\n".join(documents) + "\n\n")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--scale", type=int, default=20, help="copies of Austen for the memory run; 0 = skip"
+    )
+    parser.add_argument("--_original", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args._original:
+        sys.path.insert(0, REPO_DIR)
+        _original_main(*args._original)
+        return
+    os.environ["PYTHONPATH"] = REPO_DIR
+    size_mb = os.path.getsize(AUSTEN) / 2**20
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.tfrecord")
+        runs = {
+            "original algorithm (reimplementation, 1 process)": [
+                sys.executable,
+                __file__,
+                "--_original",
+                AUSTEN,
+                out,
+            ],
+            "ours, --num_workers=1": _ours(AUSTEN, out, 1),
+            "ours, --num_workers=2": _ours(AUSTEN, out, 2),
+        }
+        for name, command in runs.items():
+            results = [_measure(command) for _ in range(args.repeats)]
+            times = [r[0] for r in results]
+            rss, pss = max(r[1] for r in results), max(r[2] for r in results)
+            best, median = min(times), statistics.median(times)
+            rows.append((name, f"{size_mb:.1f} MB", best, median, rss, pss, *_stats(out)))
+        if args.scale:
+            big = os.path.join(tmp, "big.txt")
+            _scaled_corpus(big, args.scale)
+            seconds, rss, pss = _measure(_ours(big, out, 2))
+            name = f"ours, --num_workers=2, Austen x{args.scale}"
+            size = f"{os.path.getsize(big) / 2**20:.0f} MB"
+            rows.append((name, size, seconds, seconds, rss, pss, *_stats(out)))
+
+    print(f"\ncreate_pretraining_data, {os.cpu_count()} cores, {FLAGS}, {args.repeats} repeat(s)\n")
+    print("| run | input | wall s (best) | wall s (median) | peak RSS MB (sum) | peak PSS MB (sum) "
+          "| instances | mean length | predictions/instance | random next |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| original TF1 script, measured (fixtures README) | 2.9 MB | 28.4 | 28.4 | 782 | | 69,246 "
+          "| | | |")  # fmt: skip
+    for name, size, best, median, rss, pss, n, length, predictions, random_next in rows:
+        print(f"| {name} | {size} | {best:.2f} | {median:.2f} | {rss:.0f} | {pss:.0f} | {n:,} "
+              f"| {length:.1f} | {predictions:.2f} | {random_next:.3f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
