@@ -5,7 +5,7 @@ holding about `chunk_bytes` of text. Each chunk is one task for a worker process
 tokenizes it, makes `dupe_factor` passes of instances with a random generator seeded from
 (random_seed, chunk index), encodes and frames them. The main process takes the results in chunk
 order, passes the records through a bounded shuffle buffer and deals them round-robin to the
-output files. Memory is bounded by the chunk size, the number of tasks in flight (2 per worker)
+output files. Memory is bounded by the chunk size, the tasks in flight (one per worker, plus one)
 and the shuffle buffer, never by the corpus; and the output depends on the inputs, the flags and
 the seed only, not on the number of workers.
 
@@ -28,8 +28,6 @@ import time
 from absl import logging
 
 from bert_tf.data import pretraining_data, tfrecord_io
-
-_TASKS_IN_FLIGHT_PER_WORKER = 2
 
 
 @dataclasses.dataclass
@@ -168,7 +166,7 @@ def _process_chunk(chunk_index, documents, job=None):
 
 
 def _chunk_results(chunks, job, num_workers):
-    """Yields `_process_chunk` results in chunk order, with at most 2 tasks per worker queued."""
+    """Yields `_process_chunk` results in chunk order, with one task queued beyond the running."""
     if num_workers <= 1:
         for chunk_index, documents in enumerate(chunks):
             yield _process_chunk(chunk_index, documents, job)
@@ -179,7 +177,7 @@ def _chunk_results(chunks, job, num_workers):
         pending = []
         for chunk_index, documents in enumerate(chunks):
             pending.append(pool.apply_async(_process_chunk, (chunk_index, documents)))
-            if len(pending) >= _TASKS_IN_FLIGHT_PER_WORKER * num_workers:
+            if len(pending) > num_workers:  # one task queued beyond those running
                 yield pending.pop(0).get()
         while pending:
             yield pending.pop(0).get()
@@ -218,7 +216,7 @@ def create_pretraining_data(
     dupe_factor=10,
     random_seed=12345,
     num_workers=None,
-    chunk_bytes=1 << 19,
+    chunk_bytes=1 << 18,
     shuffle_buffer_size=1 << 16,
     compression="",
     skip_invalid_utf8=False,
