@@ -11,8 +11,8 @@ Each command runs as a child process; wall time is measured around it and peak m
 sampling its whole process tree (workers included) every 20 ms: the sum of RSS (counts pages
 that forked workers share with their parent once per process) and the sum of PSS (shares them).
 
-    .venv/bin/python bench/bench_create_pretraining_data.py            # Austen, 3 repeats, + 20x corpus
-    .venv/bin/python bench/bench_create_pretraining_data.py --repeats=1 --scale=0   # quick
+    .venv/bin/python bench/bench_create_pretraining_data.py   # Austen 3 repeats; 5x, 20x corpus
+    .venv/bin/python bench/bench_create_pretraining_data.py --repeats=1 --scales=   # quick
 """
 
 import argparse
@@ -267,7 +267,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--scale", type=int, default=20, help="copies of Austen for the memory run; 0 = skip"
+        "--scales", default="5,20", help="copies of Austen for the memory runs; '' = none"
     )
     parser.add_argument("--_original", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -297,11 +297,11 @@ def main():
             rss, pss = max(r[1] for r in results), max(r[2] for r in results)
             best, median = min(times), statistics.median(times)
             rows.append((name, f"{size_mb:.1f} MB", best, median, rss, pss, *_stats(out)))
-        if args.scale:
+        for scale in [int(s) for s in args.scales.split(",") if s]:
             big = os.path.join(tmp, "big.txt")
-            _scaled_corpus(big, args.scale)
+            _scaled_corpus(big, scale)
             seconds, rss, pss = _measure(_ours(big, out, 2))
-            name = f"ours, --num_workers=2, Austen x{args.scale}"
+            name = f"ours, --num_workers=2, Austen x{scale} (1 run)"
             size = f"{os.path.getsize(big) / 2**20:.0f} MB"
             rows.append((name, size, seconds, seconds, rss, pss, *_stats(out)))
 

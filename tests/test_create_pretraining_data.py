@@ -264,9 +264,12 @@ def test_script_writes_files_with_the_original_flags(tmp_path, sample_text_path,
         "--short_seq_prob=0.1",
         "--do_whole_word_mask=True",
         "--num_workers=2",
+        "--progress_interval_s=0",
     )
     assert result.returncode == 0, result.stderr
-    assert "Wrote" in result.stderr and "*** Example ***" in result.stderr
+    assert "*** Example ***" in result.stderr
+    assert "instances/s" in result.stderr and "documents 6, instances" in result.stderr
+    assert "Wrote" in result.stderr
     assert len(_read_all(output)) > 300
 
 
