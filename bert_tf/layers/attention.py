@@ -1,0 +1,103 @@
+"""Multi-head self-attention with the original's additive mask.
+
+B = batch, S = sequence length, H = hidden size, N = attention heads, D = H / N (head size).
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+# Added to the attention logits of padding positions: exp(-10000) is 0 in float32, and -10000 still fits
+# in float16 (the original's constant, kept so the numbers match).
+MASK_ADDER = -10000.0
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class SelfAttention(keras.layers.Layer):
+    """Scaled dot-product self-attention over N heads, returning the heads' context concatenated.
+
+    Query, key and value are separate [H, H] dense layers, as in Google's checkpoints. Softmax runs in
+    float32 under a mixed-precision policy. The output projection lives in TransformerBlock.
+
+    Example:
+    ```python
+    attention = SelfAttention(hidden_size=32, num_attention_heads=4)
+    context = attention(tf.random.normal([2, 5, 32]), tf.ones([2, 5], tf.int32))  # [2, 5, 32]
+    ```
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        num_attention_heads,
+        dropout_rate=0.1,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if hidden_size % num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({hidden_size}) is not a multiple of "
+                f"num_attention_heads ({num_attention_heads})"
+            )
+        # === Config ===
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.head_size = hidden_size // num_attention_heads
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        # === Layers ===
+        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.query, self.key, self.value = (
+            keras.layers.Dense(
+                hidden_size, kernel_initializer=initializer, name=name, dtype=self.dtype_policy
+            )
+            for name in ("query", "key", "value")
+        )
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        for dense in (self.query, self.key, self.value):
+            dense.build(input_shape)
+        self.built = True
+
+    def _split_heads(self, x):
+        batch_size, seq_length = tf.shape(x)[0], tf.shape(x)[1]
+        return tf.reshape(x, [batch_size, seq_length, self.num_attention_heads, self.head_size])
+
+    def call(self, hidden_states, input_mask, training=None):
+        """Attends from every position to every unmasked position.
+
+        Args:
+          hidden_states: [B, S, H] float.
+          input_mask: [B, S] int or float, 1 for real tokens and 0 for padding.
+          training: whether dropout is applied to the attention probabilities.
+
+        Returns:
+          [B, S, H] context, in the compute dtype.
+        """
+        query = self._split_heads(self.query(hidden_states))  # [B, S, N, D]
+        key = self._split_heads(self.key(hidden_states))
+        value = self._split_heads(self.value(hidden_states))
+
+        scores = tf.einsum("bqnd,bknd->bnqk", query, key)  # [B, N, S, S]
+        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
+        mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
+        scores += (1.0 - mask) * MASK_ADDER
+        probs = tf.cast(tf.nn.softmax(scores, axis=-1), self.compute_dtype)
+        probs = self.dropout(probs, training=training)
+
+        context = tf.einsum("bnqk,bknd->bqnd", probs, value)  # [B, S, N, D]
+        batch_size, seq_length = tf.shape(context)[0], tf.shape(context)[1]
+        return tf.reshape(context, [batch_size, seq_length, self.hidden_size])  # [B, S, H]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_attention_heads=self.num_attention_heads,
+            dropout_rate=self.dropout_rate,
+            initializer_range=self.initializer_range,
+        )
+        return config

@@ -1,0 +1,85 @@
+"""Word + position + token-type embeddings, LayerNorm and dropout, as in the original embedding_postprocessor.
+
+B = batch, S = sequence length, H = hidden size, V = vocabulary size.
+"""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertEmbeddings(keras.layers.Layer):
+    """Sums the three embeddings of each token, then LayerNorm (epsilon 1e-12) and dropout.
+
+    Example:
+    ```python
+    layer = BertEmbeddings(vocab_size=100, hidden_size=32, max_position_embeddings=64)
+    out = layer(tf.constant([[2, 5, 3]]), tf.constant([[0, 0, 1]]))  # [1, 3, 32]
+    ```
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings,
+        type_vocab_size=2,
+        dropout_rate=0.1,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        # === Config ===
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        # === Layers ===
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=1e-12, name="LayerNorm", dtype=self.dtype_policy
+        )
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+        self.word_embeddings = self.add_weight(
+            shape=(self.vocab_size, self.hidden_size),
+            initializer=initializer,
+            name="word_embeddings",
+        )
+        self.token_type_embeddings = self.add_weight(
+            shape=(self.type_vocab_size, self.hidden_size),
+            initializer=initializer,
+            name="token_type_embeddings",
+        )
+        self.position_embeddings = self.add_weight(
+            shape=(self.max_position_embeddings, self.hidden_size),
+            initializer=initializer,
+            name="position_embeddings",
+        )
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, input_ids, segment_ids, training=None):
+        """Embeds [B, S] int32 token and segment ids into [B, S, H] (the compute dtype)."""
+        seq_length = tf.shape(input_ids)[1]
+        dtype = self.compute_dtype
+        word = tf.gather(tf.cast(self.word_embeddings, dtype), input_ids)  # [B, S, H]
+        token_type = tf.gather(tf.cast(self.token_type_embeddings, dtype), segment_ids)
+        position = tf.cast(self.position_embeddings, dtype)[:seq_length]  # [S, H]
+        embeddings = word + token_type + position[tf.newaxis]
+        return self.dropout(self.layer_norm(embeddings), training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            max_position_embeddings=self.max_position_embeddings,
+            type_vocab_size=self.type_vocab_size,
+            dropout_rate=self.dropout_rate,
+            initializer_range=self.initializer_range,
+        )
+        return config
