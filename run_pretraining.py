@@ -6,7 +6,7 @@ Restarting with the same --output_dir resumes from its latest checkpoint.
 """
 
 import os
-import tempfile
+import uuid
 
 import keras
 import tensorflow as tf
@@ -139,7 +139,8 @@ def pretraining_metrics(outputs, features):
 
 def export_google_checkpoint(model, bert_config, output_dir):
     """Writes output_dir/bert_model.ckpt.* + bert_config.json in Google's format, via a temp dir + rename."""
-    temp_dir = tempfile.mkdtemp(prefix=".export-", dir=output_dir)
+    temp_dir = os.path.join(output_dir, f".export-{uuid.uuid4().hex}")
+    tf.io.gfile.makedirs(temp_dir)
     save_google_checkpoint(model, os.path.join(temp_dir, "bert_model.ckpt"))
     with tf.io.gfile.GFile(os.path.join(temp_dir, "bert_config.json"), "w") as f:
         f.write(bert_config.to_json_string())

@@ -5,7 +5,7 @@ one to one onto our weights, with the same shapes: dense kernels are [in, out] i
 """
 
 import os
-import tempfile
+import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -141,7 +141,9 @@ def save_google_checkpoint(model, ckpt_prefix):
     names = google_variable_names(model)
     directory = os.path.dirname(ckpt_prefix) or "."
     tf.io.gfile.makedirs(directory)
-    temp_dir = tempfile.mkdtemp(prefix=".save-", dir=directory)
+    # tempfile cannot make folders on gs:// and other tf.io.gfile file systems.
+    temp_dir = os.path.join(directory, f".save-{uuid.uuid4().hex}")
+    tf.io.gfile.makedirs(temp_dir)
     try:
         temp_prefix = os.path.join(temp_dir, os.path.basename(ckpt_prefix))
         tensor_names = sorted(names)

@@ -230,6 +230,10 @@ class BertModel(keras.Model):
             )
             for i in range(config.num_hidden_layers)
         ]
+        # tf.train.Checkpoint does not see into Keras' tracked lists: name each block as an attribute too,
+        # or training checkpoints would silently lack the encoder.
+        for i, block in enumerate(self.encoder_layers):
+            setattr(self, f"encoder_layer_{i}", block)
         self.pooler = keras.layers.Dense(
             config.hidden_size,
             activation="tanh",

@@ -181,11 +181,6 @@ def test_save_creates_the_folder(tmp_path, config):
     assert len(tf.train.list_variables(prefix)) == 39
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="save_google_checkpoint makes its temp folder with tempfile.mkdtemp, which only works "
-    "on local paths, so gs:// (and any other tf.io.gfile URL) output_dir fails",
-)
 def test_save_to_a_tf_io_gfile_url(config):
     # ram:// is TF's in-memory filesystem: a stand-in for gs:// that needs no network.
     prefix = "ram://test_save_to_a_tf_io_gfile_url/bert_model.ckpt"
@@ -328,11 +323,6 @@ def test_restore_init_checkpoint_from_google(
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tf.train.Checkpoint does not see BertModel.encoder_layers (a Keras-tracked list), so "
-    "training checkpoints lack every encoder layer and restore leaves them at their initial values",
-)
 @pytest.mark.parametrize("model_class", [BertModel, BertPretrainingModel])
 def test_restore_init_checkpoint_from_training_checkpoint(tmp_path, config, inputs, model_class):
     source = _random_pretraining_model(config)
