@@ -20,6 +20,9 @@ setup(
     ],
     extras_require={
         "dev": ["pytest>=8", "ruff>=0.6", "safetensors>=0.4"],
+        # Peers the benchmarks and parity tests compare against; never imported by the package.
+        "bench": ["keras-hub==0.32.0"],
+        "compare": ["torch==2.13.0", "transformers>=4.40"],
     },
     entry_points={
         "console_scripts": [
