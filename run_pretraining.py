@@ -11,11 +11,11 @@ import uuid
 import keras
 import tensorflow as tf
 from absl import app, flags, logging
-from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
-from bert_tf.modeling import BertConfig, BertPretrainingModel, pretraining_loss
 
+from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
 from bert_tf.data.pretraining import make_pretraining_dataset
 from bert_tf.distribute import STRATEGIES, get_strategy, is_chief, resolve_strategy_name
+from bert_tf.modeling import BertConfig, BertPretrainingModel, pretraining_loss
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
 from bert_tf.training import (
     MIXED_PRECISION_POLICIES,

@@ -81,9 +81,8 @@ def _write_records(path, features):
 
 
 def bench_bert_tf(shape, jit_compile, records, work_dir):
-    from bert_tf.modeling import BertConfig
-
     import run_pretraining
+    from bert_tf.modeling import BertConfig
     from bert_tf.optimization import create_optimizer
     from bert_tf.training import TrainConfig, Trainer
 

@@ -13,7 +13,9 @@ SAMPLE_DIR = REPO_DIR / "sample_data"
 def _shared_path(*parts):
     path = SHARED_DIR.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"shared fixture {path} is absent (set BERT_TF_SHARED_DIR to the shared folder)")
+        pytest.skip(
+            f"shared fixture {path} is absent (set BERT_TF_SHARED_DIR to the shared folder)"
+        )
     return path
 
 
