@@ -17,6 +17,7 @@ setup(
         "keras>=3.15,<4",
         "absl-py>=2.1",
         "numpy>=1.26",
+        "safetensors>=0.4",  # convert_checkpoint.py reads Hugging Face weights with its numpy API
     ],
     extras_require={
         "dev": ["pytest>=8", "ruff>=0.6", "safetensors>=0.4"],

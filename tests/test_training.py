@@ -159,7 +159,9 @@ def test_mixed_bfloat16_computes_in_bfloat16(tmp_path):
 
 
 def test_progress_lines_and_tensorboard_summaries_are_written(tmp_path, caplog):
-    with caplog.at_level(logging.INFO):
+    # absl's own logger keeps a WARNING level after in-process flag parsing (as other test files
+    # do), so the level is set on it, not only on the root logger.
+    with caplog.at_level(logging.INFO, logger="absl"), caplog.at_level(logging.INFO):
         _train(tmp_path, num_train_steps=6, log_steps=3)
     lines = [r.getMessage() for r in caplog.records if "examples/s" in r.getMessage()]
     assert [line.split()[1] for line in lines] == ["3/6", "6/6"]
