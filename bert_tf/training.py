@@ -255,7 +255,8 @@ class Trainer:
         """Trains until config.num_train_steps, checkpointing, logging and writing summaries on the way.
 
         Returns:
-          dict: the mean training losses of the last logged interval, and "global_step".
+          dict: the mean training losses of the last logged interval, its "learning_rate" and
+          "examples_per_second", and "global_step".
         """
         config = self.config
         if self._train_loop_fn is None:
@@ -314,7 +315,12 @@ class Trainer:
                 _write_scalar(key, value)
             _write_scalar("learning_rate", learning_rate)
             _write_scalar("examples_per_second", examples_per_sec)
-        return {**means, "global_step": step, "learning_rate": learning_rate}
+        return {
+            **means,
+            "global_step": step,
+            "learning_rate": learning_rate,
+            "examples_per_second": examples_per_sec,
+        }
 
     def _save(self, step):
         if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):

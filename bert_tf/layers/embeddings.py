@@ -66,9 +66,10 @@ class BertEmbeddings(keras.layers.Layer):
         """Embeds [B, S] int32 token and segment ids into [B, S, H] (the compute dtype)."""
         seq_length = tf.shape(input_ids)[1]
         dtype = self.compute_dtype
-        word = tf.gather(tf.cast(self.word_embeddings, dtype), input_ids)  # [B, S, H]
-        token_type = tf.gather(tf.cast(self.token_type_embeddings, dtype), segment_ids)
-        position = tf.cast(self.position_embeddings, dtype)[:seq_length]  # [S, H]
+        # Gather, then cast: under mixed precision only the looked-up rows are cast, not the table.
+        word = tf.cast(tf.gather(self.word_embeddings, input_ids), dtype)  # [B, S, H]
+        token_type = tf.cast(tf.gather(self.token_type_embeddings, segment_ids), dtype)
+        position = tf.cast(self.position_embeddings[:seq_length], dtype)  # [S, H]
         embeddings = word + token_type + position[tf.newaxis]
         return self.dropout(self.layer_norm(embeddings), training=training)
 
