@@ -22,6 +22,7 @@ import numpy as np
 from absl import app, flags, logging
 
 from bert_tf.checkpoints import google_variable_names, save_google_checkpoint
+from bert_tf.cli import run as run_script
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel
 
 FLAGS = flags.FLAGS
@@ -372,8 +373,9 @@ def main(argv):
 
 
 def cli():
+    """Console entry point `bert-convert-checkpoint`."""
     define_flags()
-    app.run(main)
+    run_script(main, __name__)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import os
 from absl import app, flags
 
 from bert_tf import tokenization
+from bert_tf.cli import run as run_script
 from bert_tf.data import pretraining_data, pretraining_writer
 
 flags.DEFINE_string(
@@ -121,7 +122,7 @@ def main(argv):
 
 def cli():
     """Console entry point `bert-create-pretraining-data`."""
-    app.run(main)
+    run_script(main, __name__)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,10 @@ import uuid
 
 import keras
 import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
 from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
+from bert_tf.cli import run as run_script
 from bert_tf.data.pretraining import make_pretraining_dataset
 from bert_tf.distribute import STRATEGIES, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.modeling import BertConfig, BertPretrainingModel, pretraining_loss
@@ -243,7 +244,8 @@ def main(argv):
 
 
 def cli():
-    app.run(main)
+    """Console entry point `bert-run-pretraining`."""
+    run_script(main, __name__)
 
 
 if __name__ == "__main__":
