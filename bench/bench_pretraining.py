@@ -7,6 +7,9 @@ Same shapes, batch, sequence length, masked positions, float32, with and without
 Ours trains MLM + NSP with the original optimizer through bert_tf.training.Trainer, reading TFRecords in the
 original format; keras-hub trains its masked-LM head only (it has no NSP head) with keras AdamW. Prints a
 Markdown table of training examples/s (after warm-up steps, which include tracing and compilation).
+
+`--runners=bert_tf,keras_hub,transformers` adds transformers' BertForPreTraining on torch (CPU, eager;
+`pip install -e .[compare]`), which scores the masked-LM head at every position, as that model does.
 """
 
 import json
@@ -26,7 +29,11 @@ import keras  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["mini", "small"], "Shapes to run: mini, small.")
-flags.DEFINE_list("runners", ["bert_tf", "keras_hub"], "Implementations to run.")
+flags.DEFINE_list(
+    "runners",
+    ["bert_tf", "keras_hub"],
+    "Implementations to run: bert_tf, keras_hub, transformers (needs `pip install -e .[compare]`).",
+)
 flags.DEFINE_integer("batch_size", 32, "Global batch.")
 flags.DEFINE_integer("seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
@@ -145,6 +152,53 @@ def bench_keras_hub(shape, jit_compile, features):
     return FLAGS.steps * FLAGS.batch_size / (time.perf_counter() - start)
 
 
+def bench_transformers(shape, features):
+    """transformers' BertForPreTraining on torch (CPU, eager): MLM + NSP, torch AdamW, clipping 1.0."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    sizes = SHAPES[shape]
+    config = transformers.BertConfig(
+        vocab_size=VOCAB_SIZE, hidden_size=sizes["hidden_size"],
+        num_hidden_layers=sizes["num_hidden_layers"], num_attention_heads=sizes["num_attention_heads"],
+        intermediate_size=sizes["intermediate_size"], hidden_act="gelu_new", max_position_embeddings=512,
+    )  # fmt: skip
+    model = transformers.BertForPreTraining(config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+    # Its MLM labels are [B, S], -100 where nothing is predicted: the head scores every position.
+    ids = torch.tensor(features["input_ids"])
+    labels = torch.full_like(ids, -100)
+    rows = np.arange(len(ids))[:, np.newaxis]
+    labels[rows, features["masked_lm_positions"]] = torch.tensor(features["masked_lm_ids"])
+    tensors = dict(
+        input_ids=ids, attention_mask=torch.tensor(features["input_mask"]),
+        token_type_ids=torch.tensor(features["segment_ids"]), labels=labels,
+        next_sentence_label=torch.tensor(features["next_sentence_labels"]),
+    )  # fmt: skip
+
+    def train(num_steps, first_step):
+        for step in range(first_step, first_step + num_steps):
+            start = (step * FLAGS.batch_size) % len(ids)
+            batch = {k: v[start : start + FLAGS.batch_size] for k, v in tensors.items()}
+            model(**batch).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+
+    train(FLAGS.warmup_steps, 0)
+    start = time.perf_counter()
+    train(FLAGS.steps, FLAGS.warmup_steps)
+    return FLAGS.steps * FLAGS.batch_size / (time.perf_counter() - start)
+
+
+NAMES = {
+    "bert_tf": "bert_tf run_pretraining (MLM+NSP)",
+    "keras_hub": "keras-hub BertMaskedLM (MLM)",
+    "transformers": "transformers BertForPreTraining, torch (MLM+NSP)",
+}
+
+
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
@@ -155,12 +209,14 @@ def main(argv):
     rows = []
     for shape in FLAGS.models:
         for runner in FLAGS.runners:
-            for jit_compile in (False, True):
+            for jit_compile in (False,) if runner == "transformers" else (False, True):
                 keras.utils.set_random_seed(0)
                 if runner == "bert_tf":
                     speed = bench_bert_tf(shape, jit_compile, records, work_dir)
-                else:
+                elif runner == "keras_hub":
                     speed = bench_keras_hub(shape, jit_compile, features)
+                else:
+                    speed = bench_transformers(shape, features)
                 row = dict(
                     model=shape,
                     runner=runner,
@@ -174,14 +230,9 @@ def main(argv):
     print("| model | implementation | XLA | training examples/s |")
     print("|---|---|---|---|")
     for row in rows:
-        name = (
-            "bert_tf run_pretraining (MLM+NSP)"
-            if row["runner"] == "bert_tf"
-            else "keras-hub BertMaskedLM (MLM)"
-        )
-        print(
-            f"| BERT-{row['model']} | {name} | {'yes' if row['jit_compile'] else 'no'} | {row['examples_per_sec']} |"
-        )
+        xla = "yes" if row["jit_compile"] else "no"
+        name = NAMES[row["runner"]]
+        print(f"| BERT-{row['model']} | {name} | {xla} | {row['examples_per_sec']} |")
 
 
 if __name__ == "__main__":
