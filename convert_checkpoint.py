@@ -214,6 +214,8 @@ def google_values_from_hf(tensors, targets, source):
       ValueError: naming the tensor and `source`, if one is missing or has another shape.
     """
     prefix = "bert." if any(name.startswith("bert.") for name in tensors) else ""
+    if "cls/predictions/output_bias" in targets:
+        _check_decoder_is_tied(tensors, prefix, source)
     values, missing, used = {}, [], set()
     for google_name, variable in targets.items():
         candidates, is_linear = _hf_names(google_name, prefix)
@@ -239,6 +241,28 @@ def google_values_from_hf(tensors, targets, source):
             f"{missing[:5]}"
         )
     return values, sorted(set(tensors) - used)
+
+
+def _check_decoder_is_tied(tensors, prefix, source):
+    """Google's masked-LM output layer is the word-embedding table plus cls/predictions/output_bias.
+
+    A file may store the tied decoder again; a decoder with values of its own (tie_word_embeddings
+    false, then trained) has no place in a Google checkpoint, so it is refused rather than dropped.
+    """
+    tied = {
+        "cls.predictions.decoder.weight": f"{prefix}embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+    for decoder, original in tied.items():
+        if (
+            decoder in tensors
+            and original in tensors
+            and not np.array_equal(tensors[decoder], tensors[original])
+        ):
+            raise ValueError(
+                f"{source}: {decoder!r} differs from {original!r}; Google's BERT ties the "
+                "masked-LM output layer to the word embeddings, so an untied decoder cannot be converted"
+            )
 
 
 def _hf_names(google_name, prefix):

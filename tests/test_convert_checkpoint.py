@@ -448,6 +448,20 @@ def test_missing_tensor_is_named_with_its_file(tiny_hf_dir, tmp_path):
         convert_checkpoint.convert(str(tiny_hf_dir), str(tmp_path / "google"))
 
 
+@pytest.mark.parametrize(
+    "decoder", ["cls.predictions.decoder.weight", "cls.predictions.decoder.bias"]
+)
+def test_untied_decoder_is_refused_not_dropped(tiny_hf_dir, tmp_path, decoder):
+    path = tiny_hf_dir / "model.safetensors"
+    tensors = load_file(str(path))
+    tied = "bert.embeddings.word_embeddings.weight" if decoder.endswith("weight") else None
+    tensors[decoder] = (tensors[tied] if tied else tensors["cls.predictions.bias"]) + 0.5
+    save_file(tensors, str(path))
+    with pytest.raises(ValueError, match=re.escape(f"{decoder!r} differs from")):
+        convert_checkpoint.convert(str(tiny_hf_dir), str(tmp_path / "google"))
+    assert not (tmp_path / "google").exists()
+
+
 def test_tensor_of_another_shape_than_config_is_named(tiny_hf_dir, tmp_path):
     edit_config(tiny_hf_dir, intermediate_size=64)
     with pytest.raises(
