@@ -56,7 +56,9 @@ flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.
 flags.DEFINE_integer(
     "iterations_per_loop", 1000, "Steps run in one tf.function call (host round trip)."
 )
-flags.DEFINE_integer("max_eval_steps", 100, "Eval batches at most.")
+flags.DEFINE_integer(
+    "max_eval_steps", 100, "Eval batches; the eval input repeats, as in the original."
+)
 flags.DEFINE_bool("use_tpu", False, "Run on a Cloud TPU (same as --distribution_strategy=tpu).")
 flags.DEFINE_string("tpu_name", None, "TPU name or grpc:// address (TPUClusterResolver).")
 flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU (looked up from metadata if unset).")
@@ -102,9 +104,11 @@ def pretraining_task(bert_config, input_file, max_seq_length, max_predictions_pe
         }
 
     def dataset_fn(input_context, batch_size, is_training):
+        # Eval repeats too, as in the original: it always runs --max_eval_steps batches, even over
+        # fewer records than that.
         return make_pretraining_dataset(
             input_file, batch_size, max_seq_length, max_predictions_per_seq, is_training,
-            input_context=input_context, seed=seed,
+            input_context=input_context, seed=seed, repeat=True,
         )  # fmt: skip
 
     return Task(

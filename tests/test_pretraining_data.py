@@ -328,6 +328,21 @@ def test_reader_reads_gzip_files(tmp_path):
     assert next(iter(dataset))["input_ids"].shape == (8, 64)
 
 
+def test_reader_detects_gzip_files_by_content_by_default(tmp_path):
+    instances = _instances(dupe_factor=1)[:8]
+    # No telling suffix: the content decides. One gzip file, one plain one, read together.
+    _write_instances(tmp_path / "part-0", instances[:4], compression="gzip")
+    _write_instances(tmp_path / "part-1", instances[4:])
+    assert pretraining.detect_compression(str(tmp_path / "part-0")) == "GZIP"
+    assert pretraining.detect_compression(str(tmp_path / "part-1")) == ""
+    dataset = pretraining.make_pretraining_dataset(str(tmp_path / "part-*"), 8, 64, 20, False)
+    (batch,) = list(dataset)
+    assert [
+        row[: len(i.input_ids)].tolist()
+        for row, i in zip(batch["input_ids"].numpy(), instances, strict=True)
+    ] == [i.input_ids for i in instances]
+
+
 def test_reader_reads_files_written_the_original_way(tmp_path):
     instances = _instances(dupe_factor=1)[:6]
     with tf.io.TFRecordWriter(str(tmp_path / "original.tfrecord")) as writer:

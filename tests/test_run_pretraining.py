@@ -1,7 +1,9 @@
 """run_pretraining.py end to end: Google checkpoints in and out, eval_results.txt, resume, seeds, workers."""
 
+import gzip
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -118,6 +120,27 @@ def test_eval_of_a_google_checkpoint_reproduces_its_own_loss(tmp_path, google_ck
     weights = reference["masked_lm_weights"]
     accuracy = np.sum((log_probs.argmax(-1) == ids) * weights) / np.sum(weights)
     assert results["masked_lm_accuracy"] == pytest.approx(accuracy, abs=1e-6)
+
+
+def test_eval_reads_gzip_records_and_repeats_them_like_the_original(
+    tmp_path, google_ckpt_dir, reference
+):
+    plain = write_original_records(tmp_path / "ref.tfrecord", reference)
+    records = tmp_path / "ref.tfrecord.gz"  # as --output_compression=gzip writes them
+    with open(plain, "rb") as source, gzip.open(records, "wb") as target:
+        shutil.copyfileobj(source, target)
+    os.remove(plain)
+    # 4 records, eval batches of 8: the original repeats its eval input, so every batch holds each
+    # record twice and the results are those of the 4 records.
+    _, results = run(
+        **tiny_flags(
+            str(google_ckpt_dir / "bert_config.json"), str(records), tmp_path / "out",
+            init_checkpoint=str(google_ckpt_dir / "bert_model.ckpt"), do_train=False,
+            eval_batch_size=8, max_eval_steps=3,
+        )
+    )  # fmt: skip
+    expected = float(reference["masked_lm_loss"] + reference["next_sentence_loss"])
+    assert results["loss"] == pytest.approx(expected, rel=1e-5)
 
 
 def test_training_writes_checkpoints_eval_results_and_a_google_export(

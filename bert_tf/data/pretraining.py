@@ -49,6 +49,21 @@ def list_input_files(input_patterns):
     return files
 
 
+# A gzip stream starts with 1f 8b and the deflate method 08. A plain TFRecord starts with its first
+# record's length as a little-endian uint64, which would have to be 0x..088b1f (over 500 KB) to match.
+_GZIP_MAGIC = b"\x1f\x8b\x08"
+
+
+def detect_compression(path):
+    """ "GZIP" if the file at `path` is a gzip stream (e.g. `--output_compression=gzip`), else ""."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return "GZIP" if f.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC else ""
+
+
+def _read_records(path, compression):
+    return tf.data.TFRecordDataset(path, compression_type=compression)
+
+
 def _decode_record(record, feature_spec):
     """Parses one serialized example; int64 features become int32 (TPUs lack int64)."""
     example = tf.io.parse_single_example(record, feature_spec)
@@ -67,7 +82,7 @@ def make_pretraining_dataset(
     input_context=None,
     seed=None,
     num_cpu_threads=4,
-    compression_type="",
+    compression_type="auto",
     repeat=None,
     drop_remainder=True,
 ):
@@ -90,7 +105,8 @@ def make_pretraining_dataset(
       seed: makes the shuffles and the interleave order reproducible; None = nondeterministic
         (faster) when training.
       num_cpu_threads: files read in parallel and parallel parse calls.
-      compression_type: "" (plain TFRecords), "GZIP" or "ZLIB".
+      compression_type: "auto" (each file is read as gzip if it is one, else plain), "" (plain
+        TFRecords), "GZIP" or "ZLIB".
       repeat: repeat forever; defaults to `is_training`.
       drop_remainder: drop a last partial batch (static batch shapes, needed on TPU).
 
@@ -110,7 +126,11 @@ def make_pretraining_dataset(
     pipeline_id = input_context.input_pipeline_id if input_context else 0
     shard_files = num_pipelines > 1 and len(input_files) >= num_pipelines
 
-    files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+    compressions = [
+        detect_compression(path) if compression_type == "auto" else compression_type
+        for path in input_files
+    ]
+    files = tf.data.Dataset.from_tensor_slices((input_files, compressions))
     if shard_files:
         files = files.shard(num_pipelines, pipeline_id)
     num_files = (
@@ -122,16 +142,13 @@ def make_pretraining_dataset(
             files = files.repeat()
         files = files.shuffle(max(num_files, 1), seed=seed)
         records = files.interleave(
-            lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type),
+            _read_records,
             cycle_length=max(1, min(num_cpu_threads, num_files)),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=seed is not None,
         )
     else:
-        records = files.interleave(
-            lambda path: tf.data.TFRecordDataset(path, compression_type=compression_type),
-            cycle_length=1,
-        )
+        records = files.interleave(_read_records, cycle_length=1)
         if repeat:
             records = records.repeat()
     if num_pipelines > 1 and not shard_files:
