@@ -123,6 +123,28 @@ def test_replacements_are_80_percent_mask_10_random_10_kept():
     assert abs(counts["random"] / total - 0.1) < 0.012
 
 
+def test_random_replacements_are_tokens_of_a_vocab_with_repeated_lines():
+    original = _toy_vocab()
+    # Every word's line repeated at the end of the file: the words' first ids belong to no token.
+    vocab = dict(original)
+    vocab.update({token: len(original) + i for i, token in enumerate(list(original)[5:])})
+    options = pretraining_data.InstanceOptions.from_vocab(
+        vocab, max_seq_length=64, max_predictions_per_seq=20
+    )
+    assert options.vocab_size == 2 * len(original) - 5
+    new_id = {old_id: vocab[token] for token, old_id in original.items()}
+    documents = [[[new_id[i] for i in s] for s in doc] for doc in _toy_documents()]
+    instances = pretraining_data.create_instances(documents, options, 10, random.Random(0))
+    replaced = [
+        i.input_ids[p]
+        for i in instances
+        for p, label in zip(i.masked_lm_positions, i.masked_lm_ids, strict=True)
+        if i.input_ids[p] not in (label, options.mask_id)
+    ]
+    assert len(replaced) > 100
+    assert set(replaced) <= set(vocab.values())
+
+
 def test_next_sentence_labels_are_about_half_random():
     instances = _instances(dupe_factor=20)
     random_fraction = np.mean([i.is_random_next for i in instances])

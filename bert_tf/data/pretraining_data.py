@@ -34,7 +34,7 @@ class TrainingInstance(typing.NamedTuple):
 class InstanceOptions:
     """The original's flags that shape instances, plus the vocab facts masking needs."""
 
-    vocab_size: int
+    vocab_size: int  # one past the largest id
     cls_id: int
     sep_id: int
     mask_id: int
@@ -44,6 +44,9 @@ class InstanceOptions:
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
+    # The ids random replacements are drawn from, when not every id below vocab_size is a token (a
+    # vocab file with a repeated line); None = all of range(vocab_size).
+    replacement_ids: tuple | None = None
 
     def __post_init__(self):
         if self.max_seq_length < 5:
@@ -69,8 +72,13 @@ class InstanceOptions:
         missing = [t for t in (CLS_TOKEN, SEP_TOKEN, MASK_TOKEN) if t not in vocab]
         if missing:
             raise ValueError(f"The vocab file lacks the special tokens {missing}")
+        # The original draws replacements uniformly from the vocab's tokens. load_vocab numbers
+        # lines, so a repeated line leaves its first id unused and the ids are not range(len(vocab)).
+        ids = sorted(set(vocab.values()))
+        contiguous = ids == list(range(len(ids)))
         return cls(
-            vocab_size=len(vocab),
+            vocab_size=ids[-1] + 1,
+            replacement_ids=None if contiguous else tuple(ids),
             cls_id=vocab[CLS_TOKEN],
             sep_id=vocab[SEP_TOKEN],
             mask_id=vocab[MASK_TOKEN],
@@ -205,7 +213,7 @@ def create_masked_lm_predictions(input_ids, options, rng):
             if rng.random() < 0.8:
                 output_ids[position] = options.mask_id
             elif rng.random() >= 0.5:
-                output_ids[position] = _below(rng, options.vocab_size)
+                output_ids[position] = _random_id(rng, options)
             positions.append(position)
     positions.sort()
     return output_ids, positions, [input_ids[p] for p in positions]
@@ -261,6 +269,13 @@ def _whole_words(input_ids, options):
             words.append([position])
         previous = position
     return words
+
+
+def _random_id(rng, options):
+    """A uniformly drawn token id of the vocab."""
+    if options.replacement_ids is None:
+        return _below(rng, options.vocab_size)
+    return options.replacement_ids[_below(rng, len(options.replacement_ids))]
 
 
 def _below(rng, n):
