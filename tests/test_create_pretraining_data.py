@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
-from bert_tf.data import pretraining, pretraining_data, pretraining_writer
+from bert_tf.data import pretraining, pretraining_data, pretraining_writer, tfrecord_io
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_SEQ_LENGTH, MAX_PREDICTIONS = 64, 10
@@ -226,6 +226,32 @@ def test_a_failed_run_leaves_no_file_under_the_final_name(
         _run(sample_text_path, str(tmp_path / "o"), tokenizer, options)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
     assert (tmp_path / "o").read_bytes() == b"previous complete output"
+
+
+def test_an_output_named_twice_is_refused_before_anything_is_written(
+    tmp_path, sample_text_path, tokenizer, options
+):
+    outputs = f"{tmp_path / 'a.tfrecord'},{tmp_path / 'b.tfrecord'},{tmp_path / 'a.tfrecord'}"
+    with pytest.raises(ValueError, match=r"--output_file names '.*a\.tfrecord' more than once"):
+        _run(sample_text_path, outputs, tokenizer, options)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_failing_to_finish_publishes_none_of_the_outputs(
+    tmp_path, sample_text_path, tokenizer, options, monkeypatch
+):
+    real_finish = tfrecord_io.AtomicRecordFile.finish
+
+    def disk_full_on_the_last_file(writer):
+        if writer.path.endswith("c.tfrecord"):
+            raise OSError(28, "No space left on device")
+        real_finish(writer)
+
+    monkeypatch.setattr(tfrecord_io.AtomicRecordFile, "finish", disk_full_on_the_last_file)
+    outputs = ",".join(str(tmp_path / name) for name in ("a.tfrecord", "b.tfrecord", "c.tfrecord"))
+    with pytest.raises(OSError, match="No space left"):
+        _run(sample_text_path, outputs, tokenizer, options)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_read_document_chunks_splits_on_blank_lines_and_closes_chunks_by_size(tmp_path):

@@ -252,6 +252,11 @@ def create_pretraining_data(
         output_files = [p.strip() for p in output_files.split(",") if p.strip()]
     if not output_files:
         raise ValueError("--output_file names no file")
+    seen = set()
+    for path in output_files:
+        if os.path.abspath(path) in seen:
+            raise ValueError(f"--output_file names {path!r} more than once")
+        seen.add(os.path.abspath(path))
     for path in output_files:
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
@@ -288,8 +293,12 @@ def create_pretraining_data(
                 last_progress = time.monotonic()
                 _log_progress(summary, start)
         write(shuffle_buffer.drain())
+        # Every file complete before any takes its final name: a failure (a full disk, say) while
+        # finishing one leaves none of them published.
         for writer in writers:
-            writer.close()
+            writer.finish()
+        for writer in writers:
+            writer.publish()
     except BaseException:
         for writer in writers:
             writer.abort()

@@ -212,12 +212,20 @@ class AtomicRecordFile:
         self._file.write(framed_record)
         self.num_records += 1
 
-    def close(self):
-        """Finishes the file and moves it to its final name."""
+    def finish(self):
+        """Completes the temporary file (flushes and closes it); `publish` then gives it its name."""
         if self._file is not self._raw:
             self._file.close()
         self._raw.close()
+
+    def publish(self):
+        """Moves the finished temporary file to its final name."""
         os.replace(self.temp_path, self.path)
+
+    def close(self):
+        """Finishes the file and moves it to its final name."""
+        self.finish()
+        self.publish()
 
     def abort(self):
         """Closes and deletes the temporary file; the final name is never touched."""
