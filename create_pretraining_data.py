@@ -60,9 +60,9 @@ flags.DEFINE_integer(
 flags.DEFINE_integer(
     "chunk_bytes",
     1 << 18,
-    "Bytes of input text per work unit (whole consecutive documents); a 'random next' segment is "
-    "drawn from the documents of the same unit (the original: from the whole corpus). Memory per "
-    "worker grows with it. Default 262144 (256 KiB).",
+    "Bytes of input text per work unit (whole consecutive documents, two at least); a 'random "
+    "next' segment is drawn from another document of the same unit (the original: from the whole "
+    "corpus). Memory per worker grows with it. Default 262144 (256 KiB).",
 )
 flags.DEFINE_integer(
     "shuffle_buffer_size",

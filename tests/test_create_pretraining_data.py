@@ -260,8 +260,43 @@ def test_read_document_chunks_splits_on_blank_lines_and_closes_chunks_by_size(tm
     files = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
     one_chunk = list(pretraining_writer.read_document_chunks(files, chunk_bytes=1 << 20))
     assert one_chunk == [[["a1", "a2"], ["b1"], ["c1"], ["d1"]]]
+    # Every document exceeds 4 bytes, but a chunk holds two at least ("random next" segments come
+    # from another document of the chunk); the odd one out at the end joins the last chunk.
     small_chunks = list(pretraining_writer.read_document_chunks(files, chunk_bytes=4))
-    assert small_chunks == [[["a1", "a2"]], [["b1"], ["c1"]], [["d1"]]]
+    assert small_chunks == [[["a1", "a2"], ["b1"]], [["c1"], ["d1"]]]
+    (tmp_path / "b.txt").write_text("d1\n\ne1\n")
+    odd_chunks = list(pretraining_writer.read_document_chunks(files, chunk_bytes=4))
+    assert odd_chunks == [[["a1", "a2"], ["b1"]], [["c1"], ["d1"], ["e1"]]]
+    (tmp_path / "a.txt").write_text("a1\n")
+    (tmp_path / "b.txt").write_text("")
+    assert list(pretraining_writer.read_document_chunks(files, chunk_bytes=4)) == [[["a1"]]]
+
+
+def test_book_length_documents_draw_random_next_segments_from_other_documents(
+    tmp_path, tokenizer, options
+):
+    # Three documents, each larger than a chunk, each of one repeated word: a segment's majority
+    # word (masking hides or replaces a few) tells its document.
+    books = ("apple", "boat", "cloud")
+    assert all(len(tokenizer.tokenize(word)) == 1 for word in books)
+    word_ids = [tokenizer.vocab[word] for word in books]
+    text = "\n\n".join("\n".join([f"{word} {word} {word} {word}."] * 300) for word in books)
+    (tmp_path / "books.txt").write_text(text + "\n")
+    output = tmp_path / "out.tfrecord"
+    _run(tmp_path / "books.txt", str(output), tokenizer, options, chunk_bytes=1024, dupe_factor=2)
+
+    def book_of(ids, segment):
+        return max(word_ids, key=lambda word_id: int(np.sum(ids[segment] == word_id)))
+
+    random_next = 0
+    for example in _read_all(output):
+        real = example["input_mask"] == 1
+        segment_a, segment_b = real & (example["segment_ids"] == 0), example["segment_ids"] == 1
+        if example["next_sentence_labels"][0] == 1:
+            random_next += 1
+            ids = example["input_ids"]
+            assert book_of(ids, segment_a) != book_of(ids, segment_b)
+    assert random_next > 10
 
 
 def test_a_vocab_with_repeated_lines_works_and_replaces_only_with_its_tokens(

@@ -65,10 +65,17 @@ def expand_input_patterns(input_patterns):
     return files
 
 
+# A "random next" segment comes from another document of the same chunk, so a chunk holds at least
+# two documents (unless the corpus has only one), however large they are: a book-length document
+# would otherwise fill a chunk alone and draw its "random" segments from itself.
+MIN_CHUNK_DOCUMENTS = 2
+
+
 def read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8=False, summary=None):
     """Yields lists of consecutive documents (lists of stripped sentence strings).
 
-    A chunk closes after the document that brings it to `chunk_bytes` of text. One sentence per
+    A chunk closes after the document that brings it to `chunk_bytes` of text and to
+    MIN_CHUNK_DOCUMENTS documents; a shorter last chunk joins the one before. One sentence per
     line, blank (or whitespace-only) lines between documents; a UTF-8 BOM and CRLF line ends are
     accepted; files ending in ".gz" are read through gzip.
 
@@ -76,6 +83,18 @@ def read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8=False, summ
       ValueError: on invalid UTF-8, naming the file and line (unless skip_invalid_utf8, which
         drops the line and counts it in `summary.skipped_invalid_lines`).
     """
+    previous = None
+    for chunk in _chunks_by_size(input_files, chunk_bytes, skip_invalid_utf8, summary):
+        if previous is not None and len(chunk) >= MIN_CHUNK_DOCUMENTS:
+            yield previous
+            previous = None
+        previous = chunk if previous is None else previous + chunk
+    if previous:
+        yield previous
+
+
+def _chunks_by_size(input_files, chunk_bytes, skip_invalid_utf8, summary):
+    """read_document_chunks, but its last chunk may hold fewer than MIN_CHUNK_DOCUMENTS."""
     chunk, chunk_size = [], 0
     for path in input_files:
         document, document_size = [], 0
@@ -102,13 +121,13 @@ def read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8=False, summ
                     chunk.append(document)
                     chunk_size += document_size
                     document, document_size = [], 0
-                if chunk and chunk_size >= chunk_bytes:
+                if len(chunk) >= MIN_CHUNK_DOCUMENTS and chunk_size >= chunk_bytes:
                     yield chunk
                     chunk, chunk_size = [], 0
         if document:
             chunk.append(document)
             chunk_size += document_size
-        if chunk and chunk_size >= chunk_bytes:
+        if len(chunk) >= MIN_CHUNK_DOCUMENTS and chunk_size >= chunk_bytes:
             yield chunk
             chunk, chunk_size = [], 0
     if chunk:
