@@ -122,6 +122,17 @@ def load_google_checkpoint(model, ckpt_prefix, allow_missing_heads=False):
             len(skipped),
         )
     unused = sorted(name for name in shapes if name not in targets and not _is_training_state(name))
+    unused_encoder = [name for name in unused if name.startswith("bert/")]
+    if unused_encoder:
+        # Unused heads are normal (a BertModel from a pretraining checkpoint); unused encoder
+        # weights mean the config is not the checkpoint's (e.g. fewer layers).
+        logging.warning(
+            "%d encoder variables of %s were not loaded, first %s: is the BertConfig the "
+            "checkpoint's own?",
+            len(unused_encoder),
+            ckpt_prefix,
+            unused_encoder[0],
+        )
     logging.info(
         "Loaded %d variables from %s%s",
         len(values),

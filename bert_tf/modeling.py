@@ -7,6 +7,7 @@ tied to the word embeddings. Google checkpoints map onto these weights with bert
 B = batch, S = sequence length, H = hidden size, V = vocabulary size, P = max_predictions_per_seq.
 """
 
+import collections.abc
 import copy
 import dataclasses
 import json
@@ -73,7 +74,7 @@ class BertConfig:
                 f"BertConfig.hidden_size ({self.hidden_size}) is not a multiple of "
                 f"num_attention_heads ({self.num_attention_heads})"
             )
-        if self.hidden_act not in ACTIVATIONS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ValueError(
                 f"BertConfig.hidden_act {self.hidden_act!r} is unknown; "
                 f"expected one of {sorted(ACTIVATIONS)}"
@@ -82,7 +83,8 @@ class BertConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
-        if isinstance(self.initializer_range, bool) or not self.initializer_range > 0:
+        value = self.initializer_range
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise ValueError(
                 f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}"
             )
@@ -90,6 +92,10 @@ class BertConfig:
     @classmethod
     def from_dict(cls, json_object):
         """Builds a config from a dict of bert_config.json keys; unknown keys are an error naming them."""
+        if not isinstance(json_object, collections.abc.Mapping):
+            raise ValueError(
+                f"BertConfig.from_dict needs a dict of bert_config.json keys, got {json_object!r}"
+            )
         known = {field.name for field in dataclasses.fields(cls)}
         unknown = sorted(set(json_object) - known - _IGNORED_RELEASE_KEYS)
         if unknown:
@@ -166,21 +172,6 @@ PRESETS.update(
 )
 
 
-def _check_sequence_length(input_ids, max_position_embeddings):
-    seq_length = input_ids.shape[1]
-    if seq_length is not None and seq_length > max_position_embeddings:
-        raise ValueError(
-            f"Sequence length {seq_length} exceeds max_position_embeddings "
-            f"({max_position_embeddings}) of the BertConfig"
-        )
-    if seq_length is None:
-        tf.debugging.assert_less_equal(
-            tf.shape(input_ids)[1],
-            max_position_embeddings,
-            message=f"Sequence length exceeds max_position_embeddings ({max_position_embeddings})",
-        )
-
-
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertModel(keras.Model):
     """The BERT encoder: embeddings, num_hidden_layers transformer blocks and the [CLS] pooler.
@@ -252,7 +243,6 @@ class BertModel(keras.Model):
 
     def call(self, inputs, training=None):
         input_ids = tf.cast(inputs["input_ids"], tf.int32)
-        _check_sequence_length(input_ids, self.config.max_position_embeddings)
         input_mask = inputs.get("input_mask")
         input_mask = (
             tf.ones_like(input_ids) if input_mask is None else tf.cast(input_mask, tf.int32)

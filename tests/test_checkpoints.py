@@ -4,7 +4,9 @@
 variable names, shapes and values are the reference for what we read and write.
 """
 
+import dataclasses
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -271,8 +273,14 @@ def test_nonexistent_prefix_is_a_file_not_found_error_naming_it(tmp_path, config
         restore_init_checkpoint(BertModel(config), str(tmp_path / "nowhere"))
 
 
-def test_bert_model_reports_the_heads_unused(config, ckpt_prefix):
-    unused = load_google_checkpoint(BertModel(config), ckpt_prefix)
+def _warnings(caplog):
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_bert_model_reports_the_heads_unused(config, ckpt_prefix, caplog):
+    with caplog.at_level(logging.INFO, logger="absl"):
+        unused = load_google_checkpoint(BertModel(config), ckpt_prefix)
+    assert _warnings(caplog) == []  # heads left out of a BertModel are expected
     assert unused == [
         "cls/predictions/output_bias",
         "cls/predictions/transform/LayerNorm/beta",
@@ -282,6 +290,18 @@ def test_bert_model_reports_the_heads_unused(config, ckpt_prefix):
         "cls/seq_relationship/output_bias",
         "cls/seq_relationship/output_weights",
     ]
+
+
+def test_a_deeper_checkpoint_than_the_config_warns_naming_the_unused_layers(
+    tmp_path, config, caplog
+):
+    deeper = dataclasses.replace(config, num_hidden_layers=config.num_hidden_layers + 1)
+    prefix = save_google_checkpoint(BertModel(deeper), str(tmp_path / "bert_model.ckpt"))
+    with caplog.at_level(logging.INFO, logger="absl"):
+        unused = load_google_checkpoint(BertModel(config), prefix)
+    assert len(unused) == 16 and all(name.startswith("bert/encoder/layer_2/") for name in unused)
+    (warning,) = _warnings(caplog)
+    assert "16 encoder variables" in warning and "bert/encoder/layer_2/" in warning
 
 
 def test_junk_is_reported_unused_but_optimizer_state_is_not(tmp_path, ckpt_prefix, config):

@@ -237,6 +237,15 @@ def test_sequence_longer_than_max_position_embeddings_raises(pretraining_model):
         pretraining_model(inputs)
     with pytest.raises(ValueError, match="max_position_embeddings"):
         pretraining_model.bert({"input_ids": inputs["input_ids"]})
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        pretraining_model.bert.embedding_output({"input_ids": inputs["input_ids"]})
+    # Length known only at run time: the check runs in the graph.
+    embed = tf.function(
+        lambda ids: pretraining_model.bert.embedding_output({"input_ids": ids}),
+        input_signature=[tf.TensorSpec([None, None], tf.int32)],
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
+        embed(inputs["input_ids"])
 
 
 def test_sequence_of_exactly_max_position_embeddings_is_accepted(pretraining_model):
@@ -378,11 +387,18 @@ def test_config_accepts_google_release_pooler_keys(config):
         ("hidden_dropout_prob", 1.0),
         ("attention_probs_dropout_prob", -0.1),
         ("initializer_range", 0.0),
+        ("initializer_range", "0.02"),  # a string in a hand-edited JSON file
+        ("hidden_act", ["gelu"]),
     ],
 )
 def test_config_invalid_value_is_an_error_naming_the_field(config, field, value):
     with pytest.raises(ValueError, match=field):
         BertConfig.from_dict({**config.to_dict(), field: value})
+
+
+def test_config_from_something_else_than_a_dict_is_a_clear_error():
+    with pytest.raises(ValueError, match="needs a dict of bert_config.json keys"):
+        BertConfig.from_dict([1, 2])
 
 
 def test_config_without_vocab_size_is_an_error(config):

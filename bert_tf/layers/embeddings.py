@@ -7,6 +7,21 @@ import keras
 import tensorflow as tf
 
 
+def _check_sequence_length(input_ids, max_position_embeddings):
+    seq_length = input_ids.shape[1]
+    if seq_length is not None and seq_length > max_position_embeddings:
+        raise ValueError(
+            f"Sequence length {seq_length} exceeds max_position_embeddings "
+            f"({max_position_embeddings}) of the BertConfig"
+        )
+    if seq_length is None:
+        tf.debugging.assert_less_equal(
+            tf.shape(input_ids)[1],
+            max_position_embeddings,
+            message=f"Sequence length exceeds max_position_embeddings ({max_position_embeddings})",
+        )
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertEmbeddings(keras.layers.Layer):
     """Sums the three embeddings of each token, then LayerNorm (epsilon 1e-12) and dropout.
@@ -63,7 +78,13 @@ class BertEmbeddings(keras.layers.Layer):
         self.built = True
 
     def call(self, input_ids, segment_ids, training=None):
-        """Embeds [B, S] int32 token and segment ids into [B, S, H] (the compute dtype)."""
+        """Embeds [B, S] int32 token and segment ids into [B, S, H] (the compute dtype).
+
+        Raises:
+          ValueError: if S exceeds max_position_embeddings (InvalidArgumentError when S is only
+            known at run time).
+        """
+        _check_sequence_length(input_ids, self.max_position_embeddings)
         seq_length = tf.shape(input_ids)[1]
         dtype = self.compute_dtype
         # Gather, then cast: under mixed precision only the looked-up rows are cast, not the table.
