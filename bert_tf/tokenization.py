@@ -18,6 +18,7 @@ Example:
 """
 
 import collections
+import os
 import unicodedata
 
 # Code point blocks the original treats as CJK ideographs (each becomes a word of its own).
@@ -56,7 +57,8 @@ def printable_text(text):
 
 
 def load_vocab(vocab_file):
-    """Loads a vocab file (one token per line, UTF-8) into an ordered token -> id dict.
+    """Loads a vocab file (one token per line, UTF-8; a local path or a tf.io.gfile URL such as
+    gs://...) into an ordered token -> id dict.
 
     Ids follow line order; each line is stripped of surrounding whitespace, as in the original.
 
@@ -64,11 +66,21 @@ def load_vocab(vocab_file):
       FileNotFoundError: if `vocab_file` does not exist.
     """
     vocab = collections.OrderedDict()
-    # newline="\n": split on "\n" only, like tf.io.gfile, so a stray "\r" cannot add a line.
-    with open(vocab_file, encoding="utf-8", newline="\n") as reader:
+    with _open_text(vocab_file) as reader:
         for index, line in enumerate(reader):
             vocab[line.strip()] = index
     return vocab
+
+
+def _open_text(path):
+    """Opens a UTF-8 text file for reading: a local path, or a tf.io.gfile URL (gs://, ...)."""
+    path = os.fspath(path)
+    if "://" in path:
+        import tensorflow as tf  # only here: the tokenizer itself runs without TensorFlow
+
+        return tf.io.gfile.GFile(path, "r")
+    # newline="\n": split on "\n" only, like tf.io.gfile, so a stray "\r" cannot add a line.
+    return open(path, encoding="utf-8", newline="\n")
 
 
 def convert_by_vocab(vocab, items):

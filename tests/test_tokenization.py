@@ -184,6 +184,17 @@ def test_load_vocab_assigns_ids_in_line_order(sample_vocab_path):
     ]
 
 
+def test_load_vocab_reads_a_tf_io_gfile_url():
+    import tensorflow as tf
+
+    # ram:// is TF's in-memory file system: a stand-in for gs:// that needs no network.
+    path = "ram://test_load_vocab/vocab.txt"
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write("[PAD]\n[UNK]\nhello\n##s\n")
+    assert tokenization.load_vocab(path) == {"[PAD]": 0, "[UNK]": 1, "hello": 2, "##s": 3}
+    assert tokenization.FullTokenizer(path).tokenize("Hellos") == ["hello", "##s"]
+
+
 def test_load_vocab_strips_line_endings(tmp_path):
     vocab_file = tmp_path / "vocab.txt"
     vocab_file.write_bytes("[UNK]\r\nhello \nwörld\n".encode())
