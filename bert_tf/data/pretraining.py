@@ -55,7 +55,7 @@ _GZIP_MAGIC = b"\x1f\x8b\x08"
 
 
 def detect_compression(path):
-    """ "GZIP" if the file at `path` is a gzip stream (e.g. `--output_compression=gzip`), else ""."""
+    """Returns "GZIP" for a gzip stream (e.g. `--output_compression=gzip` output), else ""."""
     with tf.io.gfile.GFile(path, "rb") as f:
         return "GZIP" if f.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC else ""
 
