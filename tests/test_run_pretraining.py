@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -348,6 +349,52 @@ def _stop(processes):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+_MIRRORED_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0],
+        [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+    sys.path.insert(0, "tests")
+    import test_run_pretraining as t
+    config, records, out = sys.argv[1:]
+    results = {}
+    for strategy in ("one_device", "mirrored"):
+        trainer, results[strategy] = t.run(**t.tiny_flags(
+            config, records, f"{out}/{strategy}", distribution_strategy=strategy,
+            train_batch_size=8, eval_batch_size=8))
+        results[strategy]["replicas"] = trainer.strategy.num_replicas_in_sync
+    print(json.dumps(results))
+    """
+)
+
+
+def test_mirrored_over_two_cpu_devices_trains_bert_as_one_device_does(
+    tmp_path, no_dropout_config, reference_records
+):
+    # Logical devices must be set before TF starts, hence a fresh process. The masked-LM weights
+    # differ between the replicas' halves of each batch: the loss must use the global sum.
+    env = {**os.environ, "PYTHONPATH": REPO_DIR, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(
+        [sys.executable, "-c", _MIRRORED_SCRIPT, no_dropout_config, reference_records, str(tmp_path)],
+        cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads(result.stdout.strip().splitlines()[-1])
+    one, two = results["one_device"], results["mirrored"]
+    assert (one["replicas"], two["replicas"]) == (1, 2)
+    assert one["global_step"] == two["global_step"] == 4
+    for key in EVAL_KEYS - {"global_step"}:
+        assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-6), key
+    one_ckpt = tf.train.load_checkpoint(str(tmp_path / "one_device" / "bert_model.ckpt"))
+    two_ckpt = tf.train.load_checkpoint(str(tmp_path / "mirrored" / "bert_model.ckpt"))
+    for name, _ in tf.train.list_variables(str(tmp_path / "one_device" / "bert_model.ckpt")):
+        np.testing.assert_allclose(
+            two_ckpt.get_tensor(name), one_ckpt.get_tensor(name), rtol=1e-4, atol=1e-5, err_msg=name
+        )
 
 
 @pytest.mark.slow
