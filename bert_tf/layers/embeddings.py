@@ -8,6 +8,11 @@ import tensorflow as tf
 
 
 def _check_sequence_length(input_ids, max_position_embeddings):
+    """Returns input_ids, checked to be at most max_position_embeddings long.
+
+    A length known only at run time is checked in the graph; the returned tensor depends on that
+    check, so nothing computed from it can fail first with a less clear shape error.
+    """
     seq_length = input_ids.shape[1]
     if seq_length is not None and seq_length > max_position_embeddings:
         raise ValueError(
@@ -15,11 +20,14 @@ def _check_sequence_length(input_ids, max_position_embeddings):
             f"({max_position_embeddings}) of the BertConfig"
         )
     if seq_length is None:
-        tf.debugging.assert_less_equal(
+        check = tf.debugging.assert_less_equal(
             tf.shape(input_ids)[1],
             max_position_embeddings,
             message=f"Sequence length exceeds max_position_embeddings ({max_position_embeddings})",
         )
+        with tf.control_dependencies([check]):
+            input_ids = tf.identity(input_ids)
+    return input_ids
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -84,7 +92,7 @@ class BertEmbeddings(keras.layers.Layer):
           ValueError: if S exceeds max_position_embeddings (InvalidArgumentError when S is only
             known at run time).
         """
-        _check_sequence_length(input_ids, self.max_position_embeddings)
+        input_ids = _check_sequence_length(input_ids, self.max_position_embeddings)
         seq_length = tf.shape(input_ids)[1]
         dtype = self.compute_dtype
         # Gather, then cast: under mixed precision only the looked-up rows are cast, not the table.
