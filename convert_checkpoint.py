@@ -23,7 +23,7 @@ from absl import app, flags, logging
 
 from bert_tf.checkpoints import google_variable_names, save_google_checkpoint
 from bert_tf.cli import run as run_script
-from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel
+from bert_tf.modeling import SIZE_FIELDS, BertConfig, BertModel, BertPretrainingModel
 
 FLAGS = flags.FLAGS
 
@@ -39,16 +39,6 @@ HIDDEN_ACTS = {
     "tanh": "tanh",
 }
 _BERT_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(BertConfig))
-# Sizes that fix the weights' shapes: taken from config.json, never from a default.
-_REQUIRED_CONFIG_KEYS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "type_vocab_size",
-)
 # Tensors with no Google variable by design: the position_ids buffer (0, 1, 2, ...), and the MLM decoder,
 # tied to the word embeddings and to cls.predictions.bias.
 _NOT_WEIGHTS = re.compile(
@@ -181,7 +171,8 @@ def bert_config_from_hf(hf_config, config_path):
             raise ValueError(
                 f"{config_path}: {key}={value!r} is not supported; this BERT needs {supported!r}"
             )
-    missing = [key for key in _REQUIRED_CONFIG_KEYS if key not in hf_config]
+    # The sizes fix the weights' shapes: taken from config.json, never from a default.
+    missing = [key for key in SIZE_FIELDS if key not in hf_config]
     if missing:
         raise ValueError(f"{config_path} lacks the BERT sizes {missing}")
     hidden_act = hf_config.get("hidden_act", "gelu")  # Hugging Face's default, the erf form

@@ -32,6 +32,18 @@ _IGNORED_RELEASE_KEYS = frozenset(
 )
 
 
+# The positive integer fields: they fix the shapes of the weights.
+SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+
+
 @dataclasses.dataclass
 class BertConfig:
     """The hyperparameters of a BERT encoder, with the keys and defaults of the original bert_config.json.
@@ -57,15 +69,7 @@ class BertConfig:
     initializer_range: float = 0.02
 
     def __post_init__(self):
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "type_vocab_size",
-        ):
+        for name in SIZE_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
@@ -172,8 +176,25 @@ PRESETS.update(
 )
 
 
+def _as_bert_config(config):
+    """A BertConfig, from a BertConfig or a dict of bert_config.json keys."""
+    return BertConfig.from_dict(config) if isinstance(config, dict) else config
+
+
+class _SavesBertConfig:
+    """Keras get_config/from_config for a model built from `config`, a BertConfig."""
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(BertConfig.from_dict(config.pop("config")), **config)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertModel(keras.Model):
+class BertModel(_SavesBertConfig, keras.Model):
     """The BERT encoder: embeddings, num_hidden_layers transformer blocks and the [CLS] pooler.
 
     Inputs: a dict of int32 [B, S] tensors "input_ids", "input_mask" (1 = real token; default all ones) and
@@ -192,9 +213,7 @@ class BertModel(keras.Model):
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert")
         super().__init__(**kwargs)
-        if isinstance(config, dict):
-            config = BertConfig.from_dict(config)
-        self.config = config
+        self.config = config = _as_bert_config(config)
         policy = self.dtype_policy
         initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         self.embeddings = BertEmbeddings(
@@ -278,14 +297,6 @@ class BertModel(keras.Model):
         ids = tf.zeros([1, 2], tf.int32)
         return {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": ids}
 
-    def get_config(self):
-        return {**super().get_config(), "config": self.config.to_dict()}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(BertConfig.from_dict(config.pop("config")), **config)
-
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class MaskedLMHead(keras.layers.Layer):
@@ -361,7 +372,7 @@ class NextSentenceHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainingModel(keras.Model):
+class BertPretrainingModel(_SavesBertConfig, keras.Model):
     """BertModel plus the masked-LM and next-sentence heads of the original run_pretraining.py.
 
     Inputs: BertModel's plus "masked_lm_positions" [B, P] int32.
@@ -380,9 +391,7 @@ class BertPretrainingModel(keras.Model):
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_pretraining")
         super().__init__(**kwargs)
-        if isinstance(config, dict):
-            config = BertConfig.from_dict(config)
-        self.config = config
+        self.config = config = _as_bert_config(config)
         self.bert = BertModel(config, dtype=self.dtype_policy)
         self.bert.build()
         self.masked_lm = MaskedLMHead(
@@ -413,14 +422,6 @@ class BertPretrainingModel(keras.Model):
         inputs = self.bert.dummy_inputs()
         inputs["masked_lm_positions"] = tf.zeros([1, 1], tf.int32)
         return inputs
-
-    def get_config(self):
-        return {**super().get_config(), "config": self.config.to_dict()}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(BertConfig.from_dict(config.pop("config")), **config)
 
 
 def pretraining_loss(outputs, features, mlm_denominator=None, nsp_denominator=None):
