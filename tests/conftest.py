@@ -26,6 +26,29 @@ def google_ckpt_dir():
 
 
 @pytest.fixture(scope="session")
+def ckpt_prefix(google_ckpt_dir):
+    """The fixture checkpoint's prefix (bert_model.ckpt)."""
+    return str(google_ckpt_dir / "bert_model.ckpt")
+
+
+@pytest.fixture(scope="session")
+def config(google_ckpt_dir):
+    """The fixture checkpoint's BertConfig."""
+    from bert_tf.modeling import BertConfig
+
+    return BertConfig.from_json_file(str(google_ckpt_dir / "bert_config.json"))
+
+
+@pytest.fixture(scope="session")
+def reference(google_ckpt_dir):
+    """The original TF1 model's inputs and outputs for the fixture checkpoint: {name: np.ndarray}."""
+    import numpy as np
+
+    with np.load(google_ckpt_dir / "reference.npz") as npz:
+        return {name: npz[name] for name in npz.files}
+
+
+@pytest.fixture(scope="session")
 def tokenization_dir():
     """../shared/fixtures/tokenization: uncased vocab + the original FullTokenizer's outputs."""
     return _shared_path("fixtures", "tokenization")

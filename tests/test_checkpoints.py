@@ -29,22 +29,6 @@ OUTPUTS = ("sequence_output", "pooled_output", "masked_lm_log_probs", "next_sent
 
 
 @pytest.fixture(scope="module")
-def ckpt_prefix(google_ckpt_dir):
-    return str(google_ckpt_dir / "bert_model.ckpt")
-
-
-@pytest.fixture(scope="module")
-def config(google_ckpt_dir):
-    return BertConfig.from_json_file(str(google_ckpt_dir / "bert_config.json"))
-
-
-@pytest.fixture(scope="module")
-def reference(google_ckpt_dir):
-    with np.load(google_ckpt_dir / "reference.npz") as npz:
-        return {name: npz[name] for name in npz.files}
-
-
-@pytest.fixture(scope="module")
 def inputs(reference):
     return {name: tf.constant(reference[name]) for name in MODEL_INPUTS}
 

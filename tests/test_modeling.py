@@ -36,24 +36,8 @@ ORIGINAL_NO_DECAY = ("LayerNorm", "layer_norm", "bias")
 
 
 @pytest.fixture(scope="module")
-def reference(google_ckpt_dir):
-    with np.load(google_ckpt_dir / "reference.npz") as npz:
-        return {name: npz[name] for name in npz.files}
-
-
-@pytest.fixture(scope="module")
 def features(reference):
     return {name: tf.constant(reference[name]) for name in MODEL_INPUTS + LABELS}
-
-
-@pytest.fixture(scope="module")
-def ckpt_prefix(google_ckpt_dir):
-    return str(google_ckpt_dir / "bert_model.ckpt")
-
-
-@pytest.fixture(scope="module")
-def config(google_ckpt_dir):
-    return BertConfig.from_json_file(str(google_ckpt_dir / "bert_config.json"))
 
 
 def _loaded(model_class, config, ckpt_prefix, **kwargs):

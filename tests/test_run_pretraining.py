@@ -48,11 +48,6 @@ def write_original_records(path, features, copies=1):
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def reference(google_ckpt_dir):
-    return dict(np.load(os.path.join(google_ckpt_dir, "reference.npz")))
-
-
 @pytest.fixture
 def reference_records(tmp_path, reference):
     return write_original_records(tmp_path / "reference.tfrecord", reference, copies=4)
