@@ -88,18 +88,16 @@ def _write_records(path, features):
 
 
 def bench_bert_tf(shape, jit_compile, records, work_dir):
-    import run_pretraining
     from bert_tf.modeling import BertConfig
     from bert_tf.optimization import create_optimizer
+    from bert_tf.tasks.pretraining import pretraining_task
     from bert_tf.training import TrainConfig, Trainer
 
     config = BertConfig(
         vocab_size=VOCAB_SIZE, hidden_act="gelu", max_position_embeddings=512, type_vocab_size=2,
         hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.02, **SHAPES[shape],
     )  # fmt: skip
-    task = run_pretraining.pretraining_task(
-        config, records, FLAGS.seq_length, FLAGS.max_predictions, seed=1
-    )
+    task = pretraining_task(config, records, FLAGS.seq_length, FLAGS.max_predictions, seed=1)
     total = FLAGS.warmup_steps + FLAGS.steps
     train_config = TrainConfig(
         model_dir=tempfile.mkdtemp(dir=work_dir), train_batch_size=FLAGS.batch_size,

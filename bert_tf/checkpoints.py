@@ -229,3 +229,19 @@ def restore_init_checkpoint(model, path):
         root.restore(prefix).expect_partial().assert_existing_objects_matched()
     logging.info("Initialized %s from %s", model.name, prefix)
     return prefix
+
+
+def export_google_checkpoint(model, bert_config, output_dir):
+    """Writes output_dir/bert_model.ckpt.* + bert_config.json in Google's format, via a temp dir + rename."""
+    temp_dir = os.path.join(output_dir, f".export-{uuid.uuid4().hex}")
+    tf.io.gfile.makedirs(temp_dir)
+    save_google_checkpoint(model, os.path.join(temp_dir, "bert_model.ckpt"))
+    with tf.io.gfile.GFile(os.path.join(temp_dir, "bert_config.json"), "w") as f:
+        f.write(bert_config.to_json_string())
+    for name in tf.io.gfile.listdir(temp_dir):
+        # A TF1 Saver also writes a "checkpoint" state file: it must not replace the training one.
+        if name.startswith(("bert_model.ckpt.", "bert_config.json")):
+            target = os.path.join(output_dir, name)
+            tf.io.gfile.rename(os.path.join(temp_dir, name), target, overwrite=True)
+    tf.io.gfile.rmtree(temp_dir)
+    logging.info("Wrote Google-format checkpoint %s", os.path.join(output_dir, "bert_model.ckpt"))
