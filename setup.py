@@ -18,9 +18,18 @@ setup(
         "absl-py>=2.1",
         "numpy>=1.26",
         "safetensors>=0.4",  # convert_checkpoint.py reads Hugging Face weights with its numpy API
+        "tensorflow-datasets==4.9.*",  # --tfds_name: GLUE and SQuAD from TensorFlow Datasets
     ],
     extras_require={
-        "dev": ["pytest>=8", "ruff>=0.6", "safetensors>=0.4"],
+        # scipy, scikit-learn and seqeval: independent references for the metrics tests.
+        "dev": [
+            "pytest>=8",
+            "ruff>=0.6",
+            "safetensors>=0.4",
+            "scipy>=1.11",
+            "scikit-learn>=1.4",
+            "seqeval==1.2.2",
+        ],
         # Peers the benchmarks and parity tests compare against; never imported by the package.
         "bench": ["keras-hub==0.32.0"],
         "compare": ["torch==2.13.0", "transformers>=4.40"],

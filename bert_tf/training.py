@@ -111,6 +111,7 @@ class Trainer:
         self._restore_or_init(init_fn)
         self._train_loop_fn = None
         self._eval_step_fn = None
+        self._predict_step_fn = None
 
     # ------------------------------------------------------------------ set-up
 
@@ -388,6 +389,65 @@ class Trainer:
         results["global_step"] = self.global_step
         return results
 
+    # ------------------------------------------------------------------ prediction
+
+    def predict(self, dataset, output_keys=None, feature_keys=()):
+        """Runs the model (training=False) once over `dataset` and gathers the outputs on the host, in order.
+
+        This is the one inference path for whole-set metrics and prediction files: the task pads its
+        last batch with fake examples (is_real_example = 0) and drops them from the result itself.
+
+        Args:
+          dataset: a tf.data.Dataset of GLOBAL batches of feature dicts (all replicas), batch size a
+            multiple of the number of replicas (sequence lengths may vary from batch to batch).
+          output_keys: the model outputs to keep (default: every tensor output).
+          feature_keys: input features to return beside them (e.g. "unique_ids", "is_real_example").
+
+        Returns:
+          {name: np.ndarray}, each [N, ...] over all N examples of `dataset` in its order. Outputs whose
+          trailing axis is the sequence are padded with zeros to the longest batch.
+        """
+        if self._predict_step_fn is None:
+            self._predict_step_fn = self._make_predict_step()
+        strategy = self.strategy
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            # Every worker predicts everything by itself (no collectives in inference); the chief writes.
+            batches = iter(dataset)
+            run = self._predict_step_fn
+        else:
+            # Each global batch is split over the replicas in order, and put back together in order.
+            batches = iter(strategy.experimental_distribute_dataset(dataset))
+
+            def run(features):
+                per_replica = strategy.run(self._predict_step_fn, args=(features,))
+                return tf.nest.map_structure(
+                    lambda x: tf.concat(strategy.experimental_local_results(x), axis=0),
+                    per_replica,
+                )
+
+        chunks = {}
+        for features in batches:
+            outputs, passed = run(features)
+            for name, value in {
+                **_select(outputs, output_keys),
+                **_select(passed, feature_keys),
+            }.items():
+                chunks.setdefault(name, []).append(value.numpy())
+        return {name: _concat_padded(values) for name, values in chunks.items()}
+
+    def _make_predict_step(self):
+        @tf.function(reduce_retracing=True)
+        def predict_step(features):
+            outputs = self.model(features, training=False)
+            tensors = {
+                name: tf.cast(value, tf.float32) if value.dtype.is_floating else value
+                for name, value in outputs.items()
+                if isinstance(value, tf.Tensor)  # not e.g. BertModel's encoder_outputs list
+            }
+            return tensors, features
+
+        return predict_step
+
 
 def write_eval_results(path, results):
     """Writes `key = value` lines (sorted, the original's eval_results.txt format) via a temp file + rename."""
@@ -420,6 +480,28 @@ class _SyncedLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
             return finite
         num_finite = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(finite, tf.int32))
         return tf.equal(num_finite, context.num_replicas_in_sync)
+
+
+def _select(tensors, keys):
+    if keys is None:
+        return tensors
+    missing = [key for key in keys if key not in tensors]
+    if missing:
+        raise KeyError(f"no {missing} among {sorted(tensors)}")
+    return {key: tensors[key] for key in keys}
+
+
+def _concat_padded(arrays):
+    """Concatenates [n_i, ...] arrays on axis 0, zero-padding the other axes to their largest size."""
+    shape = np.max([a.shape for a in arrays], axis=0)
+    padded = [
+        np.pad(
+            a,
+            [(0, 0)] + [(0, int(size - n)) for size, n in zip(shape[1:], a.shape[1:], strict=True)],
+        )
+        for a in arrays
+    ]
+    return np.concatenate(padded, axis=0)
 
 
 def _write_scalar(name, value):

@@ -169,6 +169,36 @@ def test_progress_lines_and_tensorboard_summaries_are_written(tmp_path, caplog):
     assert tf.io.gfile.glob(str(tmp_path / "train" / "events.out.tfevents.*"))
 
 
+def _predict_input(num_examples=12, batch_size=4):
+    examples = _examples(num_examples, seed=3)
+    examples["index"] = np.arange(num_examples, dtype=np.int32)
+    return examples, tf.data.Dataset.from_tensor_slices(examples).batch(batch_size)
+
+
+def test_predict_returns_every_example_in_input_order(tmp_path):
+    trainer = _train(tmp_path, num_train_steps=2)
+    examples, dataset = _predict_input(num_examples=10, batch_size=4)  # last batch partial
+    result = trainer.predict(dataset, feature_keys=("index",))
+    assert set(result) == {"prediction", "index"}
+    np.testing.assert_array_equal(result["index"], np.arange(10))
+    expected = trainer.model({"x": tf.constant(examples["x"])})["prediction"].numpy()
+    # Same model, same inputs, batched differently: float32 rounding only (values ~1).
+    np.testing.assert_allclose(result["prediction"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_predict_pads_outputs_of_varying_length_to_the_longest_batch(tmp_path):
+    trainer = _train(tmp_path, num_train_steps=1)
+    trainer.model.call = lambda features, training=False: {"values": features["ids"] + 1}
+    trainer._predict_step_fn = None
+    ids = [tf.constant([[1, 2], [3, 4]]), tf.constant([[5, 6, 7], [8, 9, 10]])]
+    dataset = tf.data.Dataset.from_generator(
+        lambda: ({"ids": x} for x in ids),
+        output_signature={"ids": tf.TensorSpec([None, None], tf.int32)},
+    )
+    result = trainer.predict(dataset)
+    np.testing.assert_array_equal(result["values"], [[2, 3, 0], [4, 5, 0], [6, 7, 8], [9, 10, 11]])
+
+
 @pytest.mark.parametrize(
     "field, value, flag",
     [
@@ -203,7 +233,12 @@ _MIRRORED_SCRIPT = textwrap.dedent(
     one = t._train(sys.argv[1] + "/one", num_train_steps=4)
     strategy = get_strategy("mirrored")
     two = t._train(sys.argv[1] + "/two", strategy=strategy, num_train_steps=4)
+    _, dataset = t._predict_input(num_examples=12, batch_size=4)
+    predict_one = one.predict(dataset, feature_keys=("index",))
+    predict_two = two.predict(dataset, feature_keys=("index",))
     print(json.dumps({
+        "predict_one": {k: v.tolist() for k, v in predict_one.items()},
+        "predict_two": {k: v.tolist() for k, v in predict_two.items()},
         "replicas": strategy.num_replicas_in_sync,
         "one": [w.tolist() for w in t._weights(one)],
         "two": [w.tolist() for w in t._weights(two)],
@@ -229,3 +264,8 @@ def test_mirrored_over_two_cpu_devices_matches_one_device(tmp_path):
     assert out["eval_one"]["loss"] == pytest.approx(out["eval_two"]["loss"], rel=1e-5)
     # The logged training loss is the global-batch loss, not a sum of per-replica means.
     assert out["train_one"]["loss"] == pytest.approx(out["train_two"]["loss"], rel=1e-5)
+    # Prediction over two replicas gives every example once, in input order.
+    assert out["predict_two"]["index"] == list(range(12))
+    np.testing.assert_allclose(
+        out["predict_two"]["prediction"], out["predict_one"]["prediction"], rtol=1e-5, atol=1e-6
+    )

@@ -1,0 +1,220 @@
+"""Fine-tuning features as TFRecords: atomic writes, reuse when the settings match, reading, bad files.
+
+Every fine-tuning script writes its features once (`train.tf_record`, `eval.tf_record`, ...) in the
+original's format (int64 / float features, fixed lengths) and records the settings that made them in
+`<file>.settings.json` beside it; a later run with the same settings reads the file instead of making it
+again, and one with other settings (flags, vocab, input file) makes it anew.
+
+B = batch, S = max_seq_length.
+"""
+
+import contextlib
+import json
+import os
+import uuid
+
+import tensorflow as tf
+
+from bert_tf.data.pretraining import detect_compression
+from bert_tf.errors import InputError
+
+SETTINGS_SUFFIX = ".settings.json"
+
+
+def int64_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def float_feature(values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def serialize_example(features):
+    """{name: tf.train.Feature} -> serialized tf.train.Example bytes."""
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def file_identity(path):
+    """What identifies an input file's content cheaply: its absolute path, size and modification time."""
+    stat = tf.io.gfile.stat(path)
+    return {"path": os.path.abspath(path), "size": stat.length, "mtime_nsec": stat.mtime_nsec}
+
+
+def write_records(path, serialized_examples):
+    """Writes serialized examples to `path` via a temporary file renamed when complete; returns the count."""
+    temp_path = f"{path}.tmp-{uuid.uuid4().hex}"
+    count = 0
+    try:
+        with tf.io.TFRecordWriter(temp_path) as writer:
+            for serialized in serialized_examples:
+                writer.write(serialized)
+                count += 1
+        tf.io.gfile.rename(temp_path, path, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(temp_path):
+            tf.io.gfile.remove(temp_path)
+    return count
+
+
+def cached_records(path, settings, make_examples):
+    """Reuses `path` if it was written with `settings`, else writes it from `make_examples()`.
+
+    Args:
+      path: the TFRecord file.
+      settings: a JSON-serializable dict of everything the features depend on (flags, vocab, input files).
+      make_examples: () -> (iterable of serialized examples, info dict). It runs only when the file is
+        (re)made; the info dict (e.g. {"num_real_examples": n}) is saved and returned with later reuses.
+
+    Returns:
+      The info dict, plus "num_records".
+    """
+    settings = json.loads(
+        json.dumps(settings)
+    )  # the form it takes once saved (tuples become lists)
+    settings_path = path + SETTINGS_SUFFIX
+    if tf.io.gfile.exists(path) and tf.io.gfile.exists(settings_path):
+        with tf.io.gfile.GFile(settings_path) as f:
+            try:
+                saved = json.load(f)
+            except json.JSONDecodeError:
+                saved = {}
+        if saved.get("settings") == settings:
+            return saved["info"]
+    examples, info = make_examples()
+    # The old settings go first: a run killed between the two writes then makes the file again.
+    if tf.io.gfile.exists(settings_path):
+        tf.io.gfile.remove(settings_path)
+    info = {**info, "num_records": write_records(path, examples)}
+    temp_path = f"{settings_path}.tmp-{uuid.uuid4().hex}"
+    with tf.io.gfile.GFile(temp_path, "w") as f:
+        json.dump({"settings": settings, "info": info}, f, indent=2, sort_keys=True)
+    tf.io.gfile.rename(temp_path, settings_path, overwrite=True)
+    return info
+
+
+def _decode(record, feature_spec):
+    """Parses one example; int64 features become int32 (TPUs lack int64)."""
+    example = tf.io.parse_single_example(record, feature_spec)
+    return {
+        name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+        for name, value in example.items()
+    }
+
+
+def make_feature_dataset(
+    path,
+    feature_spec,
+    batch_size,
+    is_training,
+    input_context=None,
+    seed=None,
+    drop_remainder=None,
+    length_bucketing=False,
+    sequence_features=("input_ids", "input_mask", "segment_ids"),
+    bucket_window=64,
+):
+    """Reads a features TFRecord written by `write_records` into batches of int32 / float32 features.
+
+    Training repeats and shuffles (seeded when `seed` is given); evaluation and prediction read the file
+    once, in order, and shard nothing (so every example is seen once, in input order).
+
+    Args:
+      path: the TFRecord file.
+      feature_spec: {name: tf.io.FixedLenFeature}.
+      batch_size: examples per batch of this pipeline (per replica under tf.distribute).
+      is_training: shuffle, repeat and shard by `input_context`.
+      input_context: a tf.distribute.InputContext (training only).
+      seed: fixes the shuffle order.
+      drop_remainder: defaults to `is_training`.
+      length_bucketing: batch examples of similar length together (training sorts within windows of
+        `bucket_window` batches, then shuffles the batches; prediction keeps the input order) and cut the
+        `sequence_features` of each batch to its longest input, rounded up to a multiple of 8. The model
+        sees the same tokens; padding positions, which the attention mask hides, are not computed.
+      sequence_features: the features whose last axis is the sequence (cut by `length_bucketing`).
+      bucket_window: batches per sorting window when training with `length_bucketing`.
+
+    Returns:
+      A tf.data.Dataset of feature dicts, [B, ...] each.
+    """
+    drop_remainder = is_training if drop_remainder is None else drop_remainder
+    records = tf.data.TFRecordDataset(path)
+    if is_training:
+        if input_context and input_context.num_input_pipelines > 1:
+            records = records.shard(
+                input_context.num_input_pipelines, input_context.input_pipeline_id
+            )
+        records = records.repeat().shuffle(10000, seed=seed)
+    dataset = records.map(
+        lambda record: _decode(record, feature_spec),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    if length_bucketing and is_training:
+        dataset = _sorted_in_windows(dataset, batch_size, bucket_window, seed)
+    else:
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    if length_bucketing:
+        dataset = dataset.map(lambda batch: _cut_to_longest(batch, sequence_features))
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _lengths(features):
+    mask = features["input_mask"]
+    return tf.reduce_sum(tf.reshape(mask, [tf.shape(mask)[0], -1]), axis=-1)
+
+
+def _sorted_in_windows(dataset, batch_size, bucket_window, seed):
+    """Batches of similar lengths: windows of bucket_window batches are sorted by length and cut up."""
+
+    def sort_window(window):
+        order = tf.argsort(_lengths(window), stable=True)
+        return tf.data.Dataset.from_tensor_slices(
+            tf.nest.map_structure(lambda x: tf.gather(x, order), window)
+        )
+
+    dataset = dataset.batch(batch_size * bucket_window, drop_remainder=True)
+    dataset = dataset.flat_map(sort_window).batch(batch_size, drop_remainder=True)
+    return dataset.shuffle(bucket_window, seed=seed)
+
+
+def _cut_to_longest(batch, sequence_features):
+    """Cuts each sequence feature to the batch's longest input (rounded up to a multiple of 8)."""
+    mask = batch["input_mask"]
+    longest = tf.reduce_max(tf.reduce_sum(mask, axis=-1))
+    length = tf.minimum((longest + 7) // 8 * 8, tf.shape(mask)[-1])
+    return {
+        name: value[..., :length] if name in sequence_features else value
+        for name, value in batch.items()
+    }
+
+
+def find_corrupt_record(paths):
+    """Returns (path, record index, reason) of the first unreadable record in `paths`, or None."""
+    for path in paths:
+        index = 0
+        try:
+            for _ in tf.data.TFRecordDataset(path, compression_type=detect_compression(path)):
+                index += 1
+        except tf.errors.OpError as error:
+            return path, index, error.message.splitlines()[0]
+    return None
+
+
+@contextlib.contextmanager
+def reading_records(paths):
+    """Turns TensorFlow's error for a corrupt or truncated TFRecord into an InputError naming the file.
+
+    TensorFlow reports a bad record with its byte offset only, deep in a traceback. On that error the
+    files are read again, one by one, to find which one is bad.
+    """
+    try:
+        yield
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
+        found = find_corrupt_record(paths)
+        if found is None:
+            raise
+        path, index, reason = found
+        raise InputError(
+            f"{path}: corrupt or truncated TFRecord at record {index} ({reason}); "
+            "delete it (and its .settings.json) to have it made again"
+        ) from error
