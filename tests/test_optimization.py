@@ -63,12 +63,15 @@ def test_schedule_warms_up_then_decays_linearly():
     schedule = WarmupLinearDecay(1.0, num_train_steps=10, num_warmup_steps=4)
     got = [float(schedule(t)) for t in range(13)]
     want = [0.0, 0.25, 0.5, 0.75, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0, 0.0, 0.0]
-    np.testing.assert_allclose(got, want, atol=1e-7)
+    # float32 arithmetic of values <= 1: a few rounding steps (6e-8 each); off-by-one steps are 0.1.
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
 
 
 def test_schedule_without_warmup_starts_at_init_lr():
     schedule = WarmupLinearDecay(2.0, num_train_steps=4, num_warmup_steps=0)
-    np.testing.assert_allclose([float(schedule(t)) for t in range(5)], [2.0, 1.5, 1.0, 0.5, 0.0])
+    np.testing.assert_allclose(
+        [float(schedule(t)) for t in range(5)], [2.0, 1.5, 1.0, 0.5, 0.0], rtol=0, atol=1e-6
+    )
 
 
 def test_first_step_matches_hand_computation():
@@ -79,7 +82,9 @@ def test_first_step_matches_hand_computation():
     optimizer = create_optimizer(0.1, num_train_steps=10, num_warmup_steps=0)
     optimizer.apply_gradients([(tf.constant([0.5]), variable)])
     update = 0.05 / (np.sqrt(0.00025) + 1e-6) + 0.02
-    np.testing.assert_allclose(variable.numpy(), [2.0 - 0.1 * update], rtol=1e-6)
+    # Six float32 operations, each within half a rounding step (6e-8): 1e-5 relative is 80 steps;
+    # bias correction (x3.2) or a missed decay (0.002 of 1.68) would be far outside it.
+    np.testing.assert_allclose(variable.numpy(), [2.0 - 0.1 * update], rtol=1e-5)
     np.testing.assert_allclose(variable.numpy(), [1.6818], atol=1e-4)
 
 
@@ -90,6 +95,8 @@ def test_adamw_matches_original_trajectory_with_clipping_and_decay_exclusions():
     optimizer = create_optimizer(0.05, num_train_steps=4, num_warmup_steps=2)
     got = _run(optimizer, variables, steps)
     want = _reference_adamw(initial, steps, 0.05, 4, 2, decays=[True, False, False])
+    # float32 against float64 over 6 steps: rtol 1e-5 is 84 rounding steps, atol covers values near
+    # 0; clipping per replica instead of globally, or decaying a bias, changes weights by 1e-3 or more.
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     assert int(optimizer.iterations) == 6
@@ -101,6 +108,7 @@ def test_weight_decay_skips_layer_norm_and_bias():
     initial = [v.numpy() for v in variables]
     optimizer = create_optimizer(0.5, num_train_steps=10, num_warmup_steps=0)
     optimizer.apply_gradients(zip([tf.zeros_like(v) for v in variables], variables, strict=True))
+    # One multiply-subtract in float32 (1e-6 relative is 8 rounding steps); no decay would be 0.005.
     np.testing.assert_allclose(variables[0].numpy(), initial[0] * (1 - 0.5 * 0.01), rtol=1e-6)
     np.testing.assert_array_equal(variables[1].numpy(), initial[1])
     np.testing.assert_array_equal(variables[2].numpy(), initial[2])
@@ -126,6 +134,8 @@ def test_lamb_matches_numpy_reference():
                 update = update + 0.01 * params[i]
                 ratio = np.linalg.norm(params[i]) / np.linalg.norm(update)
             params[i] = params[i] - lr * ratio * update
+    # As for AdamW above: float32 against float64 over 3 steps, 84 rounding steps of slack; leaving
+    # out the trust ratio or the bias correction moves these weights by 1e-2 or more.
     for g, w in zip(got, params, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 

@@ -104,7 +104,9 @@ def test_eval_of_a_google_checkpoint_reproduces_its_own_loss(tmp_path, google_ck
     )  # fmt: skip
     assert set(results) == EVAL_KEYS
     assert results["global_step"] == 0
-    # One batch of 4: the eval loss is the original's per-batch total loss.
+    # One batch of 4: the eval loss is the original's per-batch total loss. Scalars of ~10 reduced in
+    # float32 differ from the original's by ~1e-7 relative; rel=1e-5 is 84 rounding steps above that,
+    # and a wrong normalizer (per replica, without +1e-5, per example) is off by 1e-3 or more.
     expected = float(reference["masked_lm_loss"] + reference["next_sentence_loss"])
     assert results["loss"] == pytest.approx(expected, rel=1e-5)
     assert results["next_sentence_loss"] == pytest.approx(
@@ -161,6 +163,7 @@ def test_training_writes_checkpoints_eval_results_and_a_google_export(
             init_checkpoint=str(out / "bert_model.ckpt"), do_train=False,
         )
     )  # fmt: skip
+    # The same weights (float32 round trip is exact) and inputs: only summation order may differ.
     for key in EVAL_KEYS - {"global_step"}:
         assert reloaded[key] == pytest.approx(results[key], rel=1e-5, abs=1e-6), key
 
@@ -382,6 +385,9 @@ def test_mirrored_over_two_cpu_devices_trains_bert_as_one_device_does(
     one, two = results["one_device"], results["mirrored"]
     assert (one["replicas"], two["replicas"]) == (1, 2)
     assert one["global_step"] == two["global_step"] == 4
+    # Four training steps with another summation order over replicas: rounding differences grow
+    # through the updates to ~1e-6 relative; the per-replica-normalizer bug this guards against
+    # changes the results by several percent.
     for key in EVAL_KEYS - {"global_step"}:
         assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-6), key
     one_ckpt = tf.train.load_checkpoint(str(tmp_path / "one_device" / "bert_model.ckpt"))

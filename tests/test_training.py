@@ -91,6 +91,11 @@ def _weights(trainer):
     return [v.numpy() for v in trainer.model.trainable_variables]
 
 
+# Tolerances below: rtol 1e-6 / atol 1e-7 where the two runs execute the same ops on the same shapes
+# (float32 results then agree to a rounding step or two); 1e-5 where the summation order differs
+# (micro-batches, replicas), 1e-4 under XLA (fused, reordered math). The defects these tests guard
+# against (a lost or doubled step, per-replica normalizers, wrong accumulation) move the weights of
+# this toy model by 1e-3 or more.
 def _assert_weights_close(a, b, **tolerance):
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
