@@ -60,8 +60,21 @@ def _head_variables(model):
     }
 
 
+def encoder_variable_names(bert):
+    """{Google checkpoint name: Keras variable} of a BertModel's weights (bert/*), built if needed."""
+    if not bert.built:
+        bert(bert.dummy_inputs(), training=False)
+    return _encoder_variables(bert)
+
+
 def google_variable_names(model):
-    """{Google checkpoint name: Keras variable} for a BertModel or BertPretrainingModel (built if needed)."""
+    """{Google checkpoint name: Keras variable} for a BertModel, a BertPretrainingModel, or a task model.
+
+    A task model (classifier, SQuAD, tagger, ...) names its own weights in a `google_variables()` method:
+    its encoder's bert/* names plus the names the original gave its head (e.g. `output_weights`).
+    """
+    if hasattr(model, "google_variables"):
+        return model.google_variables()
     if not isinstance(model, BertModel | BertPretrainingModel):
         raise TypeError(f"Expected a BertModel or BertPretrainingModel, got {type(model).__name__}")
     if not model.built:

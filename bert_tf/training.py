@@ -38,6 +38,8 @@ class Task:
       sums them over replicas and micro-batches before passing them to loss_fn.
     metric_fn: (outputs, features) -> {name: (values, weights)}; eval reports sum(values*weights)/sum(weights).
     dataset_fn: (input_context, per_replica_batch_size, is_training) -> tf.data.Dataset of feature dicts.
+    dummy_batch_fn: () -> a feature dict of one example ([1, ...] tensors), used to create the weights;
+      default: the first element's shapes of dataset_fn's eval input, filled with zeros.
     """
 
     build_model: Callable
@@ -45,6 +47,15 @@ class Task:
     normalizer_fn: Callable
     metric_fn: Callable
     dataset_fn: Callable
+    dummy_batch_fn: Callable | None = None
+
+    def dummy_batch(self):
+        if self.dummy_batch_fn is not None:
+            return self.dummy_batch_fn()
+        dataset = self.dataset_fn(tf.distribute.InputContext(), 1, False)
+        return tf.nest.map_structure(
+            lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype), dataset.element_spec
+        )
 
 
 @dataclasses.dataclass
@@ -140,11 +151,7 @@ class Trainer:
 
     def _build(self, model, optimizer):
         """Creates every variable eagerly so checkpoints restore at once and steps create none."""
-        dataset = self.task.dataset_fn(tf.distribute.InputContext(), 1, False)
-        dummy = tf.nest.map_structure(
-            lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype), dataset.element_spec
-        )
-        model(dummy, training=False)
+        model(self.task.dummy_batch(), training=False)
         optimizer.build(model.trainable_variables)
 
     def _restore_or_init(self, init_fn):
@@ -236,10 +243,7 @@ class Trainer:
         return train_loop
 
     def _find_loss_keys(self):
-        dataset = self.task.dataset_fn(tf.distribute.InputContext(), 1, False)
-        features = tf.nest.map_structure(
-            lambda spec: tf.zeros([1, *spec.shape[1:]], spec.dtype), dataset.element_spec
-        )
+        features = self.task.dummy_batch()
         normalizers = self.task.normalizer_fn(features)
         outputs = self.model(features, training=False)
         return sorted(self.task.loss_fn(outputs, features, normalizers))

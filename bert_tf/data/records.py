@@ -13,6 +13,7 @@ import json
 import os
 import uuid
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.data.pretraining import detect_compression
@@ -111,27 +112,34 @@ def make_feature_dataset(
     drop_remainder=None,
     length_bucketing=False,
     sequence_features=("input_ids", "input_mask", "segment_ids"),
-    bucket_window=64,
+    bucket_window=32,
+    num_records=None,
+    padding_features=None,
 ):
     """Reads a features TFRecord written by `write_records` into batches of int32 / float32 features.
 
     Training repeats and shuffles (seeded when `seed` is given); evaluation and prediction read the file
-    once, in order, and shard nothing (so every example is seen once, in input order).
+    once and shard nothing, so every example is seen exactly once.
 
     Args:
       path: the TFRecord file.
       feature_spec: {name: tf.io.FixedLenFeature}.
-      batch_size: examples per batch of this pipeline (per replica under tf.distribute).
+      batch_size: examples per batch of this pipeline (per replica under tf.distribute when training).
       is_training: shuffle, repeat and shard by `input_context`.
       input_context: a tf.distribute.InputContext (training only).
       seed: fixes the shuffle order.
       drop_remainder: defaults to `is_training`.
-      length_bucketing: batch examples of similar length together (training sorts within windows of
-        `bucket_window` batches, then shuffles the batches; prediction keeps the input order) and cut the
-        `sequence_features` of each batch to its longest input, rounded up to a multiple of 8. The model
-        sees the same tokens; padding positions, which the attention mask hides, are not computed.
+      length_bucketing: batch examples of similar length together and cut the `sequence_features` of
+        each batch to its longest input, rounded up to a multiple of 8: the model sees the same tokens,
+        but padding positions, which the attention mask hides, are not computed. Examples are sorted by
+        length within windows of `bucket_window` batches; training then shuffles the batches, and
+        prediction adds an int32 "example_index" feature (the position in the file) so the caller can
+        put the results back in file order.
       sequence_features: the features whose last axis is the sequence (cut by `length_bucketing`).
-      bucket_window: batches per sorting window when training with `length_bucketing`.
+      bucket_window: batches per sorting window.
+      num_records, padding_features: evaluation and prediction only: the file's record count, and one
+        fake example ({name: list}, is_real_example 0) appended as often as it takes to fill the last
+        batch, so every batch is full (and splits evenly over replicas) and no example is dropped.
 
     Returns:
       A tf.data.Dataset of feature dicts, [B, ...] each.
@@ -149,13 +157,34 @@ def make_feature_dataset(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
-    if length_bucketing and is_training:
-        dataset = _sorted_in_windows(dataset, batch_size, bucket_window, seed)
-    else:
+    if padding_features is not None and not is_training:
+        num_padding = -num_records % batch_size
+        padding = _decode(
+            serialize_example(_as_features(padding_features, feature_spec)), feature_spec
+        )
+        dataset = dataset.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
+    if not length_bucketing:
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    if length_bucketing:
-        dataset = dataset.map(lambda batch: _cut_to_longest(batch, sequence_features))
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    if not is_training:
+        dataset = dataset.enumerate().map(
+            lambda index, features: {**features, "example_index": tf.cast(index, tf.int32)}
+        )
+    dataset = _sorted_in_windows(dataset, batch_size, bucket_window, drop_remainder)
+    if is_training:
+        dataset = dataset.shuffle(bucket_window, seed=seed)
+    dataset = dataset.map(lambda batch: _cut_to_longest(batch, sequence_features))
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _as_features(values, feature_spec):
+    """{name: list} -> {name: tf.train.Feature} of the spec's dtypes."""
+    return {
+        name: float_feature(np.reshape(values[name], [-1]))
+        if spec.dtype == tf.float32
+        else int64_feature(np.reshape(values[name], [-1]))
+        for name, spec in feature_spec.items()
+    }
 
 
 def _lengths(features):
@@ -163,7 +192,7 @@ def _lengths(features):
     return tf.reduce_sum(tf.reshape(mask, [tf.shape(mask)[0], -1]), axis=-1)
 
 
-def _sorted_in_windows(dataset, batch_size, bucket_window, seed):
+def _sorted_in_windows(dataset, batch_size, bucket_window, drop_remainder):
     """Batches of similar lengths: windows of bucket_window batches are sorted by length and cut up."""
 
     def sort_window(window):
@@ -172,9 +201,8 @@ def _sorted_in_windows(dataset, batch_size, bucket_window, seed):
             tf.nest.map_structure(lambda x: tf.gather(x, order), window)
         )
 
-    dataset = dataset.batch(batch_size * bucket_window, drop_remainder=True)
-    dataset = dataset.flat_map(sort_window).batch(batch_size, drop_remainder=True)
-    return dataset.shuffle(bucket_window, seed=seed)
+    dataset = dataset.batch(batch_size * bucket_window, drop_remainder=drop_remainder)
+    return dataset.flat_map(sort_window).batch(batch_size, drop_remainder=drop_remainder)
 
 
 def _cut_to_longest(batch, sequence_features):

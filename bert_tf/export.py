@@ -1,0 +1,135 @@
+"""THE SavedModel writer: every export (encoder, classifier, SQuAD, tagger, multiple choice) goes through here.
+
+An export is `export_dir/<version>/`, the layout TF Serving watches: a numbered folder holding one SavedModel
+that loads with only `tensorflow` and `tensorflow_text` imported. It is written into a temporary folder
+beside it and renamed when complete, so a server never sees half a model. A task hands `write_saved_model`
+a tf.Module holding its model and `bert_tf.preprocessing.BertPreprocessor`, and the signatures it serves;
+`serving_signatures` builds the ones every export shares from the task's output function:
+
+- `serving_default`: raw strings -> the task's outputs (`text_a`, plus `text_b` for pair tasks);
+- `preprocess` (and `preprocess_pair`): raw strings -> int32 `input_ids`, `input_mask`, `segment_ids`;
+- `serve_ids`: those three -> the same outputs as `serving_default`.
+
+B = batch, S = sequence length (padded to the longest input of the batch, at most max_seq_length).
+"""
+
+import os
+import re
+import uuid
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.errors import InputError
+
+ID_FEATURES = ("input_ids", "input_mask", "segment_ids")
+_VERSION = re.compile(r"^\d+$")
+
+
+def _text_spec(name):
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
+def _ids_specs():
+    return [tf.TensorSpec([None, None], tf.int32, name=name) for name in ID_FEATURES]
+
+
+def serving_signatures(preprocessor, outputs_fn, pair=False, serve_pair=False):
+    """The signatures every export shares, around the task's `outputs_fn`.
+
+    Args:
+      preprocessor: a bert_tf.preprocessing.BertPreprocessor (tokenizes and packs in the graph).
+      outputs_fn: ({input_ids, input_mask, segment_ids}: int32 [B, S]) -> {name: tensor [B, ...]}, the
+        task's model outputs (inference mode).
+      pair: `serving_default` takes `text_a` and `text_b` (a sentence-pair task).
+      serve_pair: also a `serving_pair` signature over `text_a` and `text_b` (the encoder's export,
+        whose `serving_default` takes `text_a` alone).
+
+    Returns:
+      {signature name: tf.function with an input signature}, ready for `write_saved_model`.
+    """
+
+    def preprocess(text_a):
+        return preprocessor(text_a)
+
+    def preprocess_pair(text_a, text_b):
+        return preprocessor(text_a, text_b)
+
+    def serve(text_a):
+        return outputs_fn(preprocess(text_a))
+
+    def serve_two(text_a, text_b):
+        return outputs_fn(preprocess_pair(text_a, text_b))
+
+    def serve_ids(input_ids, input_mask, segment_ids):
+        features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        return outputs_fn(features)
+
+    one, two = [_text_spec("text_a")], [_text_spec("text_a"), _text_spec("text_b")]
+    signatures = {
+        "serving_default": tf.function(
+            serve_two if pair else serve, input_signature=two if pair else one
+        ),
+        "preprocess": tf.function(preprocess, input_signature=one),
+        "preprocess_pair": tf.function(preprocess_pair, input_signature=two),
+        "serve_ids": tf.function(serve_ids, input_signature=_ids_specs()),
+    }
+    if serve_pair:
+        signatures["serving_pair"] = tf.function(serve_two, input_signature=two)
+    return signatures
+
+
+def next_version(export_dir):
+    """The next free version number in export_dir: 1 + the largest numbered folder there (1 if none)."""
+    if not tf.io.gfile.isdir(export_dir):
+        return 1
+    versions = [
+        int(name.rstrip("/"))
+        for name in tf.io.gfile.listdir(export_dir)
+        if _VERSION.match(name.rstrip("/"))
+    ]
+    return max(versions, default=0) + 1
+
+
+def write_saved_model(export_dir, module, signatures, version=None, assets=None):
+    """Writes `module` as export_dir/<version>/, atomically.
+
+    Args:
+      export_dir: the folder TF Serving watches (created if missing; gs:// and other gfile URLs work).
+      module: a tf.Module tracking everything the signatures use (model, preprocessor, tables).
+      signatures: {name: tf.function with an input signature}; must include "serving_default".
+      version: the version folder's number; default next_version(export_dir).
+      assets: {file name: text} written to the export's assets/ folder (e.g. "labels.txt").
+
+    Returns:
+      The path of the finished version folder.
+
+    Raises:
+      InputError: if the version folder already exists or version is not a positive integer.
+    """
+    if "serving_default" not in signatures:
+        raise ValueError(f"an export needs a serving_default signature, got {sorted(signatures)}")
+    version = next_version(export_dir) if version is None else version
+    if isinstance(version, bool) or not isinstance(version, int) or version <= 0:
+        raise InputError(f"--version must be a positive integer, got {version!r}")
+    final_path = os.path.join(export_dir, str(version))
+    if tf.io.gfile.exists(final_path):
+        raise InputError(
+            f"--version={version}: {final_path} already exists; choose another version"
+        )
+    tf.io.gfile.makedirs(export_dir)
+    # TF Serving only loads folders named by a number: the temporary one is invisible to it.
+    temp_path = os.path.join(export_dir, f".tmp-{version}-{uuid.uuid4().hex}")
+    try:
+        tf.saved_model.save(module, temp_path, signatures=signatures)
+        for name, text in (assets or {}).items():
+            with tf.io.gfile.GFile(os.path.join(temp_path, "assets", name), "w") as f:
+                f.write(text)
+        tf.io.gfile.rename(temp_path, final_path)
+    finally:
+        if tf.io.gfile.exists(temp_path):
+            tf.io.gfile.rmtree(temp_path)
+    logging.info(
+        "Exported SavedModel %s (signatures: %s)", final_path, ", ".join(sorted(signatures))
+    )
+    return final_path
