@@ -1,0 +1,45 @@
+"""Packing wordpieces into BERT's input layout, as the original scripts do it (one copy for every task).
+
+tokens:       [CLS] a1 a2 a3 [SEP] b1 b2 [SEP]
+segment_ids:  0     0  0  0  0     1  1  1
+"""
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Shortens the pair in place to at most max_length tokens, longest first (the original's rule).
+
+    One token at a time comes off the end of the longer list; of two equally long lists, off `tokens_b`.
+    """
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def pack_tokens(tokens_a, tokens_b, max_seq_length):
+    """[CLS] a [SEP] (b [SEP]), truncated to max_seq_length as the original does.
+
+    Args:
+      tokens_a: list of wordpieces (or ids) of the first text.
+      tokens_b: list of the second text's, or None for a single text.
+      max_seq_length: the longest packed sequence; `a` alone is cut to max_seq_length - 2, a pair
+        shortened longest-first to max_seq_length - 3.
+
+    Returns:
+      (tokens, segment_ids): lists of equal length, unpadded. Tokens are "[CLS]"/"[SEP]" strings
+      around the given pieces.
+    """
+    tokens_a = list(tokens_a)
+    if tokens_b is None:
+        tokens_a = tokens_a[: max(max_seq_length - 2, 0)]
+        return ["[CLS]", *tokens_a, "[SEP]"], [0] * (len(tokens_a) + 2)
+    tokens_b = list(tokens_b)
+    truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    tokens = ["[CLS]", *tokens_a, "[SEP]", *tokens_b, "[SEP]"]
+    return tokens, [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+
+
+def pad_to(values, length, pad_value=0):
+    """`values` extended with pad_value to `length` (a new list)."""
+    return list(values) + [pad_value] * (length - len(values))

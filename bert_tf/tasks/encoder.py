@@ -1,0 +1,255 @@
+"""The bare encoder as a task: contextual embeddings of chosen layers (extract_features.py).
+
+Input: one text per line, or a pair written `text_a ||| text_b`, as the original reads it. Output: the
+original's JSON lines (`linex_index`, then per token `token` and `layers` [{`index`, `values`}], values
+rounded to 6 decimals), or with output_format="npz" one NumPy archive for large inputs. Both stream:
+memory stays flat whatever the input size.
+
+B = batch, S = sequence length, H = hidden size, T = tokens in all.
+"""
+
+import collections
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import zipfile
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data.packing import pack_tokens
+from bert_tf.errors import InputError
+
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+OUTPUT_FORMATS = ("json", "npz")
+
+
+def read_sentences(input_file):
+    """Yields (line index, text_a, text_b or None) for each line, as the original's read_examples.
+
+    Raises:
+      InputError: naming the file and line, for a line that is not UTF-8.
+    """
+    with tf.io.gfile.GFile(input_file, "rb") as reader:
+        for index, raw in enumerate(reader):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as error:
+                raise InputError(f"{input_file}:{index + 1}: not valid UTF-8 ({error})") from None
+            match = _PAIR.match(line)
+            yield (index, line, None) if match is None else (index, match.group(1), match.group(2))
+
+
+def parse_layers(layers, num_hidden_layers):
+    """ "-1,-2,-3,-4" -> [-1, -2, -3, -4], checked against the model's depth."""
+    try:
+        indexes = [int(x) for x in layers.split(",")]
+    except ValueError:
+        raise InputError(f"--layers={layers!r} must be comma-separated integers") from None
+    for index in indexes:
+        if not -num_hidden_layers <= index < num_hidden_layers:
+            raise InputError(
+                f"--layers={layers!r}: layer {index} does not exist in a model of "
+                f"{num_hidden_layers} layers (use -{num_hidden_layers}..{num_hidden_layers - 1})"
+            )
+    return indexes
+
+
+def _batches(sentences, tokenizer, max_seq_length, batch_size):
+    """Yields lists of (line index, tokens, ids, segment ids) of batch_size lines."""
+    batch = []
+    for index, text_a, text_b in sentences:
+        tokens, segment_ids = pack_tokens(
+            tokenizer.tokenize(text_a),
+            None if text_b is None else tokenizer.tokenize(text_b),
+            max_seq_length,
+        )
+        batch.append((index, tokens, tokenizer.convert_tokens_to_ids(tokens), segment_ids))
+        if len(batch) == batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _padded(rows):
+    longest = max(len(row) for row in rows)
+    return np.array([row + [0] * (longest - len(row)) for row in rows], np.int32)
+
+
+class _JsonWriter:
+    """The original's output: one JSON object per line."""
+
+    def __init__(self, path, layer_indexes):
+        self.layer_indexes = layer_indexes
+        self.file = tf.io.gfile.GFile(path, "w")
+
+    def write(self, line_index, tokens, layer_values):
+        """layer_values: one [len(tokens), H] float32 array per layer index."""
+        features = []
+        for position, token in enumerate(tokens):
+            layers = [
+                collections.OrderedDict(
+                    index=layer_index,
+                    values=[round(x, 6) for x in values[position].tolist()],
+                )
+                for layer_index, values in zip(self.layer_indexes, layer_values, strict=True)
+            ]
+            features.append(collections.OrderedDict(token=token, layers=layers))
+        record = collections.OrderedDict(linex_index=line_index, features=features)
+        self.file.write(json.dumps(record) + "\n")
+
+    def close(self):
+        self.file.close()
+
+    def abort(self):
+        self.file.close()
+
+
+class _NpzWriter:
+    """One .npz: `linex_index` [N], `token_offsets` [N+1], `tokens` [T] str, `layer_<i>` [T, H] float32.
+
+    The tokens of line n are rows token_offsets[n]:token_offsets[n+1]. Values are streamed to temporary
+    files and copied into the archive at the end, so memory does not grow with the input.
+    """
+
+    def __init__(self, path, layer_indexes):
+        self.path = path
+        self.layer_indexes = layer_indexes
+        self.temp_dir = tempfile.mkdtemp(prefix="extract_features_")
+        self.values = [open(os.path.join(self.temp_dir, f"{i}.f32"), "wb") for i in layer_indexes]  # noqa: SIM115
+        self.tokens = open(os.path.join(self.temp_dir, "tokens.txt"), "w", encoding="utf-8")  # noqa: SIM115
+        self.line_indexes, self.offsets = [], [0]
+        self.longest_token, self.hidden_size = 1, 0
+
+    def write(self, line_index, tokens, layer_values):
+        self.line_indexes.append(line_index)
+        self.offsets.append(self.offsets[-1] + len(tokens))
+        for token in tokens:
+            self.tokens.write(token.replace("\n", " ") + "\n")
+            self.longest_token = max(self.longest_token, len(token))
+        for file, values in zip(self.values, layer_values, strict=True):
+            self.hidden_size = values.shape[-1]
+            file.write(np.ascontiguousarray(values, "<f4").tobytes())
+
+    def close(self):
+        for file in (*self.values, self.tokens):
+            file.close()
+        num_tokens = self.offsets[-1]
+        # zipfile needs a seekable file: build the archive locally, then copy it (gs:// works too).
+        local_path = os.path.join(self.temp_dir, "features.npz")
+        try:
+            with zipfile.ZipFile(local_path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+                _add_array(archive, "linex_index", np.array(self.line_indexes, np.int64))
+                _add_array(archive, "token_offsets", np.array(self.offsets, np.int64))
+                self._add_tokens(archive, num_tokens)
+                for layer_index in self.layer_indexes:
+                    _add_file_as_array(
+                        archive,
+                        f"layer_{layer_index}",
+                        os.path.join(self.temp_dir, f"{layer_index}.f32"),
+                        np.dtype("<f4"),
+                        (num_tokens, self.hidden_size),
+                    )
+            tf.io.gfile.copy(local_path, self.path, overwrite=True)
+        finally:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def abort(self):
+        for file in (*self.values, self.tokens):
+            file.close()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def _add_tokens(self, archive, num_tokens):
+        dtype = np.dtype(f"<U{self.longest_token}")
+        with archive.open("tokens.npy", "w", force_zip64=True) as member:
+            _write_npy_header(member, dtype, (num_tokens,))
+            with open(os.path.join(self.temp_dir, "tokens.txt"), encoding="utf-8") as tokens:
+                for line in tokens:
+                    member.write(np.array(line[:-1], dtype).tobytes())
+
+
+def _write_npy_header(file, dtype, shape):
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_2_0(file, header)
+
+
+def _add_array(archive, name, array):
+    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+        np.lib.format.write_array(member, array)
+
+
+def _add_file_as_array(archive, name, path, dtype, shape):
+    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+        _write_npy_header(member, dtype, shape)
+        with open(path, "rb") as source:
+            shutil.copyfileobj(source, member, 1 << 22)
+
+
+def extract_features(
+    model,
+    tokenizer,
+    input_file,
+    output_file,
+    layer_indexes,
+    max_seq_length=128,
+    batch_size=32,
+    output_format="json",
+):
+    """Writes the chosen layers' outputs for every token of every line of input_file.
+
+    Args:
+      model: a BertModel (inference only).
+      tokenizer: a FullTokenizer of the model's vocab.
+      input_file: one text (or `a ||| b`) per line.
+      output_file: written under a temporary name and renamed when complete.
+      layer_indexes: encoder layers to write, e.g. [-1, -2, -3, -4] (negative counts from the top).
+      max_seq_length: texts are cut as the original cuts them ([CLS] and [SEP] included).
+      batch_size: lines per forward pass; each batch is padded to its longest line only.
+      output_format: "json" (the original's JSON lines) or "npz".
+
+    Returns:
+      The number of lines written.
+    """
+    if output_format not in OUTPUT_FORMATS:
+        raise InputError(f"--output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)] * 3, reduce_retracing=True)
+    def layers_of(input_ids, input_mask, segment_ids):
+        features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        encoder_outputs = model(features, training=False)["encoder_outputs"]
+        return [tf.cast(encoder_outputs[i], tf.float32) for i in layer_indexes]
+
+    temp_path = f"{output_file}.tmp-{os.getpid()}"
+    writer = (_JsonWriter if output_format == "json" else _NpzWriter)(temp_path, layer_indexes)
+    num_lines, start, last_log = 0, time.time(), time.time()
+    try:
+        sentences = read_sentences(input_file)
+        for batch in _batches(sentences, tokenizer, max_seq_length, batch_size):
+            ids = _padded([ids for _, _, ids, _ in batch])
+            outputs = layers_of(ids, _real(batch, ids.shape[1]), _padded([s for *_, s in batch]))
+            outputs = [output.numpy() for output in outputs]
+            for row, (line_index, tokens, _, _) in enumerate(batch):
+                writer.write(line_index, tokens, [output[row, : len(tokens)] for output in outputs])
+            num_lines += len(batch)
+            if time.time() - last_log > 10:
+                last_log = time.time()
+                logging.info("%d lines, %.1f lines/s", num_lines, num_lines / (last_log - start))
+        writer.close()
+        tf.io.gfile.rename(temp_path, output_file, overwrite=True)
+    finally:
+        writer.abort()
+        if tf.io.gfile.exists(temp_path):
+            tf.io.gfile.remove(temp_path)
+    logging.info("Wrote %s: %d lines in %.1f s", output_file, num_lines, time.time() - start)
+    return num_lines
+
+
+def _real(batch, length):
+    """[B, S] int32 input mask: 1 over each line's tokens, 0 over the batch padding."""
+    lengths = np.array([len(tokens) for _, tokens, _, _ in batch])
+    return (np.arange(length)[None, :] < lengths[:, None]).astype(np.int32)
