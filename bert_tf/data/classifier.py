@@ -22,6 +22,7 @@ S = max_seq_length.
 
 import csv
 import dataclasses
+import functools
 import os
 
 import numpy as np
@@ -193,21 +194,22 @@ class _Columns:
 class _TableProcessor(DataProcessor):
     """Reads examples from tab- or comma-separated files; subclasses say which file and columns."""
 
-    delimiter = "\t"
     skip_malformed_lines = False
 
-    def _label(self, value, path, number, split):
-        """Checks and returns the label string of one row."""
-        raise NotImplementedError
+    def _read_examples(self, path, rows, columns, guid_prefix, check_label, keep=None):
+        """Makes the examples of one file's rows.
 
-    def _keep(self, fields):
-        """Whether a row is one of this task's examples (XNLI keeps one language)."""
-        return True
-
-    def _read_examples(self, path, rows, columns, guid_prefix, split):
+        Args:
+          path: the file, for messages.
+          rows: (line number, fields) of its data rows.
+          columns: a `_Columns`.
+          guid_prefix: guids are "<prefix>-<guid column or line index>".
+          check_label: (label, "file:line") -> the label, or raises InputError.
+          keep: fields -> whether the row is an example of this task (XNLI keeps one language).
+        """
         examples, skipped = [], []
         for number, fields in rows:
-            if not self._keep(fields):
+            if keep is not None and not keep(fields):
                 continue
             missing = columns.missing(len(fields))
             if missing:
@@ -220,7 +222,7 @@ class _TableProcessor(DataProcessor):
                 )
             label = None
             if columns.label is not None:
-                label = self._label(fields[columns.label], path, number, split)
+                label = check_label(fields[columns.label], f"{path}:{number}")
             name = number - 1 if columns.guid is None else fields[columns.guid]
             examples.append(
                 InputExample(
@@ -381,7 +383,6 @@ class GlueProcessor(_TableProcessor):
         self.is_regression = self._task.is_regression
         self.language = language
         self.skip_malformed_lines = skip_malformed_lines
-        self._keep_language = None  # the language column of the file being read
 
     def get_labels(self):
         return list(self._task.labels)
@@ -402,28 +403,31 @@ class GlueProcessor(_TableProcessor):
     def _source(self, data_dir, split):
         return [self._path(data_dir, split)]
 
-    def _keep(self, fields):
-        return self._keep_language is None or fields[self._keep_language] == self.language
-
     def _examples(self, data_dir, split):
         layout = self._layout(split)
         path = self._path(data_dir, split)
         rows = _rows(path, "\t")
         if layout.header:
             next(rows, None)
-        self._keep_language = layout.language_column
-        return self._read_examples(path, rows, layout.columns, layout.guid_prefix or split, split)
+        keep = None
+        if layout.language_column is not None:
 
-    def _label(self, value, path, number, split):
+            def keep(fields):
+                return fields[layout.language_column] == self.language
+
+        guid_prefix = layout.guid_prefix or split
+        return self._read_examples(path, rows, layout.columns, guid_prefix, self._check_label, keep)
+
+    def _check_label(self, value, where):
         value = dict(self._task.label_aliases).get(value, value)
         if self.is_regression:
             try:
                 float(value)
             except ValueError:
-                raise InputError(f"{path}:{number}: the score {value!r} is not a number") from None
+                raise InputError(f"{where}: the score {value!r} is not a number") from None
         elif value not in self._task.labels:
             raise InputError(
-                f"{path}:{number}: label {value!r} is not one of task {self.task_name}'s labels "
+                f"{where}: label {value!r} is not one of task {self.task_name}'s labels "
                 f"{list(self._task.labels)}"
             )
         return value
@@ -504,6 +508,12 @@ class ColumnsProcessor(_TableProcessor):
                 raise InputError(
                     f"task {self.task_name}: give --labels, or a data_dir whose training file has them"
                 )
+            (train_path,) = self._source(self.data_dir, "train")
+            if not tf.io.gfile.exists(train_path):
+                raise InputError(
+                    f"task {self.task_name} finds its labels in {train_path}, which does not "
+                    "exist; give --labels"
+                )
             self.get_train_examples(self.data_dir)
         return list(self._found_labels)
 
@@ -522,8 +532,11 @@ class ColumnsProcessor(_TableProcessor):
             _, header = next(rows, (0, None))
             header = [name.strip() for name in header or []]
         columns = self._columns(path, header, with_label=split != "test")
-        examples = self._read_examples(path, rows, columns, split, split)
-        if split == "train" and self._given_labels is None:
+        finding_labels = split == "train" and self._given_labels is None
+        allowed = None if finding_labels or split == "test" else self.get_labels()
+        check_label = functools.partial(self._check_label, allowed=allowed)
+        examples = self._read_examples(path, rows, columns, split, check_label)
+        if finding_labels:
             self._found_labels = _sorted_labels({example.label for example in examples})
         return examples
 
@@ -558,16 +571,14 @@ class ColumnsProcessor(_TableProcessor):
             )
         raise InputError(f"{path}:1: the header has no column {name!r} (--{flag}); it has {header}")
 
-    def _label(self, value, path, number, split):
+    def _check_label(self, value, where, allowed):
+        """The label, stripped; `allowed`: the labels it must be one of (None: any)."""
         value = value.strip()
         if not value:
-            raise InputError(f"{path}:{number}: the label is empty")
-        if split == "train" and self._given_labels is None:
-            return value
-        labels = self.get_labels()
-        if value not in labels:
+            raise InputError(f"{where}: the label is empty")
+        if allowed is not None and value not in allowed:
             origin = "--labels" if self._given_labels is not None else "the training file's labels"
-            raise InputError(f"{path}:{number}: label {value!r} is not one of {origin} {labels}")
+            raise InputError(f"{where}: label {value!r} is not one of {origin} {allowed}")
         return value
 
 
@@ -674,6 +685,9 @@ class TfdsProcessor(DataProcessor):
     def _load(self, split):
         try:
             return self._builder.as_dataset(split=split, shuffle_files=False)
+        except ValueError as error:  # a split the dataset lacks
+            reason = str(error).splitlines()[0]
+            raise InputError(f"--tfds_name={self.tfds_name}: {reason}") from None
         except AssertionError:
             if self._builder.is_prepared():
                 raise
