@@ -208,6 +208,14 @@ def test_mnli_reads_matched_files_and_mnli_mm_mismatched_ones(mnli_dir):
     assert mismatched.dev_source("glue/MNLI") == [os.path.join("glue/MNLI", "dev_mismatched.tsv")]
 
 
+def test_an_mnli_row_without_gold_label_after_sentence2_is_malformed(mnli_dir):
+    path = write_tsv(mnli_dir / "dev_matched.tsv", [MNLI_DEV_HEADER, mnli_row(1, "P.", "H.")])
+    with pytest.raises(
+        InputError, match=rf"{path}:2: the line has 10 columns and no label \(the last"
+    ):
+        get_processor("mnli").get_dev_examples(str(mnli_dir))
+
+
 @pytest.mark.parametrize(
     "task, labels",
     [

@@ -176,8 +176,16 @@ class _Columns:
     guid: int | None = None  # the column naming the example; None: the line's index from 0
     names: tuple = ("text_a", "text_b", "label", "guid")  # how errors call them
 
+    @functools.cached_property
+    def width(self):
+        """The fewest fields a row needs."""
+        texts = [c for c in (self.text_a, self.text_b, self.guid) if c is not None]
+        return max(texts + [self.label or 0]) + 1 + (self.label == -1)
+
     def missing(self, num_fields):
         """Says which columns a row of `num_fields` fields lacks, or returns ""."""
+        if num_fields >= self.width:
+            return ""
         texts = [c for c in (self.text_a, self.text_b, self.guid) if c is not None]
         lacking = [
             f"{name} (column {column})"
@@ -211,8 +219,8 @@ class _TableProcessor(DataProcessor):
         for number, fields in rows:
             if keep is not None and not keep(fields):
                 continue
-            missing = columns.missing(len(fields))
-            if missing:
+            if len(fields) < columns.width:
+                missing = columns.missing(len(fields))
                 if self.skip_malformed_lines:
                     skipped.append(number)
                     continue
@@ -383,6 +391,7 @@ class GlueProcessor(_TableProcessor):
         self.is_regression = self._task.is_regression
         self.language = language
         self.skip_malformed_lines = skip_malformed_lines
+        self._label_aliases = dict(self._task.label_aliases)
 
     def get_labels(self):
         return list(self._task.labels)
@@ -419,7 +428,7 @@ class GlueProcessor(_TableProcessor):
         return self._read_examples(path, rows, layout.columns, guid_prefix, self._check_label, keep)
 
     def _check_label(self, value, where):
-        value = dict(self._task.label_aliases).get(value, value)
+        value = self._label_aliases.get(value, value)
         if self.is_regression:
             try:
                 float(value)
