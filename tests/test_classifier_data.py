@@ -317,7 +317,9 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
 
 
 def test_a_missing_file_names_it(tmp_path):
-    with pytest.raises(InputError, match=rf"{tmp_path / 'dev.tsv'}: cannot open"):
+    with pytest.raises(InputError, match=rf"{tmp_path / 'dev.tsv'} does not exist"):
+        get_processor("mrpc").get_dev_examples(str(tmp_path))
+    with pytest.raises(FileNotFoundError):  # also catchable as such
         get_processor("mrpc").get_dev_examples(str(tmp_path))
 
 
@@ -426,6 +428,8 @@ def test_a_column_name_needs_a_header_that_has_it(tmp_path):
 def test_labels_without_a_training_file_or_labels_flag_is_an_error(tmp_path):
     processor = get_processor("csv", text_a_column=0, label_column=1, data_dir=str(tmp_path))
     with pytest.raises(InputError, match=rf"labels in {tmp_path / 'train.csv'}, which does not"):
+        processor.get_labels()
+    with pytest.raises(FileNotFoundError):  # a caller may then read the labels of an earlier run
         processor.get_labels()
 
 
@@ -594,6 +598,7 @@ def test_tfds_task_name_must_match_the_glue_config():
         get_processor("cola", tfds_name="glue/mrpc")
     with pytest.raises(InputError, match="GLUE configs are"):
         get_processor("tfds", tfds_name="glue/sst5")
+    assert get_processor(None, tfds_name="glue/cola").task_name == "cola"
 
 
 def test_an_unprepared_tfds_dataset_says_how_to_prepare_it(tmp_path):

@@ -33,6 +33,10 @@ from bert_tf.data.records import float_feature, int64_feature, serialize_example
 from bert_tf.errors import InputError
 
 
+class MissingFileError(InputError, FileNotFoundError):
+    """An input file that does not exist: an InputError that callers may catch as FileNotFoundError."""
+
+
 @dataclasses.dataclass
 class InputExample:
     """One example: its text (a pair when text_b is set) and label (None in test sets)."""
@@ -101,10 +105,12 @@ def _open_binary(path):
     path = os.fspath(path)
     if "://" in path:  # gs://... as the original's tf.gfile read it
         if not tf.io.gfile.exists(path):
-            raise InputError(f"{path} does not exist")
+            raise MissingFileError(f"{path} does not exist")
         return tf.io.gfile.GFile(path, "rb")
     try:
         return open(path, "rb")
+    except FileNotFoundError:
+        raise MissingFileError(f"{path} does not exist") from None
     except OSError as error:
         raise InputError(f"{path}: cannot open it ({error.strerror})") from None
 
@@ -519,7 +525,7 @@ class ColumnsProcessor(_TableProcessor):
                 )
             (train_path,) = self._source(self.data_dir, "train")
             if not tf.io.gfile.exists(train_path):
-                raise InputError(
+                raise MissingFileError(
                     f"task {self.task_name} finds its labels in {train_path}, which does not "
                     "exist; give --labels"
                 )
@@ -757,7 +763,7 @@ def get_processor(
     """Returns the `DataProcessor` for a --task_name (case-insensitive) and the data flags.
 
     Args:
-      task_name: one of TASK_NAMES.
+      task_name: one of TASK_NAMES; with tfds_name, None means "tfds".
       text_a_column, text_b_column, label_column: for "tsv" / "csv", column indexes or header names;
         for "tfds" with a non-GLUE dataset, feature names (label_column defaults to "label").
       has_header: "tsv" / "csv" files start with a header line.
@@ -771,7 +777,7 @@ def get_processor(
     Raises:
       InputError: for an unknown task, or options that the task does not take.
     """
-    task = task_name.lower() if task_name else ""
+    task = task_name.lower() if task_name else ("tfds" if tfds_name else "")
     task = _ALIASES.get(task, task)
     if task not in TASK_NAMES:
         raise InputError(f"--task_name={task_name!r} is not one of {', '.join(TASK_NAMES)}")
