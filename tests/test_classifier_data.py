@@ -14,8 +14,8 @@ from bert_tf.data.classifier import (
     get_processor,
     padding_feature,
     serialize_classifier_feature,
-    truncate_seq_pair,
 )
+from bert_tf.data.packing import truncate_seq_pair
 from bert_tf.data.records import write_records
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer

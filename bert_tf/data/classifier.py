@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.data.packing import pack_tokens, pad_to
 from bert_tf.data.records import float_feature, int64_feature, serialize_example
 from bert_tf.errors import InputError
 
@@ -852,17 +853,6 @@ def _tfds_processor(task, tfds_name, tfds_data_dir, columns, labels):
 # Features
 
 
-def truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Shortens a pair in place to `max_length` tokens in all, as the original does.
-
-    One token at a time comes off the end of the longer list (of tokens_b when they are equally long):
-    a short text keeps its tokens, each of which likely carries more than one of a long text's.
-    """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        longer = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        longer.pop()
-
-
 def make_label_map(labels):
     """{label string: id} for labels in id order."""
     return {label: index for index, label in enumerate(labels)}
@@ -905,24 +895,14 @@ def convert_example_to_feature(example, label_map, max_seq_length, tokenizer, is
         label_map = make_label_map(label_map)
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
-    special_tokens = 3 if tokens_b else 2  # [CLS] a [SEP] (b [SEP])
-    if max_seq_length < special_tokens:
+    if max_seq_length < (3 if tokens_b else 2):  # [CLS] a [SEP] (b [SEP])
         raise InputError(f"--max_seq_length={max_seq_length} leaves no room for the text")
-    if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - special_tokens)
-    else:
-        tokens_a = tokens_a[: max_seq_length - special_tokens]
-    tokens = ["[CLS]", *tokens_a, "[SEP]"]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += [*tokens_b, "[SEP]"]
-        segment_ids += [1] * (len(tokens_b) + 1)
+    tokens, segment_ids = pack_tokens(tokens_a, tokens_b, max_seq_length)
     input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (max_seq_length - len(input_ids))
     return {
-        "input_ids": input_ids + padding,
-        "input_mask": [1] * len(input_ids) + padding,
-        "segment_ids": segment_ids + padding,
+        "input_ids": pad_to(input_ids, max_seq_length),
+        "input_mask": pad_to([1] * len(input_ids), max_seq_length),
+        "segment_ids": pad_to(segment_ids, max_seq_length),
         "label_ids": _label_id(example, label_map, is_regression),
         "is_real_example": 1,
     }

@@ -21,8 +21,9 @@ def pack_tokens(tokens_a, tokens_b, max_seq_length):
     """[CLS] a [SEP] (b [SEP]), truncated to max_seq_length as the original does.
 
     Args:
-      tokens_a: list of wordpieces (or ids) of the first text.
-      tokens_b: list of the second text's, or None for a single text.
+      tokens_a: list of wordpieces of the first text.
+      tokens_b: list of the second text's, or None for a single text. An empty list counts as none, as
+        in the original (a second text that tokenizes to nothing makes a single-text input).
       max_seq_length: the longest packed sequence; `a` alone is cut to max_seq_length - 2, a pair
         shortened longest-first to max_seq_length - 3.
 
@@ -31,7 +32,7 @@ def pack_tokens(tokens_a, tokens_b, max_seq_length):
       around the given pieces.
     """
     tokens_a = list(tokens_a)
-    if tokens_b is None:
+    if not tokens_b:
         tokens_a = tokens_a[: max(max_seq_length - 2, 0)]
         return ["[CLS]", *tokens_a, "[SEP]"], [0] * (len(tokens_a) + 2)
     tokens_b = list(tokens_b)
