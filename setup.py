@@ -10,7 +10,14 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
-    py_modules=["create_pretraining_data", "run_pretraining", "convert_checkpoint"],
+    py_modules=[
+        "create_pretraining_data",
+        "run_pretraining",
+        "convert_checkpoint",
+        "run_classifier",
+        "extract_features",
+        "export_saved_model",
+    ],
     install_requires=[
         "tensorflow==2.21.*",
         "tensorflow-text==2.21.*",
@@ -39,6 +46,9 @@ setup(
             "bert-create-pretraining-data=create_pretraining_data:cli",
             "bert-run-pretraining=run_pretraining:cli",
             "bert-convert-checkpoint=convert_checkpoint:cli",
+            "bert-run-classifier=run_classifier:cli",
+            "bert-extract-features=extract_features:cli",
+            "bert-export-saved-model=export_saved_model:cli",
         ],
     },
 )

@@ -23,6 +23,7 @@ from absl import logging
 
 from bert_tf.data.packing import pack_tokens
 from bert_tf.errors import InputError
+from bert_tf.modeling import BertModel
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 OUTPUT_FORMATS = ("json", "npz")
@@ -253,3 +254,54 @@ def _real(batch, length):
     """[B, S] int32 input mask: 1 over each line's tokens, 0 over the batch padding."""
     lengths = np.array([len(tokens) for _, tokens, _, _ in batch])
     return (np.arange(length)[None, :] < lengths[:, None]).astype(np.int32)
+
+
+# ---------------------------------------------------------------------------------- the export
+
+MODEL_TYPE = "encoder"
+
+
+def build_export_model(bert_config, info):
+    """The model export_saved_model.py loads the checkpoint into."""
+    del info
+    return BertModel(bert_config)
+
+
+def export_model(
+    model,
+    info,
+    vocab_file,
+    do_lower_case,
+    max_seq_length,
+    export_dir,
+    version=None,
+    encoder_layers=False,
+):
+    """Writes the encoder as a SavedModel serving raw text (DESIGN.md's serving contract).
+
+    serving_default: text_a -> "pooled_output" [B, H], "sequence_output" [B, S, H], "input_mask"
+    [B, S]; serving_pair: text_a, text_b -> the same; with encoder_layers, also "encoder_layer_<i>"
+    [B, S, H] for every layer i.
+    """
+    del info
+    from bert_tf.export import serving_signatures, write_saved_model
+    from bert_tf.preprocessing import BertPreprocessor
+
+    module = tf.Module()
+    module.model = model
+    module.preprocessor = BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
+
+    def outputs_fn(features):
+        outputs = model(features, training=False)
+        result = {
+            "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+            "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+            "input_mask": tf.cast(features["input_mask"], tf.int32),
+        }
+        if encoder_layers:
+            for i, layer_output in enumerate(outputs["encoder_outputs"]):
+                result[f"encoder_layer_{i}"] = tf.cast(layer_output, tf.float32)
+        return result
+
+    signatures = serving_signatures(module.preprocessor, outputs_fn, serve_pair=True)
+    return write_saved_model(export_dir, module, signatures, version=version)

@@ -7,6 +7,7 @@ from flags, from tests and from bench/ without absl.
 """
 
 import dataclasses
+import json
 import math
 import os
 
@@ -232,3 +233,39 @@ def write_text_atomically(path, text):
     with tf.io.gfile.GFile(temp_path, "w") as f:
         f.write(text)
     tf.io.gfile.rename(temp_path, path, overwrite=True)
+
+
+TASK_INFO_FILE = "task.json"
+
+
+def write_task_info(output_dir, model_type, bert_config, **info):
+    """Writes output_dir/task.json: what export_saved_model.py needs to rebuild this run's model.
+
+    Args:
+      output_dir: the run's folder (beside its checkpoints).
+      model_type: "classifier", "squad", "tagger" or "multiple_choice".
+      bert_config: the encoder's BertConfig.
+      **info: the head's settings (labels, is_pair, ...) and the tokenizer's (do_lower_case,
+        max_seq_length).
+    """
+    text = json.dumps(
+        {"model_type": model_type, "bert_config": bert_config.to_dict(), **info},
+        indent=2,
+        sort_keys=True,
+    )
+    write_text_atomically(os.path.join(output_dir, TASK_INFO_FILE), text + "\n")
+
+
+def read_task_info(checkpoint_path):
+    """The task.json of the folder holding checkpoint_path (a folder or a prefix), or None."""
+    folder = (
+        checkpoint_path if tf.io.gfile.isdir(checkpoint_path) else os.path.dirname(checkpoint_path)
+    )
+    path = os.path.join(folder, TASK_INFO_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as error:
+            raise InputError(f"{path} is not valid JSON: {error}") from None

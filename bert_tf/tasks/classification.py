@@ -1,0 +1,477 @@
+"""Sentence and sentence-pair classification and regression (GLUE, XNLI, users' TSV/CSV, TFDS).
+
+The model is the original run_classifier.py's: BertModel, dropout 0.1 on the pooled output, then logits
+= pooled @ output_weights^T + output_bias, with output_weights [num_labels, H] and output_bias
+[num_labels] under those very names in Google's format (so the original's fine-tuned checkpoints load).
+Regression (STS-B) has one output and a mean squared error loss.
+
+B = batch, S = sequence length, H = hidden size, L = number of labels (1 for regression).
+"""
+
+import dataclasses
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import metrics
+from bert_tf.checkpoints import encoder_variable_names
+from bert_tf.data import classifier as data
+from bert_tf.data.records import (
+    cached_records,
+    file_identity,
+    make_feature_dataset,
+    reading_records,
+)
+from bert_tf.distribute import is_chief
+from bert_tf.errors import InputError
+from bert_tf.export import serving_signatures, write_saved_model
+from bert_tf.modeling import BertModel, _SavesBertConfig
+from bert_tf.tasks import finetuning
+from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import Task, write_eval_results
+
+LABELS_FILE = "labels.txt"
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertClassifier(_SavesBertConfig, keras.Model):
+    """BertModel + dropout + a dense layer over the pooled output.
+
+    Inputs: BertModel's ("input_ids", "input_mask", "segment_ids", int32 [B, S]); other keys are ignored.
+    Outputs: {"logits": float32 [B, L]} plus, for classification, "probabilities" (softmax) [B, L].
+
+    Example:
+    ```python
+    model = BertClassifier(BertConfig.from_preset("bert_tiny"), num_labels=3)
+    model({"input_ids": tf.constant([[101, 7592, 102]])})["probabilities"]  # [1, 3]
+    ```
+    """
+
+    def __init__(self, config, num_labels, is_regression=False, **kwargs):
+        kwargs.setdefault("name", "bert_classifier")
+        super().__init__(**kwargs)
+        self.bert = BertModel(config, dtype=self.dtype_policy)
+        self.config = self.bert.config
+        self.num_labels = 1 if is_regression else num_labels
+        self.is_regression = is_regression
+        self.dropout = keras.layers.Dropout(
+            self.config.hidden_dropout_prob, dtype=self.dtype_policy
+        )
+
+    def build(self, input_shape=None):
+        self.bert.build()
+        self.output_weights = self.add_weight(
+            shape=(self.num_labels, self.config.hidden_size),
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            name="output_weights",
+        )
+        self.output_bias = self.add_weight(
+            shape=(self.num_labels,), initializer="zeros", name="output_bias"
+        )
+        self.built = True
+
+    def call(self, inputs, training=None):
+        pooled_output = self.bert(inputs, training=training)["pooled_output"]  # [B, H]
+        pooled_output = self.dropout(pooled_output, training=training)
+        weights = tf.cast(self.output_weights, self.compute_dtype)
+        logits = tf.matmul(pooled_output, weights, transpose_b=True)  # [B, L]
+        logits = tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+        if self.is_regression:
+            return {"logits": logits}
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
+
+    def dummy_inputs(self):
+        return self.bert.dummy_inputs()
+
+    def google_variables(self):
+        """{Google checkpoint name: variable}: the original's names, bert/* plus output_weights/bias."""
+        if not self.built:
+            self(self.dummy_inputs(), training=False)
+        return {
+            **encoder_variable_names(self.bert),
+            "output_weights": self.output_weights,
+            "output_bias": self.output_bias,
+        }
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_labels": self.num_labels,
+            "is_regression": self.is_regression,
+        }
+
+
+def classification_loss(outputs, features, num_examples, is_regression):
+    """Summed per-example loss / num_examples: cross-entropy, or squared error for regression."""
+    logits = tf.cast(outputs["logits"], tf.float32)
+    if is_regression:
+        labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.float32)
+        per_example = tf.square(logits[:, 0] - labels)
+    else:
+        labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
+        per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+    return tf.reduce_sum(per_example) / num_examples
+
+
+@dataclasses.dataclass
+class ClassifierConfig(finetuning.FineTuningConfig):
+    """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
+
+    data_dir: str | None = None
+    task_name: str | None = None
+    text_a_column: str | None = None
+    text_b_column: str | None = None
+    label_column: str | None = None
+    has_header: bool = False
+    labels: str | None = None
+    tfds_name: str | None = None
+    tfds_data_dir: str | None = None
+    xnli_language: str = "zh"
+    skip_malformed_lines: bool = False
+
+
+def make_processor(config):
+    if not config.task_name and not config.tfds_name:
+        raise InputError("--task_name (or --tfds_name) is required")
+    if config.task_name and not config.tfds_name and not config.data_dir:
+        raise InputError("--data_dir is required with --task_name")
+    return data.get_processor(
+        config.task_name,
+        text_a_column=config.text_a_column,
+        text_b_column=config.text_b_column,
+        label_column=config.label_column,
+        has_header=config.has_header,
+        labels=config.labels,
+        tfds_name=config.tfds_name,
+        tfds_data_dir=config.tfds_data_dir,
+        xnli_language=config.xnli_language,
+        data_dir=config.data_dir,
+        skip_malformed_lines=config.skip_malformed_lines,
+    )
+
+
+class ClassifierRun:
+    """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
+
+    def __init__(self, config):
+        self.config = config
+        self.bert_config = finetuning.check_config(config)
+        tf.io.gfile.makedirs(config.output_dir)
+        self.processor = make_processor(config)
+        self.is_regression = self.processor.is_regression
+        self.labels = self._labels()
+        self.label_map = {label: i for i, label in enumerate(self.labels)}
+        self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+        self.feature_spec = data.classifier_feature_spec(config.max_seq_length, self.is_regression)
+        self.strategy = finetuning.make_strategy(config)
+        self._trainer = None
+        if is_chief(self.strategy):
+            finetuning.write_task_info(
+                config.output_dir, MODEL_TYPE, self.bert_config, **self.task_info()
+            )
+
+    # ------------------------------------------------------------------ data
+
+    def _labels(self):
+        """The label strings: the processor's, else labels.txt of an earlier run in output_dir."""
+        if self.is_regression:
+            return []
+        saved = os.path.join(self.config.output_dir, LABELS_FILE)
+        try:
+            labels = list(self.processor.get_labels())
+        except FileNotFoundError:
+            if not tf.io.gfile.exists(saved):
+                raise
+            with tf.io.gfile.GFile(saved) as f:
+                labels = [line.rstrip("\n") for line in f if line.strip()]
+        if not labels:
+            raise InputError("no labels: the training data holds none (or pass --labels=a,b,c)")
+        finetuning.write_text_atomically(saved, "".join(f"{label}\n" for label in labels))
+        return labels
+
+    def features(self, split):
+        """Writes (or reuses) output_dir/{train,eval,predict}.tf_record; returns (path, info)."""
+        get_examples, file_name, sources = {
+            "train": (
+                self.processor.get_train_examples,
+                "train.tf_record",
+                self.processor.train_source,
+            ),
+            "eval": (self.processor.get_dev_examples, "eval.tf_record", self.processor.dev_source),
+            "predict": (
+                self.processor.get_test_examples,
+                "predict.tf_record",
+                self.processor.test_source,
+            ),
+        }[split]
+        config = self.config
+        path = os.path.join(config.output_dir, file_name)
+        settings = {
+            "format": "bert_tf classifier features 1",
+            "task_name": config.task_name,
+            "tfds_name": config.tfds_name,
+            "inputs": [
+                file_identity(p) if tf.io.gfile.exists(p) else p for p in sources(config.data_dir)
+            ],
+            "vocab": file_identity(config.vocab_file),
+            "do_lower_case": config.do_lower_case,
+            "max_seq_length": config.max_seq_length,
+            "labels": self.labels,
+            "is_regression": self.is_regression,
+            "split": split,
+        }
+
+        def make_examples():
+            examples = get_examples(config.data_dir)
+            if not examples:
+                raise InputError(f"the {split} data {sources(config.data_dir)} holds no example")
+            serialized = [
+                data.serialize_classifier_feature(
+                    data.convert_example_to_feature(
+                        example,
+                        self.label_map,
+                        config.max_seq_length,
+                        self.tokenizer,
+                        is_regression=self.is_regression,
+                    ),
+                    is_regression=self.is_regression,
+                )
+                for example in examples
+            ]
+            return serialized, {"num_real_examples": len(examples)}
+
+        info = cached_records(path, settings, make_examples)
+        logging.info("%s: %d examples", path, info["num_real_examples"])
+        return path, info
+
+    def _dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        config = self.config
+        padding = None
+        if not is_training:
+            padding = data.padding_feature(config.max_seq_length, self.is_regression)
+        return make_feature_dataset(
+            path,
+            self.feature_spec,
+            batch_size,
+            is_training,
+            input_context=input_context,
+            seed=config.seed,
+            length_bucketing=config.length_bucketing,
+            num_records=num_records,
+            padding_features=padding,
+        )
+
+    # ------------------------------------------------------------------ model and loop
+
+    def task(self, train_path=None):
+        config = self.config
+        is_regression = self.is_regression
+
+        def dataset_fn(input_context, batch_size, is_training):
+            if train_path is None:
+                raise ValueError("no training features")
+            return self._dataset(train_path, batch_size, is_training, input_context)
+
+        def dummy_batch():
+            feature = data.padding_feature(config.max_seq_length, is_regression)
+            return {
+                name: tf.constant(
+                    [feature[name]], tf.float32 if spec.dtype == tf.float32 else tf.int32
+                )
+                for name, spec in self.feature_spec.items()
+            }
+
+        return Task(
+            build_model=lambda: BertClassifier(
+                self.bert_config, len(self.labels), is_regression=is_regression
+            ),
+            loss_fn=lambda outputs, features, normalizers: {
+                "loss": classification_loss(
+                    outputs, features, normalizers["examples"], is_regression
+                )
+            },
+            normalizer_fn=lambda features: {
+                "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)
+            },
+            metric_fn=lambda outputs, features: {},
+            dataset_fn=dataset_fn,
+            dummy_batch_fn=dummy_batch,
+        )
+
+    def trainer(self, train_path=None, num_train_examples=0):
+        if self._trainer is None:
+            steps, warmup = finetuning.num_train_steps(self.config, num_train_examples)
+            self._trainer = finetuning.make_trainer(
+                self.task(train_path), self.config, self.strategy, steps, warmup
+            )
+        return self._trainer
+
+    def predict(self, path, info, batch_size):
+        """Model outputs for every real example of a features file, in file order."""
+        trainer = self.trainer()
+        dataset = self._dataset(path, batch_size, False, num_records=info["num_records"])
+        with reading_records([path]):
+            result = trainer.predict(
+                dataset, output_keys=["logits"], feature_keys=self._passed_features()
+            )
+        order = (
+            np.argsort(result["example_index"], kind="stable")
+            if "example_index" in result
+            else None
+        )
+        if order is not None:
+            result = {name: value[order] for name, value in result.items()}
+        real = result["is_real_example"].astype(bool)
+        return {name: value[real] for name, value in result.items()}
+
+    def _passed_features(self):
+        keys = ["label_ids", "is_real_example"]
+        return keys + (["example_index"] if self.config.length_bucketing else [])
+
+    # ------------------------------------------------------------------ the steps
+
+    def train(self):
+        path, info = self.features("train")
+        trainer = self.trainer(path, info["num_real_examples"])
+        with reading_records([path]):
+            return trainer.train()
+
+    def evaluate(self):
+        path, info = self.features("eval")
+        result = self.predict(path, info, self.config.eval_batch_size)
+        results = evaluation_results(
+            result["logits"], result["label_ids"], self.processor.task_name, self.is_regression
+        )
+        results["global_step"] = self.trainer().global_step
+        if is_chief(self.strategy):
+            write_eval_results(os.path.join(self.config.output_dir, "eval_results.txt"), results)
+        return results
+
+    def predict_test(self):
+        path, info = self.features("predict")
+        result = self.predict(path, info, self.config.predict_batch_size)
+        logits = result["logits"]
+        if self.is_regression:
+            rows = [f"{value:.6f}" for value in logits[:, 0]]
+        else:
+            probabilities = _softmax(logits)
+            rows = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]
+        if is_chief(self.strategy):
+            finetuning.write_text_atomically(
+                os.path.join(self.config.output_dir, "test_results.tsv"),
+                "".join(f"{row}\n" for row in rows),
+            )
+        return logits
+
+    def task_info(self):
+        return {
+            "labels": self.labels,
+            "is_pair": self.processor.is_pair,
+            "is_regression": self.is_regression,
+            "do_lower_case": self.config.do_lower_case,
+            "max_seq_length": self.config.max_seq_length,
+        }
+
+    def export(self):
+        config = self.config
+        return export_model(
+            self.trainer().model,
+            self.task_info(),
+            config.vocab_file,
+            config.do_lower_case,
+            config.max_seq_length,
+            config.export_dir,
+        )
+
+
+def run(config):
+    """Runs run_classifier.py's steps as `config` says; returns {"train", "eval", "predict", "export"}."""
+    classifier_run = ClassifierRun(config)
+    outcome = {}
+    if config.do_train:
+        outcome["train"] = classifier_run.train()
+    if config.do_eval:
+        outcome["eval"] = classifier_run.evaluate()
+    if config.do_predict:
+        outcome["predict"] = classifier_run.predict_test()
+    if config.export_dir and is_chief(classifier_run.strategy):
+        outcome["export"] = classifier_run.export()
+    return outcome
+
+
+def _softmax(logits):
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def evaluation_results(logits, label_ids, task_name, is_regression):
+    """eval_results.txt's values: eval_loss, eval_accuracy (not for regression) and the task's metric."""
+    logits = np.asarray(logits, np.float64)
+    if is_regression:
+        predictions = logits[:, 0]
+        labels = np.asarray(label_ids, np.float64).reshape(-1)
+        results = {"eval_loss": float(np.mean((predictions - labels) ** 2))}
+    else:
+        labels = np.asarray(label_ids).reshape(-1).astype(np.int64)
+        log_probs = np.log(_softmax(logits))
+        results = {"eval_loss": float(-np.mean(log_probs[np.arange(len(labels)), labels]))}
+        predictions = logits.argmax(axis=-1)
+    for name, value in metrics.glue_metrics(task_name, predictions, labels).items():
+        results[f"eval_{name}"] = value
+    results["loss"] = results["eval_loss"]
+    return results
+
+
+# ---------------------------------------------------------------------------------- the export
+
+MODEL_TYPE = "classifier"
+
+
+def head_info_from_google_checkpoint(shapes):
+    """The head settings a Google-format fine-tuned classifier checkpoint implies, or None if not one.
+
+    The original's run_classifier.py names its head output_weights [num_labels, H] and output_bias.
+    """
+    if "output_weights" not in shapes:
+        return None
+    num_labels = shapes["output_weights"][0]
+    return {"labels": [str(i) for i in range(num_labels)], "is_pair": True, "is_regression": False}
+
+
+def build_export_model(bert_config, info):
+    """The model export_saved_model.py loads a classifier checkpoint into."""
+    return BertClassifier(
+        bert_config, max(len(info.get("labels") or []), 1), is_regression=info["is_regression"]
+    )
+
+
+def export_model(model, info, vocab_file, do_lower_case, max_seq_length, export_dir, version=None):
+    """Writes the classifier as a SavedModel serving raw text (DESIGN.md's serving contract).
+
+    serving_default: text_a (and text_b for pair tasks) -> "probabilities" [B, L] and "label" [B]
+    (the label string); for regression, "predictions" [B]. labels.txt lands in assets/.
+    """
+    from bert_tf.preprocessing import BertPreprocessor
+
+    labels = list(info.get("labels") or [])
+    module = tf.Module()
+    module.model = model
+    module.preprocessor = BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
+    label_strings = tf.constant(labels or [""], tf.string)
+
+    def outputs_fn(features):
+        outputs = model(features, training=False)
+        if model.is_regression:
+            return {"predictions": outputs["logits"][:, 0]}
+        probabilities = outputs["probabilities"]
+        best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        return {"probabilities": probabilities, "label": tf.gather(label_strings, best)}
+
+    signatures = serving_signatures(module.preprocessor, outputs_fn, pair=info["is_pair"])
+    assets = {LABELS_FILE: "".join(f"{label}\n" for label in labels)} if labels else None
+    return write_saved_model(export_dir, module, signatures, version=version, assets=assets)
