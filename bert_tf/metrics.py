@@ -1,0 +1,412 @@
+"""Whole-set evaluation metrics: GLUE's classification and regression scores, CoNLL entity F1.
+
+Pure Python + numpy (no TensorFlow), so tools and tests use them without loading a model. Every value
+is a fraction in [0, 1] (correlations in [-1, 1]), as the original run_classifier.py's eval_accuracy is.
+
+- `glue_metrics(task_name, predictions, labels)`: the dict a GLUE task reports in eval_results.txt.
+- `accuracy`, `f1_score` (binary), `matthews_corrcoef`, `pearson`, `spearman`: single scores that match
+  scikit-learn's and scipy's definitions, including their values for degenerate inputs.
+- `conll_entity_metrics(gold_sequences, predicted_sequences)`: entity-level precision / recall / F1 as
+  the CoNLL `conlleval` script counts them, per entity type and overall, plus token accuracy.
+
+The SQuAD scores live in `bert_tf/squad_evaluation.py`.
+"""
+
+import math
+
+import numpy as np
+
+# --------------------------------------------------------------------------- classification and regression
+
+
+def _paired(predictions, labels):
+    """Both inputs as 1-D arrays of one length (at least one element)."""
+    predictions = np.asarray(predictions).reshape(-1)
+    labels = np.asarray(labels).reshape(-1)
+    if predictions.shape != labels.shape:
+        raise ValueError(
+            f"{predictions.size} predictions for {labels.size} labels; they must pair up"
+        )
+    if predictions.size == 0:
+        raise ValueError("no predictions to score")
+    return predictions, labels
+
+
+def accuracy(predictions, labels):
+    """The fraction of predictions equal to their labels.
+
+    Args:
+      predictions: [N] predicted class ids (or any comparable values).
+      labels: [N] true class ids.
+
+    Returns:
+      A float in [0, 1].
+
+    Raises:
+      ValueError: the lengths differ or N is 0.
+    """
+    predictions, labels = _paired(predictions, labels)
+    return float(np.mean(predictions == labels))
+
+
+def f1_score(predictions, labels, positive_label=1):
+    """Binary F1 of the positive class, as GLUE reports it for MRPC and QQP (scikit-learn's `f1_score`).
+
+    F1 = 2 tp / (2 tp + fp + fn); 0.0 when there are neither positive labels nor positive predictions.
+
+    Args:
+      predictions: [N] predicted class ids.
+      labels: [N] true class ids.
+      positive_label: the class whose F1 is reported (1 = "paraphrase" / "duplicate" in GLUE).
+
+    Returns:
+      A float in [0, 1].
+    """
+    predictions, labels = _paired(predictions, labels)
+    predicted_positive = predictions == positive_label
+    actually_positive = labels == positive_label
+    true_positives = int(np.sum(predicted_positive & actually_positive))
+    denominator = int(np.sum(predicted_positive)) + int(np.sum(actually_positive))
+    return 2.0 * true_positives / denominator if denominator else 0.0
+
+
+def matthews_corrcoef(predictions, labels):
+    """Matthews correlation coefficient (CoLA's metric), multi-class as scikit-learn defines it.
+
+    With the confusion matrix C, n samples, c = trace(C), t_k / p_k the true / predicted counts of class k:
+    MCC = (c n - sum_k p_k t_k) / sqrt((n^2 - sum_k p_k^2) (n^2 - sum_k t_k^2)); 0.0 where that
+    denominator is 0 (all labels, or all predictions, one class), as scikit-learn returns.
+
+    Args:
+      predictions: [N] predicted class ids.
+      labels: [N] true class ids.
+
+    Returns:
+      A float in [-1, 1].
+    """
+    predictions, labels = _paired(predictions, labels)
+    classes = np.unique(np.concatenate([predictions, labels]))
+    true_counts = np.array([np.sum(labels == k) for k in classes], dtype=np.int64)
+    predicted_counts = np.array([np.sum(predictions == k) for k in classes], dtype=np.int64)
+    correct = int(np.sum(predictions == labels))
+    n = int(labels.size)
+    # Python ints: n^2 products overflow int64 long before a data set is large.
+    covariance = correct * n - int(np.dot(predicted_counts, true_counts))
+    predicted_spread = n * n - int(np.dot(predicted_counts, predicted_counts))
+    true_spread = n * n - int(np.dot(true_counts, true_counts))
+    if predicted_spread == 0 or true_spread == 0:
+        return 0.0
+    return covariance / math.sqrt(float(predicted_spread) * float(true_spread))
+
+
+def pearson(x, y):
+    """Pearson correlation of two samples (scipy's `pearsonr` statistic).
+
+    Args:
+      x: [N] numbers, N >= 2.
+      y: [N] numbers.
+
+    Returns:
+      A float in [-1, 1]; NaN when either sample is constant (the correlation is undefined), as scipy.
+
+    Raises:
+      ValueError: the lengths differ or N < 2.
+    """
+    x, y = _paired(x, y)
+    if x.size < 2:
+        raise ValueError(f"a correlation needs at least 2 pairs, got {x.size}")
+    x = x.astype(np.float64) - np.mean(x, dtype=np.float64)
+    y = y.astype(np.float64) - np.mean(y, dtype=np.float64)
+    x_norm, y_norm = np.linalg.norm(x), np.linalg.norm(y)
+    if x_norm == 0.0 or y_norm == 0.0:
+        return float("nan")
+    # Normalising before the dot product keeps large inputs from overflowing (scipy does the same).
+    return float(np.clip(np.dot(x / x_norm, y / y_norm), -1.0, 1.0))
+
+
+def _average_ranks(values):
+    """1-based ranks; tied values share the mean of their ranks (scipy.stats.rankdata "average")."""
+    values = np.asarray(values)
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    # Group boundaries: the first index of each run of equal sorted values, and the end.
+    starts = np.flatnonzero(np.r_[True, sorted_values[1:] != sorted_values[:-1]])
+    ends = np.r_[starts[1:], values.size]
+    ranks = np.empty(values.size, dtype=np.float64)
+    for start, end in zip(starts, ends, strict=True):
+        ranks[order[start:end]] = (start + 1 + end) / 2.0  # mean of ranks start+1 .. end
+    return ranks
+
+
+def spearman(x, y):
+    """Spearman rank correlation: Pearson of the ranks, ties given their average rank (as scipy).
+
+    Args:
+      x: [N] numbers, N >= 2.
+      y: [N] numbers.
+
+    Returns:
+      A float in [-1, 1]; NaN when either sample is constant.
+    """
+    x, y = _paired(x, y)
+    return pearson(_average_ranks(x), _average_ranks(y))
+
+
+def _glue_task(task_name):
+    """'glue/STS-B', 'sts-b', 'stsb' -> 'stsb'; None -> ''."""
+    name = (task_name or "").lower().removeprefix("glue/")
+    return name.replace("-", "").replace("_", "")
+
+
+def glue_metrics(task_name, predictions, labels, is_regression=None):
+    """The scores a GLUE task reports; run_classifier.py writes each as `eval_<key>`.
+
+    Keys by task (names as `--task_name` or `--tfds_name` spell them, any case, with or without
+    "glue/" and dashes):
+      - cola: `accuracy`, `matthews_corrcoef`.
+      - mrpc, qqp: `accuracy`, `f1` (binary F1 of label id 1, "paraphrase" / "duplicate").
+      - sts-b and any other regression: `pearson`, `spearman`, `corr` (their mean).
+      - every other classification task (sst-2, mnli, mnli-mm, qnli, rte, wnli, xnli, users' own):
+        `accuracy`.
+
+    Args:
+      task_name: the task's name, or None for a user's task.
+      predictions: [N] predicted class ids, or predicted scores for regression.
+      labels: [N] true class ids, or true scores.
+      is_regression: True / False; None infers it: sts-b is regression, another task is when the
+        predictions are floating point.
+
+    Returns:
+      {key: float}, keys in the order above.
+    """
+    task = _glue_task(task_name)
+    if is_regression is None:
+        is_regression = task == "stsb" or np.issubdtype(np.asarray(predictions).dtype, np.floating)
+    if task == "stsb" or is_regression:
+        pearson_r, spearman_r = pearson(predictions, labels), spearman(predictions, labels)
+        return {"pearson": pearson_r, "spearman": spearman_r, "corr": (pearson_r + spearman_r) / 2}
+    results = {"accuracy": accuracy(predictions, labels)}
+    if task == "cola":
+        results["matthews_corrcoef"] = matthews_corrcoef(predictions, labels)
+    elif task in ("mrpc", "qqp"):
+        results["f1"] = f1_score(predictions, labels, positive_label=1)
+    return results
+
+
+# --------------------------------------------------------------------------- CoNLL entity metrics
+
+_SCHEME_PREFIXES = {
+    "auto": frozenset("BIES"),
+    "iob1": frozenset("BI"),
+    "iob2": frozenset("BI"),
+    "iobes": frozenset("BIES"),
+}
+_OUTSIDE = ("O", "")
+
+
+def _parse_label(label, allowed_prefixes, where):
+    """'B-PER' -> ('B', 'PER'); 'O' -> ('O', ''); a bare 'B' -> ('B', '') (an untyped chunk)."""
+    if label == "O":
+        return _OUTSIDE
+    prefix, _, entity_type = str(label).partition("-")
+    if prefix not in allowed_prefixes:
+        allowed = ", ".join(f"{p}-" for p in sorted(allowed_prefixes))
+        raise ValueError(f"{where}: label {label!r} is neither 'O' nor starts with {allowed}")
+    return prefix, entity_type
+
+
+def _chunk_ends(previous, current):
+    """Whether a chunk ends between two tokens, by conlleval's rules (with IOBES's S- as well).
+
+    Args:
+      previous, current: (prefix, type) of the previous and the current token.
+    """
+    (prev_prefix, prev_type), (prefix, entity_type) = previous, current
+    if prev_prefix == "O":
+        return False
+    return (
+        prev_prefix in "ES"  # E- and S- close their chunk
+        or prefix in "BSO"  # B- / S- open a new chunk, O is outside
+        or prev_type != entity_type
+    )
+
+
+def _chunk_starts(previous, current):
+    """Whether a chunk starts at the current token, by conlleval's rules (with IOBES's S- as well)."""
+    (prev_prefix, prev_type), (prefix, entity_type) = previous, current
+    if prefix == "O":
+        return False
+    return (
+        prefix in "BS"
+        or prev_prefix in "OES"  # I- or E- after O or after a closed chunk: IOB1 / IOE starts
+        or prev_type != entity_type
+    )
+
+
+def _conlleval_entities(tags):
+    """Chunks as conlleval finds them: any run of I- may start one, so ill-formed runs still count.
+
+    Args:
+      tags: [(prefix, type)] of one sentence.
+
+    Returns:
+      A set of (type, start, end), end exclusive.
+    """
+    entities = set()
+    previous, start = _OUTSIDE, 0
+    for index, current in enumerate([*tags, _OUTSIDE]):
+        if _chunk_ends(previous, current):
+            entities.add((previous[1], start, index))
+        if _chunk_starts(previous, current):
+            start = index
+        previous = current
+    return entities
+
+
+def _strict_entities(tags, scheme):
+    """Only well-formed chunks (seqeval's mode="strict"): IOB2 B-X I-X*; IOBES S-X or B-X I-X* E-X.
+
+    A run that breaks the scheme (an I- that continues nothing, a B- never closed by E- in IOBES) is no
+    entity at all.
+    """
+    entities = set()
+    index = 0
+    while index < len(tags):
+        prefix, entity_type = tags[index]
+        if prefix not in "BS":
+            index += 1
+            continue
+        end = index + 1
+        if prefix == "B":
+            # B-X takes the I-X after it and, in IOBES, the E-X that closes it.
+            continuations = "I" if scheme == "iob2" else "IE"
+            while end < len(tags) and tags[end][0] in continuations and tags[end][1] == entity_type:
+                end += 1
+                if tags[end - 1][0] == "E":
+                    break
+        closed = scheme == "iob2" or tags[end - 1][0] in "ES"
+        if closed:
+            entities.add((entity_type, index, end))
+        index = end
+    return entities
+
+
+def extract_entities(labels, scheme="auto"):
+    """The entities of one label sequence.
+
+    Args:
+      labels: one sentence's labels, e.g. ["B-PER", "I-PER", "O", "S-LOC"].
+      scheme: how chunks are read, see `conll_entity_metrics`.
+
+    Returns:
+      A sorted list of (type, start, end) with end exclusive: labels[start:end] is the entity.
+    """
+    if scheme not in _SCHEME_PREFIXES:
+        raise ValueError(f"scheme must be one of {sorted(_SCHEME_PREFIXES)}, got {scheme!r}")
+    tags = [
+        _parse_label(label, _SCHEME_PREFIXES[scheme], f"position {i}")
+        for i, label in enumerate(labels)
+    ]
+    return sorted(_entities_of_tags(tags, scheme), key=lambda e: (e[1], e[2], e[0]))
+
+
+def _entities_of_tags(tags, scheme):
+    if scheme in ("iob2", "iobes"):
+        return _strict_entities(tags, scheme)
+    return _conlleval_entities(tags)
+
+
+def _precision_recall_f1(num_correct, num_predicted, num_gold):
+    """conlleval's arithmetic, as fractions: each score is 0.0 where its denominator is 0."""
+    precision = num_correct / num_predicted if num_predicted else 0.0
+    recall = num_correct / num_gold if num_gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "support": num_gold,
+        "num_predicted": num_predicted,
+        "num_correct": num_correct,
+    }
+
+
+def conll_entity_metrics(gold_sequences, predicted_sequences, scheme="auto"):
+    """Entity-level precision, recall and F1 as the CoNLL shared tasks' `conlleval` script counts them.
+
+    An entity is correct only when its type and both boundaries match a gold entity. Schemes:
+      - "auto" (default) and "iob1": conlleval's chunk rules, which read IOB1, IOB2 and IOBES alike
+        (plus IOE): a chunk starts at B- or S-, at an I- / E- after O or after a closed chunk, and at a
+        change of type; it ends before B- / S- / O, after E- / S-, and at a change of type. So in IOB1
+        "I-PER I-PER B-PER" is two PER entities, and an ill-formed "O I-PER" still counts as one.
+        "iob1" also refuses E- and S- labels.
+      - "iob2", "iobes": strict, as seqeval's mode="strict": only well-formed chunks count (IOB2 B-X I-X*;
+        IOBES S-X or B-X I-X* E-X); an I- that continues nothing is not an entity.
+
+    Args:
+      gold_sequences: a list of sentences, each a list of word-level labels ("O", "B-PER", "I-LOC", ...).
+      predicted_sequences: the predicted labels, same shape.
+      scheme: "auto", "iob1", "iob2" or "iobes".
+
+    Returns:
+      {"precision", "recall", "f1": micro-averaged over all entities (fractions, 0.0 where undefined,
+      as conlleval), "support": gold entities, "num_predicted", "num_correct": entity counts,
+      "accuracy": the fraction of tokens whose label is right (0.0 for no tokens), "num_tokens",
+      "per_type": {type: {"precision", "recall", "f1", "support", "num_predicted", "num_correct"}} for
+      every type in the gold or the predicted labels, sorted by type}.
+
+    Raises:
+      ValueError: the sentence counts or a sentence's lengths differ, an unknown scheme, or a label the
+        scheme does not have (the message names the sentence, position and label).
+    """
+    if scheme not in _SCHEME_PREFIXES:
+        raise ValueError(f"scheme must be one of {sorted(_SCHEME_PREFIXES)}, got {scheme!r}")
+    if len(gold_sequences) != len(predicted_sequences):
+        raise ValueError(
+            f"{len(gold_sequences)} gold sentences but {len(predicted_sequences)} predicted ones"
+        )
+    allowed = _SCHEME_PREFIXES[scheme]
+    gold_counts, predicted_counts, correct_counts = {}, {}, {}  # {type: number of entities}
+    num_tokens = num_right_tokens = 0
+    for sentence, (gold_labels, predicted_labels) in enumerate(
+        zip(gold_sequences, predicted_sequences, strict=True)
+    ):
+        if len(gold_labels) != len(predicted_labels):
+            raise ValueError(
+                f"sentence {sentence}: {len(gold_labels)} gold labels but "
+                f"{len(predicted_labels)} predicted ones"
+            )
+        gold_tags = [
+            _parse_label(label, allowed, f"sentence {sentence} position {i} (gold)")
+            for i, label in enumerate(gold_labels)
+        ]
+        predicted_tags = [
+            _parse_label(label, allowed, f"sentence {sentence} position {i} (predicted)")
+            for i, label in enumerate(predicted_labels)
+        ]
+        num_tokens += len(gold_tags)
+        num_right_tokens += sum(g == p for g, p in zip(gold_tags, predicted_tags, strict=True))
+        gold_entities = _entities_of_tags(gold_tags, scheme)
+        predicted_entities = _entities_of_tags(predicted_tags, scheme)
+        for counts, entities in (
+            (gold_counts, gold_entities),
+            (predicted_counts, predicted_entities),
+            (correct_counts, gold_entities & predicted_entities),
+        ):
+            for entity_type, _, _ in entities:
+                counts[entity_type] = counts.get(entity_type, 0) + 1
+
+    results = _precision_recall_f1(
+        sum(correct_counts.values()), sum(predicted_counts.values()), sum(gold_counts.values())
+    )
+    results["accuracy"] = num_right_tokens / num_tokens if num_tokens else 0.0
+    results["num_tokens"] = num_tokens
+    results["per_type"] = {
+        entity_type: _precision_recall_f1(
+            correct_counts.get(entity_type, 0),
+            predicted_counts.get(entity_type, 0),
+            gold_counts.get(entity_type, 0),
+        )
+        for entity_type in sorted(gold_counts.keys() | predicted_counts.keys())
+    }
+    return results
