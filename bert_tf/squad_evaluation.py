@@ -27,10 +27,10 @@ _PUNCTUATION = frozenset(string.punctuation)  # ASCII only: “ ” ’ « » �
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _MISSING_LISTED = 20
 
+_SOURCES = ("dataset", "predictions", "na probs")  # the inputs' names in error messages
+
+# One question: its id, its gold answer texts (as in the file), and whether it has any.
 Question = collections.namedtuple("Question", ["qid", "answers", "has_answer"])
-Question.__doc__ = (
-    """One question: its id, its gold answer texts (as in the file), whether it has any."""
-)
 
 
 def normalize_answer(text):
@@ -290,9 +290,6 @@ def _read_inputs(dataset_json, predictions, na_probs, sources):
         _check_na_probs(na_probs, [q.qid for q in questions if q.qid in predictions], sources[2])
     _warn_missing(questions, predictions)
     return questions, is_v1
-
-
-_SOURCES = ("dataset", "predictions", "na probs")
 
 
 def evaluate_v2(dataset_json, predictions, na_probs=None, na_prob_thresh=1.0, *, sources=_SOURCES):
