@@ -17,6 +17,7 @@ setup(
         "run_classifier",
         "extract_features",
         "export_saved_model",
+        "evaluate_squad",
     ],
     install_requires=[
         "tensorflow==2.21.*",
@@ -49,6 +50,7 @@ setup(
             "bert-run-classifier=run_classifier:cli",
             "bert-extract-features=extract_features:cli",
             "bert-export-saved-model=export_saved_model:cli",
+            "bert-evaluate-squad=evaluate_squad:cli",
         ],
     },
 )

@@ -421,7 +421,7 @@ def evaluation_results(logits, label_ids, task_name, is_regression):
         log_probs = np.log(_softmax(logits))
         results = {"eval_loss": float(-np.mean(log_probs[np.arange(len(labels)), labels]))}
         predictions = logits.argmax(axis=-1)
-    for name, value in metrics.glue_metrics(task_name, predictions, labels).items():
+    for name, value in metrics.glue_metrics(task_name, predictions, labels, is_regression).items():
         results[f"eval_{name}"] = value
     results["loss"] = results["eval_loss"]
     return results
