@@ -87,6 +87,12 @@ _CAPITAL_SIGMA, _SMALL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C3, 0x3C2
 _HANGUL_FIRST, _HANGUL_LAST = 0xAC00, 0xD7A3
 
 
+def _graph_code(method):
+    """Leaves `method` to run as written inside tf.function: it has no tensor-dependent Python
+    control flow (tf.cond is explicit), and AutoGraph's conversion would only slow tracing."""
+    return tf.autograph.experimental.do_not_convert(method)
+
+
 class BertPreprocessor(tf.Module):
     """Raw strings -> BERT wordpiece ids and packed model inputs, inside the graph.
 
@@ -143,6 +149,7 @@ class BertPreprocessor(tf.Module):
     # ----------------------------------------------------------------------------------------
     # Public API.
 
+    @_graph_code
     def tokenize(self, text):
         """Wordpiece ids of each string.
 
@@ -154,6 +161,7 @@ class BertPreprocessor(tf.Module):
         """
         return self._tokenize(text, with_offsets=False)[0]
 
+    @_graph_code
     def tokenize_with_offsets(self, text):
         """Wordpiece ids of each string, with the input bytes each piece came from.
 
@@ -168,6 +176,7 @@ class BertPreprocessor(tf.Module):
         """
         return self._tokenize(text, with_offsets=True)
 
+    @_graph_code
     def pack(self, segments, max_seq_length=None):
         """Packs one or two segments of ids into BERT's model inputs.
 
@@ -215,6 +224,7 @@ class BertPreprocessor(tf.Module):
             "segment_ids": segment_ids.to_tensor(0),
         }
 
+    @_graph_code
     def __call__(self, text_a, text_b=None):
         """`pack` of the ids of `text_a` (and `text_b`): tf.string [B] -> dict of int32 [B, L]."""
         segments = [self.tokenize(text_a)]

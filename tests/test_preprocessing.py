@@ -1,0 +1,481 @@
+"""BertPreprocessor: in-graph ids equal FullTokenizer's; offsets; packing; SavedModel serving."""
+
+import functools
+import json
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.tokenization import BasicTokenizer, FullTokenizer, load_vocab
+
+TEXT_SPEC = [tf.TensorSpec([None], tf.string)]
+
+
+@functools.cache
+def _preprocessor(vocab_file, do_lower_case):
+    """One BertPreprocessor per vocab and casing for the whole module (max_seq_length 16)."""
+    return BertPreprocessor(vocab_file, do_lower_case=do_lower_case, max_seq_length=16)
+
+
+@functools.cache
+def _traced(preprocessor, method_name):
+    """`preprocessor.<method_name>` under tf.function with a [None] string signature, traced once."""
+    return tf.function(getattr(preprocessor, method_name), input_signature=TEXT_SPEC)
+
+
+def _ids(preprocessor, texts):
+    """Lists of ids of `texts` (str or bytes) through `tokenize` under a traced tf.function."""
+    encoded = [text.encode("utf-8") if isinstance(text, str) else text for text in texts]
+    return _traced(preprocessor, "tokenize")(tf.constant(encoded, tf.string)).to_list()
+
+
+def _offsets(preprocessor, texts):
+    """Lists of (ids, starts, ends) of `texts` through `tokenize_with_offsets` in a tf.function."""
+    tokenize = _traced(preprocessor, "tokenize_with_offsets")
+    ids, starts, ends = tokenize(tf.constant([text.encode("utf-8") for text in texts]))
+    return list(zip(ids.to_list(), starts.to_list(), ends.to_list(), strict=True))
+
+
+def _reference_ids(tokenizer, text):
+    return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+
+
+@pytest.fixture(scope="module")
+def fixture_vocab(tokenization_dir):
+    return str(tokenization_dir / "vocab_uncased.txt")
+
+
+@pytest.fixture(scope="module")
+def uncased(fixture_vocab):
+    return _preprocessor(fixture_vocab, do_lower_case=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exactness against the original's outputs and against FullTokenizer.
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_fixture_cases_give_the_original_ids(tokenization_dir, fixture_vocab, do_lower_case):
+    with open(tokenization_dir / "cases.jsonl", encoding="utf-8") as reader:
+        cases = [json.loads(line) for line in reader]
+    cases = [case for case in cases if case["do_lower_case"] == do_lower_case]
+    assert len(cases) == 475
+    got = _ids(_preprocessor(fixture_vocab, do_lower_case), [case["text"] for case in cases])
+    mismatches = [case["text"] for case, ids in zip(cases, got, strict=True) if ids != case["ids"]]
+    assert mismatches == []
+
+
+# Code points the fuzz draws from: every rule of BasicTokenizer has characters here.
+_FUZZ_POOLS = [
+    [chr(cp) for cp in range(0x20, 0x7F)],
+    list("\t\n\r \x0b\x0c\x1c\x1f\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"),
+    list("\x00\x01\x1b\x7f\x9f\xad\u200b\u200d\u200e\u202e\u2060\ufeff\ufffd\U000e0001"),
+    [chr(cp) for cp in range(0xA0, 0x250)] + list("\u0130\u0131\u1e9e\u2126\u212a\ufb01\u1f88"),
+    [chr(cp) for cp in range(0x300, 0x370)] + list("\u0900\u093a\u1ab0\u20d0\u302a\u3099"),
+    [chr(cp) for cp in range(0x370, 0x400)] + list("\u03a3" * 20 + "\u0345'.\u00b7\u02b0"),
+    [chr(cp) for cp in range(0x400, 0x530)],
+    # Marks kept by accent stripping whose combining class is not 0 (canonical reordering).
+    list("\U0001d165\U0001d166\U0001d16d\U0001d16e\u302e\u302f\U00016ff0\u1b44\ua953\u0301"),
+    [chr(0xAC00 + 37 * i) for i in range(300)] + [chr(cp) for cp in range(0x1100, 0x1200, 7)],
+    [chr(cp) for cp in range(0x3000, 0x3100)],
+    [chr(0x4E00 + 53 * i) for i in range(300)] + [chr(cp) for cp in range(0xF900, 0xFB00, 3)],
+    [chr(cp) for cp in range(0x2F800, 0x2FA20, 5)] + list("\U00020001\U0002a700\U0002b820\u3400"),
+    [chr(cp) for cp in range(0x1F300, 0x1F700, 3)] + ["\u2764\ufe0f", "\U0001f468\u200d"],
+    [chr(cp) for cp in range(0x2000, 0x2070)] + [chr(cp) for cp in range(0xFF00, 0xFF70)],
+    [chr(cp) for cp in range(0x600, 0x700)] + [chr(cp) for cp in range(0x900, 0x980)],
+]
+_FUZZ_WORDS = ["the ", "Word", "\u0391\u03a3 ", "\u03a3", " ", "ing", ".", "caf\u00e9 "]
+
+
+def _fuzz_texts(seed, count):
+    """Seeded random texts: mixed Unicode blocks, words of 195 to 205 characters, any code point."""
+    rng = random.Random(seed)
+
+    def char():
+        if rng.random() < 0.03:
+            code_point = rng.randrange(0x110000)
+            return chr(code_point) if not 0xD800 <= code_point < 0xE000 else "x"
+        return rng.choice(rng.choice(_FUZZ_POOLS))
+
+    texts = []
+    for _ in range(count):
+        if rng.random() < 0.04:
+            length = rng.randint(195, 205)
+            word = rng.choice(["\u00e9", "a", "\u03a3\u03b1", "\uac00", "x\u0301"]) * length
+            texts.append(word[:length] + rng.choice(["", " ", "!"]))
+        else:
+            pieces = [char() if rng.random() < 0.6 else rng.choice(_FUZZ_WORDS) for _ in range(40)]
+            texts.append("".join(pieces[: rng.randint(0, 40)]))
+    return texts
+
+
+# Hand-picked contexts of the two context-dependent rules: final sigma, mark reordering.
+_CONTEXT_TEXTS = [
+    "\u0391\u03a3",
+    "\u0391\u03a3.",
+    "\u0391\u03a3.\u0392",
+    "\u03a3",
+    "\u0391\u03a3\xad\u0392",
+    "\u0391\u03a3\x01\u0392",
+    "\u0391\u03a3\u4e2d",
+    "\u4e2d\u0391\u03a3",
+    "\u0391\u03a3\u2028\u0392",
+    "\u0391\u03a3'\u0392",
+    "a\U0001d16d\U0001d165b",
+    "a\U0001d16d\u0900\U0001d165",
+    "a\U0001d16d\u0301\U0001d165 x",
+    "a\u0301\U0001d16d\u0301\U0001d165\U0001d16e",
+]
+
+
+@pytest.fixture(scope="module")
+def fuzz_texts():
+    return _fuzz_texts(seed=20240607, count=2500) + _CONTEXT_TEXTS
+
+
+@pytest.fixture(scope="module")
+def covering_vocab(tmp_path_factory, fixture_vocab, fuzz_texts):
+    """The fixture vocab plus every character of the fuzz texts' words, alone and as "##" piece,
+    and some whole words: with it few words are [UNK], so a wrong character changes the ids."""
+    words = set()
+    for do_lower_case in (True, False):
+        basic = BasicTokenizer(do_lower_case=do_lower_case)
+        for text in fuzz_texts:
+            words.update(basic.tokenize(text))
+    chars = sorted({char for word in words for char in word})
+    rng = random.Random(7)
+    extra = chars + ["##" + char for char in chars]
+    extra += sorted(word for word in words if len(word) < 30 and rng.random() < 0.3)
+    base = list(load_vocab(fixture_vocab))
+    known = set(base)
+    lines = base + [token for token in dict.fromkeys(extra) if token not in known]
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_unicode_fuzz_gives_full_tokenizer_ids(covering_vocab, fuzz_texts, do_lower_case):
+    reference = FullTokenizer(covering_vocab, do_lower_case=do_lower_case)
+    got = _ids(_preprocessor(covering_vocab, do_lower_case), fuzz_texts)
+    expected = [_reference_ids(reference, text) for text in fuzz_texts]
+    mismatches = [text for text, g, e in zip(fuzz_texts, got, expected, strict=True) if g != e]
+    assert mismatches == []
+    unk_share = sum(ids.count(reference.vocab["[UNK]"]) for ids in expected) / sum(
+        map(len, expected)
+    )
+    assert unk_share < 0.01  # the vocab covers the fuzz, so the comparison sees every character
+
+
+def test_ascii_fuzz_gives_full_tokenizer_ids(uncased, fixture_vocab):
+    rng = random.Random(5)
+    alphabet = [chr(cp) for cp in range(128)]
+    common = list("abcdefghij  ABCD.,'") + ["the", "ing", "un", "##"]
+    texts = [
+        "".join(rng.choice(alphabet if rng.random() < 0.3 else common) for _ in range(60))
+        for _ in range(2000)
+    ]
+    texts += ["a" * 200, "a" * 201, "ab" * 100 + " x", "x" * 199 + "!"]
+    reference = FullTokenizer(fixture_vocab, do_lower_case=True)
+    got = _ids(uncased, texts)
+    assert [
+        text for text, ids in zip(texts, got, strict=True) if ids != _reference_ids(reference, text)
+    ] == []
+
+
+def test_invalid_utf8_is_skipped_as_full_tokenizer_does_for_bytes(uncased, fixture_vocab):
+    rng = random.Random(3)
+    fragments = [b"caf\xc3\xa9", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80", b"\xc0\xaf", b"\xff", b" "]
+    fragments += [b"Hello", b",", b"\xf4\x90\x80\x80", b"\xf0\x9f\x98", b"\x80"]
+    texts = [b"".join(rng.choice(fragments) for _ in range(rng.randint(0, 12))) for _ in range(500)]
+    reference = FullTokenizer(fixture_vocab, do_lower_case=True)
+    got = _ids(uncased, texts)
+    assert [
+        text for text, ids in zip(texts, got, strict=True) if ids != _reference_ids(reference, text)
+    ] == []
+
+
+def test_repeated_and_empty_vocab_lines_keep_full_tokenizer_ids(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "run", "", "##ning", "run", "a b", "##", "!"]
+    vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    texts = ["running run!", "## a b", "", "runrun"]
+    reference = FullTokenizer(str(vocab), do_lower_case=True)
+    got = _ids(BertPreprocessor(str(vocab)), texts)
+    assert got == [_reference_ids(reference, text) for text in texts]
+    assert got[0] == [7, 6, 7, 10]  # "run" has the id of its last line
+
+
+def test_vocab_without_unk_is_refused(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[CLS]\n[SEP]\nhello\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"vocab.txt has no \[UNK\]"):
+        BertPreprocessor(str(vocab))
+
+
+def test_special_ids_and_vocab_size(uncased):
+    assert (uncased.cls_id, uncased.sep_id, uncased.unk_id, uncased.pad_id) == (101, 102, 100, 0)
+    assert uncased.vocab_size == 30522
+
+
+# ---------------------------------------------------------------------------------------------
+# Offsets.
+
+
+def test_offsets_of_accented_words_with_runs_of_spaces(uncased):
+    [(ids, starts, ends)] = _offsets(uncased, ["  H\u00e9llo,  w\u00f6rld!"])
+    assert ids == [7592, 1010, 2088, 999]  # hello , world !
+    assert list(zip(starts, ends, strict=True)) == [(2, 8), (8, 9), (11, 17), (17, 18)]
+
+
+def test_offsets_of_a_length_changing_lowercase(uncased, fixture_vocab):
+    # "\u0130" (2 bytes) lower-cases to "i" + U+0307, and accent stripping keeps the "i".
+    text = "\u0130stanbul \u0130"
+    [(ids, starts, ends)] = _offsets(uncased, [text])
+    reference = FullTokenizer(fixture_vocab, do_lower_case=True)
+    assert ids == _reference_ids(reference, text)
+    assert starts[0] == 0 and ends[-1] == len(text.encode("utf-8"))
+    assert (starts[-1], ends[-1]) == (10, 12)
+
+
+def test_offsets_of_the_pieces_of_one_word_are_contiguous(uncased):
+    [(ids, starts, ends)] = _offsets(uncased, ["Unaffable"])
+    assert len(ids) > 1
+    assert starts[0] == 0 and ends[-1] == 9
+    assert all(end == start for end, start in zip(ends[:-1], starts[1:], strict=True))
+
+
+_OFFSET_TEXTS = [
+    "  H\u00e9llo,  w\u00f6rld!",
+    "na\u00efve caf\u00e9s r\u00e9sum\u00e9",
+    "\u4e2d\u6587\u5b57 and \u65e5\u672c\u8a9e\u3067\u3059",
+    "\u0130stanbul \u0130I",
+    "\u039f\u0394\u03a5\u03a3\u03a3\u0395\u03a5\u03a3 \u0391\u03a3.",
+    "\ud55c\uad6d\uc5b4 \ud14d\uc2a4\ud2b8",
+    "tab\there\nnew\u00a0line\u3000wide",
+    "soft\u00adhyphen zero\u200bwidth",
+    "punct!!?? (x) [y] {z} ^$`",
+    "\U0001f600 emoji\U0001f600s",
+    "x\u0301\u0301y a\U0001d16d\U0001d165b",
+    "don't stop-believing...",
+    "a" * 210 + " \u00e9" * 3,
+    "unaffable antidisestablishmentarianism",
+]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_each_piece_comes_from_the_bytes_its_offsets_span(
+    covering_vocab, fixture_vocab, fuzz_texts, do_lower_case
+):
+    """Re-tokenizing text[start:end] gives the piece's characters (and the whole word for an
+    [UNK]): checked on hand-made texts with both vocabs, and on the fuzz texts."""
+    for vocab, texts in ((fixture_vocab, _OFFSET_TEXTS), (covering_vocab, fuzz_texts[:800])):
+        reference = FullTokenizer(vocab, do_lower_case=do_lower_case)
+        preprocessor = _preprocessor(vocab, do_lower_case)
+        for text, (ids, starts, ends) in zip(texts, _offsets(preprocessor, texts), strict=True):
+            data = text.encode("utf-8")
+            assert ids == _reference_ids(reference, text)
+            for token, start, end in zip(
+                reference.convert_ids_to_tokens(ids), starts, ends, strict=True
+            ):
+                assert 0 <= start < end <= len(data), (text, token, start, end)
+                # A sigma alone lower-cases to the non-final form; compare both as non-final.
+                span = "".join(reference.basic_tokenizer.tokenize(data[start:end]))
+                span = span.replace("\u03c2", "\u03c3")
+                if token == "[UNK]":
+                    assert span, (text, start, end)
+                else:
+                    assert token.removeprefix("##").replace("\u03c2", "\u03c3") in span, (
+                        text,
+                        token,
+                        data[start:end],
+                    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Packing.
+
+
+def _original_truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """The original run_classifier.py's _truncate_seq_pair, on copies."""
+    tokens_a, tokens_b = list(tokens_a), list(tokens_b)
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+    return tokens_a, tokens_b
+
+
+def _reference_pack(rows_a, rows_b, max_seq_length, cls=101, sep=102):
+    """Padded lists of input_ids / input_mask / segment_ids by the original's rules."""
+    packed = []
+    for index, a in enumerate(rows_a):
+        if rows_b is None:
+            ids = [cls] + a[: max_seq_length - 2] + [sep]
+            segments = [0] * len(ids)
+        else:
+            a, b = _original_truncate_seq_pair(a, rows_b[index], max_seq_length - 3)
+            ids = [cls] + a + [sep] + b + [sep]
+            segments = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        packed.append((ids, segments))
+    length = max((len(ids) for ids, _ in packed), default=0)
+    return {
+        "input_ids": [ids + [0] * (length - len(ids)) for ids, _ in packed],
+        "input_mask": [[1] * len(ids) + [0] * (length - len(ids)) for ids, _ in packed],
+        "segment_ids": [segs + [0] * (length - len(segs)) for _, segs in packed],
+    }
+
+
+def _pack(preprocessor, rows_a, rows_b=None, max_seq_length=None):
+    segments = [tf.ragged.constant(rows_a, tf.int32, row_splits_dtype=tf.int64)]
+    if rows_b is not None:
+        segments.append(tf.ragged.constant(rows_b, tf.int32, row_splits_dtype=tf.int64))
+    features = preprocessor.pack(segments, max_seq_length)
+    assert all(tensor.dtype == tf.int32 for tensor in features.values())
+    return {name: tensor.numpy().tolist() for name, tensor in features.items()}
+
+
+def test_pair_truncation_follows_the_original_hand_worked(uncased):
+    # max_seq_length 10 leaves 7 pieces. (9, 1) -> (6, 1); (5, 5) -> (4, 3) (ties pop from b);
+    # (2, 9) -> (2, 5); (4, 4) -> (4, 3); (3, 3) fits.
+    lengths = [(9, 1), (5, 5), (2, 9), (4, 4), (3, 3)]
+    rows_a = [list(range(1, 1 + la)) for la, _ in lengths]
+    rows_b = [list(range(21, 21 + lb)) for _, lb in lengths]
+    packed = _pack(uncased, rows_a, rows_b, max_seq_length=10)
+    assert packed == _reference_pack(rows_a, rows_b, 10)
+    kept_a = [sum(1 <= i <= 20 for i in row) for row in packed["input_ids"]]
+    kept_b = [sum(21 <= i <= 40 for i in row) for row in packed["input_ids"]]
+    assert (kept_a, kept_b) == ([6, 4, 2, 4, 3], [1, 3, 5, 3, 3])
+    assert packed["input_ids"][1] == [101, 1, 2, 3, 4, 102, 21, 22, 23, 102]
+    assert packed["segment_ids"][1] == [0] * 6 + [1] * 4
+
+
+def test_pair_truncation_matches_the_original_on_all_small_lengths(uncased):
+    lengths = [(la, lb) for la in range(12) for lb in range(12)]
+    rows_a = [list(range(1, 1 + la)) for la, _ in lengths]
+    rows_b = [list(range(21, 21 + lb)) for _, lb in lengths]
+    for max_seq_length in (3, 4, 9, 12, 30):
+        packed = _pack(uncased, rows_a, rows_b, max_seq_length)
+        assert packed == _reference_pack(rows_a, rows_b, max_seq_length), max_seq_length
+
+
+def test_single_segment_is_cut_to_max_seq_length_minus_two(uncased):
+    rows = [list(range(1, 20)), [5], []]
+    packed = _pack(uncased, rows, max_seq_length=8)
+    assert packed == _reference_pack(rows, None, 8)
+    assert packed["input_ids"][0] == [101, 1, 2, 3, 4, 5, 6, 102]
+    assert packed["input_ids"][2] == [101, 102, 0, 0, 0, 0, 0, 0]
+
+
+def test_packed_length_is_the_longest_row_of_the_batch(uncased):
+    texts = tf.constant(["a b", "a b c d e", ""])
+    features = uncased(texts)
+    assert features["input_ids"].shape == (3, 7)
+    assert features["input_mask"].numpy().sum(axis=1).tolist() == [4, 7, 2]
+    long_texts = tf.constant(["word " * 100, "short"])
+    assert uncased(long_texts)["input_ids"].shape == (2, 16)  # capped at max_seq_length
+
+
+def test_call_packs_the_tokenized_texts(uncased, fixture_vocab):
+    reference = FullTokenizer(fixture_vocab, do_lower_case=True)
+    texts_a = ["Is this the question?", "", "x " * 30, "caf\u00e9 \u4e2d\u6587"]
+    texts_b = ["Yes, it is.", "", "y", "Na\u00efve \u03a3"]
+    call = tf.function(lambda a, b: uncased(a, b), input_signature=TEXT_SPEC * 2)
+    features = call(tf.constant(texts_a), tf.constant(texts_b))
+    expected = _reference_pack(
+        [_reference_ids(reference, text) for text in texts_a],
+        [_reference_ids(reference, text) for text in texts_b],
+        16,
+    )
+    assert {name: tensor.numpy().tolist() for name, tensor in features.items()} == expected
+    assert features["input_ids"].numpy()[1].tolist()[:3] == [101, 102, 102]
+
+
+def test_empty_batch_and_empty_strings(uncased):
+    empty = tf.constant([], tf.string)
+    assert uncased.tokenize(empty).shape[0] == 0
+    ids, starts, ends = uncased.tokenize_with_offsets(empty)
+    assert ids.shape[0] == starts.shape[0] == ends.shape[0] == 0
+    assert uncased(empty)["input_ids"].shape[0] == 0
+    assert uncased(empty, empty)["segment_ids"].shape[0] == 0
+    features = uncased(tf.constant(["", " \t"]), tf.constant(["", "\x00"]))
+    assert features["input_ids"].numpy().tolist() == [[101, 102, 102]] * 2
+
+
+def test_pack_refuses_too_small_max_seq_length(uncased):
+    segment = tf.ragged.constant([[1, 2]], tf.int32)
+    with pytest.raises(ValueError, match="max_seq_length=2"):
+        uncased.pack([segment, segment], max_seq_length=2)
+    with pytest.raises(ValueError, match="1 or 2 segments"):
+        uncased.pack([segment] * 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# SavedModel.
+
+
+class _Exported(tf.Module):
+    def __init__(self, preprocessor):
+        super().__init__()
+        self.preprocessor = preprocessor
+
+    @tf.function(input_signature=TEXT_SPEC * 2)
+    def preprocess_pair(self, text_a, text_b):
+        return self.preprocessor(text_a, text_b)
+
+    @tf.function(input_signature=TEXT_SPEC)
+    def offsets(self, text):
+        ids, starts, ends = self.preprocessor.tokenize_with_offsets(text)
+        return {
+            "ids": ids.to_tensor(-1),
+            "starts": starts.to_tensor(-1),
+            "ends": ends.to_tensor(-1),
+        }
+
+
+def test_saved_model_serves_the_same_ids_with_only_tensorflow_text(uncased, tmp_path):
+    module = _Exported(uncased)
+    export_dir = tmp_path / "export"
+    signatures = {"serving_default": module.preprocess_pair, "offsets": module.offsets}
+    tf.saved_model.save(module, str(export_dir), signatures=signatures)
+    assert (export_dir / "assets" / "vocab_uncased.txt").is_file()
+
+    texts = ["Hello, World!", "H\u00e9llo \u4e2d\u6587 \u0391\u03a3.", "", "x" * 300]
+    pairs = ["a b", "\u0130stanbul", "", "y"]
+    expected = {
+        "pair": {
+            k: v.numpy().tolist()
+            for k, v in module.preprocess_pair(tf.constant(texts), tf.constant(pairs)).items()
+        },
+        "offsets": {k: v.numpy().tolist() for k, v in module.offsets(tf.constant(texts)).items()},
+    }
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the ops)
+        assert "bert_tf" not in sys.modules
+        loaded = tf.saved_model.load({str(export_dir)!r})
+        texts, pairs = tf.constant({texts!r}), tf.constant({pairs!r})
+        results = {{
+            "pair": loaded.signatures["serving_default"](text_a=texts, text_b=pairs),
+            "offsets": loaded.signatures["offsets"](text=texts),
+        }}
+        print(json.dumps({{name: {{k: v.numpy().tolist() for k, v in outputs.items()}}
+                          for name, outputs in results.items()}}))
+        """
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert json.loads(completed.stdout.strip().splitlines()[-1]) == expected
+    first_row = expected["pair"]["input_ids"][0]
+    assert first_row[:9] == [101, 7592, 1010, 2088, 999, 102, 1037, 1038, 102]
+    assert set(first_row[9:]) == {0}
