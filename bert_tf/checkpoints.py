@@ -10,6 +10,7 @@ import uuid
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.modeling import BertModel, BertPretrainingModel
 
@@ -212,6 +213,22 @@ def resolve_checkpoint(path):
     return path
 
 
+def _saved_model_children(prefix):
+    """Names of the children of `model` in a tf.train checkpoint's object graph.
+
+    The object graph, not the tensor keys: a variable is keyed by its shortest path, which for a
+    fine-tuned model's encoder runs through the optimizer's variable list, not through model/bert/.
+    """
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(
+        tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH")
+    )
+    for child in graph.nodes[0].children:
+        if child.local_name == "model":
+            return {grandchild.local_name for grandchild in graph.nodes[child.node_id].children}
+    return set()
+
+
 def is_google_checkpoint(ckpt_prefix):
     return any(name.startswith("bert/") for name, _ in tf.train.list_variables(ckpt_prefix))
 
@@ -234,10 +251,9 @@ def restore_init_checkpoint(model, path):
         if not model.built:
             model(model.dummy_inputs(), training=False)
         # Our training checkpoints hold tf.train.Checkpoint(model=..., optimizer=...); a BertModel takes
-        # the encoder of a BertPretrainingModel checkpoint.
+        # the encoder of a pretraining or fine-tuned model's checkpoint, which holds it as model.bert.
         root = tf.train.Checkpoint(model=model)
-        names = {name for name, _ in tf.train.list_variables(prefix)}
-        if isinstance(model, BertModel) and any(name.startswith("model/bert/") for name in names):
+        if isinstance(model, BertModel) and "bert" in _saved_model_children(prefix):
             root = tf.train.Checkpoint(model=tf.train.Checkpoint(bert=model))
         root.restore(prefix).expect_partial().assert_existing_objects_matched()
     logging.info("Initialized %s from %s", model.name, prefix)

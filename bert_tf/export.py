@@ -17,6 +17,7 @@ import os
 import re
 import uuid
 
+import keras
 import tensorflow as tf
 from absl import logging
 
@@ -79,6 +80,25 @@ def serving_signatures(preprocessor, outputs_fn, pair=False, serve_pair=False):
     return signatures
 
 
+def _servable(module):
+    """`module` with each Keras layer or model replaced by the list of its tf.Variables.
+
+    A Keras 3 variable wraps a tf.Variable, and saving the Keras object writes both: the TF2 Python
+    loader links them up again, but the C++ loader of TF Serving (and `saved_model_cli run`) restores
+    one copy while the signatures read the other ("Could not find variable ..."). Tracking only the
+    wrapped tf.Variables, which the signatures capture, gives a SavedModel both loaders serve.
+    """
+    servable = tf.Module()
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, keras.layers.Layer):
+            setattr(servable, f"{name}_variables", [v.value for v in value.variables])
+        else:
+            setattr(servable, name, value)
+    return servable
+
+
 def next_version(export_dir):
     """The next free version number in export_dir: 1 + the largest numbered folder there (1 if none)."""
     if not tf.io.gfile.isdir(export_dir):
@@ -121,7 +141,7 @@ def write_saved_model(export_dir, module, signatures, version=None, assets=None)
     # TF Serving only loads folders named by a number: the temporary one is invisible to it.
     temp_path = os.path.join(export_dir, f".tmp-{version}-{uuid.uuid4().hex}")
     try:
-        tf.saved_model.save(module, temp_path, signatures=signatures)
+        tf.saved_model.save(_servable(module), temp_path, signatures=signatures)
         for name, text in (assets or {}).items():
             with tf.io.gfile.GFile(os.path.join(temp_path, "assets", name), "w") as f:
                 f.write(text)

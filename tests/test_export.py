@@ -1,7 +1,13 @@
 """bert_tf.export: numbered version folders, atomic publication, assets (the writer every export uses)."""
 
+import json
 import os
+import subprocess
+import sys
+import textwrap
 
+import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -66,3 +72,67 @@ def test_a_failed_export_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space"):
         export.write_saved_model(str(tmp_path), module, signatures)
     assert os.listdir(tmp_path) == []
+
+
+class _Block(keras.layers.Layer):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(3, name="dense")
+        self.norm = keras.layers.LayerNormalization(name="LayerNorm")
+
+    def call(self, x):
+        return self.norm(self.dense(x))
+
+
+class _Stack(keras.Model):
+    """Two blocks whose variables have the same names (kernel, bias, gamma, beta), as BERT's layers do."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.blocks = [_Block(name=f"layer_{i}") for i in range(2)]
+
+    def call(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+_SESSION_LOADER = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    # TF Serving's C++ loader (and saved_model_cli run): a TF1 session restores the variables from the
+    # MetaGraph's saver, then runs the signature's tensors by name.
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], sys.argv[1])
+        signature = meta_graph.signature_def["serving_default"]
+        feed = {signature.inputs["x"].name: [[1.0, 2.0, 3.0, 4.0]]}
+        y = session.run(signature.outputs["y"].name, feed)
+    print(json.dumps(y.tolist()))
+    """
+)
+
+
+def test_keras_models_export_for_the_tf_serving_loader(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = _Stack(name="stack")
+    model(tf.zeros([1, 4]))
+    module = tf.Module()
+    module.model = model
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    def serve(x):
+        return {"y": model(x)}
+
+    path = export.write_saved_model(str(tmp_path), module, {"serving_default": serve})
+    result = subprocess.run(
+        [sys.executable, "-c", _SESSION_LOADER, path],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = np.array(json.loads(result.stdout.strip().splitlines()[-1]))
+    # The same graph computes both: equal up to float32 rounding of values of ~1.
+    np.testing.assert_allclose(
+        served, model(tf.constant([[1.0, 2.0, 3.0, 4.0]])).numpy(), atol=1e-6
+    )
