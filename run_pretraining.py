@@ -13,6 +13,8 @@ from absl import flags, logging
 
 from bert_tf.checkpoints import export_google_checkpoint, restore_init_checkpoint
 from bert_tf.cli import run as run_script
+from bert_tf.data.pretraining import list_input_files
+from bert_tf.data.records import reading_records
 from bert_tf.distribute import STRATEGIES, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.modeling import BertConfig
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
@@ -157,12 +159,15 @@ def run_from_flags():
         else None,
     )
     chief = is_chief(strategy)
+    input_files = list_input_files(FLAGS.input_file)
     if FLAGS.do_train:
-        trainer.train()
+        with reading_records(input_files):
+            trainer.train()
         if chief:
             export_google_checkpoint(trainer.model, bert_config, FLAGS.output_dir)
     if FLAGS.do_eval:
-        results = trainer.evaluate(max_steps=FLAGS.max_eval_steps)
+        with reading_records(input_files):
+            results = trainer.evaluate(max_steps=FLAGS.max_eval_steps)
         if chief:
             write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), results)
     return trainer

@@ -17,6 +17,7 @@ import tensorflow as tf
 from absl import flags
 
 import run_pretraining
+from bert_tf.errors import InputError
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = flags.FLAGS
@@ -166,6 +167,23 @@ def test_training_writes_checkpoints_eval_results_and_a_google_export(
     # The same weights (float32 round trip is exact) and inputs: only summation order may differ.
     for key in EVAL_KEYS - {"global_step"}:
         assert reloaded[key] == pytest.approx(results[key], rel=1e-5, abs=1e-6), key
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "gzip"])
+def test_a_truncated_input_file_is_an_input_error_naming_it(
+    tmp_path, no_dropout_config, reference, compressed
+):
+    good = write_original_records(tmp_path / "good.tfrecord", reference)
+    bad = write_original_records(tmp_path / "bad.tfrecord", reference, copies=2)
+    data = open(bad, "rb").read()[:-25]
+    if compressed:
+        data = gzip.compress(data)
+    with open(bad, "wb") as f:
+        f.write(data)
+    with pytest.raises(
+        InputError, match=r"bad\.tfrecord: corrupt or truncated TFRecord at record 7"
+    ):
+        run(**tiny_flags(no_dropout_config, f"{good},{bad}", tmp_path / "out", do_train=False))
 
 
 def test_restart_resumes_from_the_latest_checkpoint(tmp_path, no_dropout_config, reference_records):
