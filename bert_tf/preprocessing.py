@@ -205,24 +205,41 @@ class BertPreprocessor(tf.Module):
                 f"max_seq_length={max_seq_length} leaves no room for {num_special} special tokens"
             )
         segments = [_as_int32_ragged(segment) for segment in segments]
-        lengths = _truncated_lengths(
+        kept = _truncated_lengths(
             [segment.row_lengths() for segment in segments], max_seq_length - num_special
-        )
-        batch_size = segments[0].nrows()
-        cls = _ragged_column(self.cls_id, batch_size)
-        sep = _ragged_column(self.sep_id, batch_size)
-        pieces, segment_ids = [cls], [tf.zeros_like(cls)]
-        for index, (segment, length) in enumerate(zip(segments, lengths, strict=True)):
-            truncated = _truncate_rows(segment, length)
-            pieces += [truncated, sep]
-            segment_ids += [tf.zeros_like(truncated) + index, tf.zeros_like(sep) + index]
-        input_ids = tf.concat(pieces, axis=1)
-        segment_ids = tf.concat(segment_ids, axis=1)
-        return {
-            "input_ids": input_ids.to_tensor(0),
-            "input_mask": tf.ones_like(input_ids).to_tensor(0),
-            "segment_ids": segment_ids.to_tensor(0),
-        }
+        )  # int64 [B] each
+        # Column of each segment's first piece: [CLS] a [SEP] b [SEP].
+        first_columns = [tf.ones_like(kept[0])]
+        if len(segments) == 2:
+            first_columns.append(kept[0] + 2)
+        row_length = tf.add_n(kept) + num_special  # [B]
+        width = tf.reduce_max(tf.concat([row_length, [0]], axis=0))
+        batch_rows = tf.range(tf.shape(row_length, out_type=tf.int64)[0])
+        indices = [tf.stack([batch_rows, tf.zeros_like(batch_rows)], axis=1)]  # [CLS]
+        updates = [tf.fill(tf.shape(batch_rows), self.cls_id)]
+        for segment, length, first_column in zip(segments, kept, first_columns, strict=True):
+            rows = segment.value_rowids()
+            position = tf.range(tf.shape(rows, out_type=tf.int64)[0]) - tf.gather(
+                segment.row_starts(), rows
+            )
+            column = tf.gather(first_column, rows) + position
+            selected = tf.where(position < tf.gather(length, rows))[:, 0]
+            indices += [
+                tf.stack([tf.gather(rows, selected), tf.gather(column, selected)], axis=1),
+                tf.stack([batch_rows, first_column + length], axis=1),  # [SEP]
+            ]
+            updates += [
+                tf.gather(segment.flat_values, selected),
+                tf.fill(tf.shape(batch_rows), self.sep_id),
+            ]
+        shape = tf.stack([tf.shape(batch_rows, out_type=tf.int64)[0], width])
+        input_ids = tf.scatter_nd(tf.concat(indices, 0), tf.concat(updates, 0), shape)
+        input_mask = tf.sequence_mask(row_length, width, dtype=tf.int32)
+        segment_ids = tf.zeros_like(input_mask)
+        if len(segments) == 2:
+            in_b = tf.range(width)[tf.newaxis, :] >= first_columns[1][:, tf.newaxis]
+            segment_ids = tf.cast(in_b, tf.int32) * input_mask
+        return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
 
     @_graph_code
     def __call__(self, text_a, text_b=None):
@@ -241,43 +258,62 @@ class BertPreprocessor(tf.Module):
         if text.shape.rank != 1:
             raise ValueError(f"text must be a tf.string vector [batch], got shape {text.shape}")
         is_ascii = tf.strings.regex_full_match(text, _ASCII_FAST_PATH_PATTERN)
-        return tf.cond(
+        row_splits, *values = tf.cond(
             tf.reduce_all(is_ascii),
-            lambda: self._tokenize_ascii(text, with_offsets),
-            lambda: self._tokenize_mixed(text, is_ascii, with_offsets),
+            lambda: self._ascii_pieces(text, with_offsets),
+            lambda: self._mixed_pieces(text, is_ascii, with_offsets),
+        )
+        return tuple(
+            tf.RaggedTensor.from_row_splits(value, row_splits, validate=False) for value in values
         )
 
-    def _tokenize_mixed(self, text, is_ascii, with_offsets):
+    def _mixed_pieces(self, text, is_ascii, with_offsets):
         """Fast path for the ASCII rows, general path for the others, back in input order."""
         ascii_rows = tf.where(is_ascii)[:, 0]
         other_rows = tf.where(~is_ascii)[:, 0]
-        ascii_results = self._tokenize_ascii(tf.gather(text, ascii_rows), with_offsets)
-        other_results = self._tokenize_general(tf.gather(text, other_rows), with_offsets)
+        ascii_pieces = self._ascii_pieces(tf.gather(text, ascii_rows), with_offsets)
+        other_pieces = self._general_pieces(tf.gather(text, other_rows), with_offsets)
+        row_splits, *values = _concat_pieces([ascii_pieces, other_pieces])
+        # Gather the rows back into input order, through the positions of their pieces.
+        positions = tf.RaggedTensor.from_row_splits(
+            tf.range(row_splits[-1]), row_splits, validate=False
+        )
         input_order = tf.math.invert_permutation(tf.concat([ascii_rows, other_rows], axis=0))
-        return tuple(
-            tf.gather(tf.concat([ascii_result, other_result], axis=0), input_order)
-            for ascii_result, other_result in zip(ascii_results, other_results, strict=True)
+        positions = tf.gather(positions, input_order)
+        return (
+            positions.row_splits,
+            *(tf.gather(value, positions.flat_values) for value in values),
         )
 
-    def _tokenize_ascii(self, text, with_offsets):
-        """Fast path for strings matching `_ASCII_FAST_PATH_PATTERN`; text: tf.string [B]."""
+    def _ascii_pieces(self, text, with_offsets):
+        """Fast path for strings matching `_ASCII_FAST_PATH_PATTERN`.
+
+        Args:
+          text: tf.string [B].
+          with_offsets: Python bool.
+
+        Returns:
+          (row_splits int64 [B + 1], ids int32 [P]) and, with offsets, starts and ends int64 [P].
+        """
         if self.do_lower_case:
             text = tf.strings.lower(text)
-        batch_size = tf.shape(text, out_type=tf.int64)[0]
-        bounds = [batch_size * shard // _FAST_PATH_SHARDS for shard in range(_FAST_PATH_SHARDS)]
-        bounds.append(batch_size)
-        shards = [
-            self._ascii_tokenizer.tokenize_with_offsets(text[start:end])
-            for start, end in zip(bounds[:-1], bounds[1:], strict=True)
+        batch_size = tf.shape(text)[0]
+        bounds = [batch_size * shard // _FAST_PATH_SHARDS for shard in range(1, _FAST_PATH_SHARDS)]
+        sizes = [
+            end - start for start, end in zip([0, *bounds], [*bounds, batch_size], strict=True)
         ]
-        results = tuple(tf.concat(parts, axis=0) for parts in zip(*shards, strict=True))
-        return results if with_offsets else results[:1]
+        shards = []
+        for text_shard in tf.split(text, tf.stack(sizes), num=_FAST_PATH_SHARDS):
+            ids, starts, ends = self._ascii_tokenizer.tokenize_with_offsets(text_shard)
+            shard = (ids.row_splits, ids.flat_values, starts.flat_values, ends.flat_values)
+            shards.append(shard if with_offsets else shard[:2])
+        return _concat_pieces(shards)
 
     # ----------------------------------------------------------------------------------------
     # General path.
 
-    def _tokenize_general(self, text, with_offsets):
-        """Any UTF-8 strings; text: tf.string [B] -> (ids[, starts, ends]) ragged [B, (P)]."""
+    def _general_pieces(self, text, with_offsets):
+        """Any UTF-8 strings; text: tf.string [B] -> the tuple `_ascii_pieces` returns."""
         code_points, byte_starts = tf.strings.unicode_decode_with_offsets(
             text, "UTF-8", errors="ignore"
         )
@@ -384,7 +420,7 @@ class BertPreprocessor(tf.Module):
         return tf.cond(tf.reduce_any(is_sigma), compute, lambda: tf.zeros_like(is_sigma))
 
     def _wordpieces(self, out, num_rows, with_offsets):
-        """WordPiece over the words of output characters `out` [O]: ragged [B, (P)] results."""
+        """WordPiece over the words of output characters `out` [O]; returns as `_ascii_pieces`."""
         code_point = _bits(out.code_point, _CODE_POINT_MASK)
         is_token = out.kind != _SPACE
         is_single = (out.kind == _CJK) | _has(out.code_point, _PUNCTUATION_BIT)
@@ -393,9 +429,10 @@ class BertPreprocessor(tf.Module):
         follows_join = tf.concat([[False], joins_next[:-1]], axis=0) & same_row_as_previous
         starts_word = is_token & (is_single | ~follows_join)
 
-        token_code_point = tf.boolean_mask(code_point, is_token)  # [T]
-        word_first = tf.where(tf.boolean_mask(starts_word, is_token))[:, 0]  # [W]
-        word_row = tf.gather(tf.boolean_mask(out.row, is_token), word_first)  # [W]
+        token_index = tf.where(is_token)[:, 0]  # [T]
+        token_code_point = tf.gather(code_point, token_index)
+        word_first = tf.where(tf.gather(starts_word, token_index))[:, 0]  # [W], indices into T
+        word_row = tf.gather(out.row, tf.gather(token_index, word_first))  # [W]
         words = tf.RaggedTensor.from_row_starts(token_code_point, word_first, validate=False)
         ids, piece_starts, piece_ends = self._word_tokenizer.tokenize_with_offsets(
             tf.strings.unicode_encode(words, "UTF-8")
@@ -406,20 +443,12 @@ class BertPreprocessor(tf.Module):
             ids.row_starts(), piece_word
         )
         too_long = tf.gather(words.row_lengths() > _MAX_CHARS_PER_WORD, piece_word)
-        keep = ~too_long | (piece_in_word == 0)
-        ids = tf.where(too_long, self.unk_id, ids.flat_values)
-        piece_row = tf.gather(word_row, piece_word)
-
-        def by_row(values):
-            return tf.RaggedTensor.from_value_rowids(
-                tf.boolean_mask(values, keep),
-                tf.boolean_mask(piece_row, keep),
-                nrows=num_rows,
-                validate=False,
-            )
-
+        kept = tf.where(~too_long | (piece_in_word == 0))[:, 0]  # [P]
+        piece_row = tf.gather(word_row, tf.gather(piece_word, kept))
+        row_splits = tf.searchsorted(piece_row, tf.range(num_rows + 1), out_type=tf.int64)
+        ids = tf.gather(tf.where(too_long, self.unk_id, ids.flat_values), kept)
         if not with_offsets:
-            return (by_row(ids),)
+            return row_splits, ids
         # Byte offset, in the concatenated encoded words, of each token character.
         char_bytes = tf.cumsum(_utf8_length(token_code_point), exclusive=True)  # [T] int64
         word_bytes = tf.gather(tf.gather(char_bytes, word_first), piece_word)
@@ -430,9 +459,9 @@ class BertPreprocessor(tf.Module):
             tf.searchsorted(char_bytes, word_bytes + piece_ends.flat_values, out_type=tf.int64) - 1
         )
         last_char = tf.where(too_long, tf.gather(words.row_limits() - 1, piece_word), last_char)
-        starts = tf.gather(tf.boolean_mask(out.byte_start, is_token), first_char)
-        ends = tf.gather(tf.boolean_mask(out.byte_end, is_token), last_char)
-        return by_row(ids), by_row(starts), by_row(ends)
+        starts = tf.gather(tf.gather(out.byte_start, token_index), tf.gather(first_char, kept))
+        ends = tf.gather(tf.gather(out.byte_end, token_index), tf.gather(last_char, kept))
+        return row_splits, ids, starts, ends
 
 
 class _Chars(typing.NamedTuple):
@@ -448,16 +477,20 @@ class _Chars(typing.NamedTuple):
 def _keep_undropped(chars, info):
     """Cased mode: every character but the dropped ones, flagged from its own info word."""
     kind = _bits(info, _KIND_MASK)
-    keep = kind != _DROP
-    return _Chars(
-        code_point=tf.boolean_mask(
-            tf.bitwise.bitwise_or(chars.code_point, _bits(info, _PUNCTUATION_BIT)), keep
-        ),
-        row=tf.boolean_mask(chars.row, keep),
-        byte_start=tf.boolean_mask(chars.byte_start, keep),
-        byte_end=tf.boolean_mask(chars.byte_end, keep),
-        kind=tf.boolean_mask(kind, keep),
-    )
+    kept = tf.where(kind != _DROP)[:, 0]
+    code_point = tf.bitwise.bitwise_or(chars.code_point, _bits(info, _PUNCTUATION_BIT))
+    return _Chars(*(tf.gather(value, kept) for value in (code_point, *chars[1:4], kind)))
+
+
+def _concat_pieces(parts):
+    """Concatenates the rows of `_ascii_pieces`-like tuples (row_splits first)."""
+    row_splits = [parts[0][0]]
+    for part in parts[1:]:
+        row_splits.append(part[0][1:] + row_splits[-1][-1])
+    values = [
+        tf.concat(list(value), axis=0) for value in zip(*(part[1:] for part in parts), strict=True)
+    ]
+    return (tf.concat(row_splits, axis=0), *values)
 
 
 def _canonical_order(out, source, info):
@@ -563,22 +596,6 @@ def _truncated_lengths(lengths, budget):
     kept_a = tf.minimum(length_a, tf.maximum(budget - length_b, (budget + 1) // 2))
     kept_b = tf.minimum(length_b, tf.maximum(budget - length_a, budget // 2))
     return [kept_a, kept_b]
-
-
-def _truncate_rows(segment, lengths):
-    """The first `lengths[i]` values of each row: ragged [B, (N)], int64 [B] -> ragged."""
-    position = tf.range(tf.shape(segment.flat_values, out_type=tf.int64)[0]) - tf.gather(
-        segment.row_starts(), segment.value_rowids()
-    )
-    keep = position < tf.gather(lengths, segment.value_rowids())
-    return tf.RaggedTensor.from_row_lengths(
-        tf.boolean_mask(segment.flat_values, keep), lengths, validate=False
-    )
-
-
-def _ragged_column(value, batch_size):
-    """tf.RaggedTensor int32 [B, 1] filled with `value`."""
-    return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch_size, 1]), value))
 
 
 # --------------------------------------------------------------------------------------------
