@@ -211,6 +211,21 @@ def test_repeated_and_empty_vocab_lines_keep_full_tokenizer_ids(tmp_path):
     assert got[0] == [7, 6, 7, 10]  # "run" has the id of its last line
 
 
+def test_vocab_tokens_that_never_match_are_accepted_and_too_long_ones_refused(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    never = ["a\x00b", "x" * 201, "##" + "y" * 201, "\ufffd"]  # no word can hold these
+    vocab.write_text("\n".join(["[UNK]", "[CLS]", "[SEP]", "x", *never]) + "\n", encoding="utf-8")
+    texts = ["x" * 201, "x a\x00b"]
+    reference = FullTokenizer(str(vocab), do_lower_case=True)
+    assert _ids(BertPreprocessor(str(vocab)), texts) == [
+        _reference_ids(reference, t) for t in texts
+    ]
+    # 150 characters, 300 bytes: a word could match it, FastWordpieceTokenizer cannot hold it.
+    vocab.write_text("[UNK]\n[CLS]\n[SEP]\n" + "\u00e9" * 150 + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 4: token longer than 256 UTF-8 bytes"):
+        BertPreprocessor(str(vocab))
+
+
 def test_vocab_without_unk_is_refused(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[CLS]\n[SEP]\nhello\n", encoding="utf-8")
