@@ -441,49 +441,33 @@ class _Exported(tf.Module):
         self.preprocessor = preprocessor
 
     @tf.function(input_signature=TEXT_SPEC * 2)
-    def preprocess_pair(self, text_a, text_b):
-        return self.preprocessor(text_a, text_b)
-
-    @tf.function(input_signature=TEXT_SPEC)
-    def offsets(self, text):
-        ids, starts, ends = self.preprocessor.tokenize_with_offsets(text)
-        return {
-            "ids": ids.to_tensor(-1),
-            "starts": starts.to_tensor(-1),
-            "ends": ends.to_tensor(-1),
-        }
+    def serve(self, text_a, text_b):
+        """Packed pair features, and the offsets of text_a's pieces (padded with -1)."""
+        ids_a, starts, ends = self.preprocessor.tokenize_with_offsets(text_a)
+        features = self.preprocessor.pack([ids_a, self.preprocessor.tokenize(text_b)])
+        features.update(starts=starts.to_tensor(-1), ends=ends.to_tensor(-1))
+        return features
 
 
 def test_saved_model_serves_the_same_ids_with_only_tensorflow_text(uncased, tmp_path):
     module = _Exported(uncased)
     export_dir = tmp_path / "export"
-    signatures = {"serving_default": module.preprocess_pair, "offsets": module.offsets}
-    tf.saved_model.save(module, str(export_dir), signatures=signatures)
+    tf.saved_model.save(module, str(export_dir), signatures={"serving_default": module.serve})
     assert (export_dir / "assets" / "vocab_uncased.txt").is_file()
 
     texts = ["Hello, World!", "H\u00e9llo \u4e2d\u6587 \u0391\u03a3.", "", "x" * 300]
     pairs = ["a b", "\u0130stanbul", "", "y"]
-    expected = {
-        "pair": {
-            k: v.numpy().tolist()
-            for k, v in module.preprocess_pair(tf.constant(texts), tf.constant(pairs)).items()
-        },
-        "offsets": {k: v.numpy().tolist() for k, v in module.offsets(tf.constant(texts)).items()},
-    }
+    outputs = module.serve(tf.constant(texts), tf.constant(pairs))
+    expected = {name: tensor.numpy().tolist() for name, tensor in outputs.items()}
     script = textwrap.dedent(
         f"""
         import json, sys
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the ops)
         assert "bert_tf" not in sys.modules
-        loaded = tf.saved_model.load({str(export_dir)!r})
-        texts, pairs = tf.constant({texts!r}), tf.constant({pairs!r})
-        results = {{
-            "pair": loaded.signatures["serving_default"](text_a=texts, text_b=pairs),
-            "offsets": loaded.signatures["offsets"](text=texts),
-        }}
-        print(json.dumps({{name: {{k: v.numpy().tolist() for k, v in outputs.items()}}
-                          for name, outputs in results.items()}}))
+        serve = tf.saved_model.load({str(export_dir)!r}).signatures["serving_default"]
+        outputs = serve(text_a=tf.constant({texts!r}), text_b=tf.constant({pairs!r}))
+        print(json.dumps({{name: tensor.numpy().tolist() for name, tensor in outputs.items()}}))
         """
     )
     completed = subprocess.run(
@@ -491,6 +475,7 @@ def test_saved_model_serves_the_same_ids_with_only_tensorflow_text(uncased, tmp_
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert json.loads(completed.stdout.strip().splitlines()[-1]) == expected
-    first_row = expected["pair"]["input_ids"][0]
+    first_row = expected["input_ids"][0]
     assert first_row[:9] == [101, 7592, 1010, 2088, 999, 102, 1037, 1038, 102]
     assert set(first_row[9:]) == {0}
+    assert expected["starts"][0][:4] == [0, 5, 7, 12] and expected["ends"][0][:4] == [5, 6, 12, 13]
