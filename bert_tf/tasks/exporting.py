@@ -22,6 +22,7 @@ from bert_tf.tasks.finetuning import read_task_info
 MODEL_TYPES = {
     "encoder": "bert_tf.tasks.encoder",
     "classifier": "bert_tf.tasks.classification",
+    "squad": "bert_tf.tasks.squad",
 }
 LABELS_FILE = "labels.txt"
 

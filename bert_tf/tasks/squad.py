@@ -1,0 +1,549 @@
+"""SQuAD 1.1 / 2.0 extractive question answering: the original run_squad.py's model, loss and steps.
+
+The model is the original's: BertModel, then start and end logits = sequence_output @
+output_weights^T + output_bias, with output_weights [2, H] and output_bias [2] named
+`cls/squad/output_weights` and `cls/squad/output_bias` in Google's format (so the original's
+fine-tuned checkpoints load, for prediction too). The loss is the mean of the start and end
+cross-entropies. Reading, windowing and the n-best answer texts are bert_tf/data/squad.py's; the
+export answers raw questions with the same steps in the graph (bert_tf/tasks/squad_serving.py).
+
+One difference from the original in prediction: each window's n best starts and ends are taken
+among its real tokens, where the original also ranks its padding positions (never valid answers),
+which could push a valid start or end out of the n best. This makes the answers independent of how
+much a batch is padded (length bucketing) and is what the export computes.
+
+B = batch, S = sequence length, H = hidden size.
+"""
+
+import dataclasses
+import json
+import os
+import random
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import squad_evaluation
+from bert_tf.checkpoints import encoder_variable_names, resolve_checkpoint
+from bert_tf.data import squad as data
+from bert_tf.data.records import (
+    cached_records,
+    file_identity,
+    make_feature_dataset,
+    reading_records,
+)
+from bert_tf.distribute import is_chief
+from bert_tf.errors import InputError
+from bert_tf.export import write_saved_model
+from bert_tf.modeling import BertModel, _SavesBertConfig
+from bert_tf.tasks import finetuning, squad_serving
+from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import Task
+
+MODEL_TYPE = "squad"
+GOOGLE_HEAD = {"output_weights": "cls/squad/output_weights", "output_bias": "cls/squad/output_bias"}
+TFDS_SPLITS = {"train": "train", "predict": "validation"}
+# The original shuffles the training examples with this seed before writing them.
+_TRAIN_SHUFFLE_SEED = 12345
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertSquad(_SavesBertConfig, keras.Model):
+    """BertModel + a dense layer of 2 over every token: start and end logits.
+
+    Inputs: BertModel's ("input_ids", "input_mask", "segment_ids", int32 [B, S]); other keys are ignored.
+    Outputs: {"start_logits", "end_logits"}: float32 [B, S] (padding positions included, as the
+    original).
+
+    Example:
+    ```python
+    model = BertSquad(BertConfig.from_preset("bert_tiny"))
+    model({"input_ids": tf.constant([[101, 2040, 102, 2017, 102]])})["start_logits"]  # [1, 5]
+    ```
+    """
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "bert_squad")
+        super().__init__(**kwargs)
+        self.bert = BertModel(config, dtype=self.dtype_policy)
+        self.config = self.bert.config
+
+    def build(self, input_shape=None):
+        self.bert.build()
+        self.output_weights = self.add_weight(
+            shape=(2, self.config.hidden_size),
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            name="output_weights",
+        )
+        self.output_bias = self.add_weight(shape=(2,), initializer="zeros", name="output_bias")
+        self.built = True
+
+    def call(self, inputs, training=None):
+        sequence_output = self.bert(inputs, training=training)["sequence_output"]  # [B, S, H]
+        weights = tf.cast(self.output_weights, self.compute_dtype)
+        logits = tf.matmul(sequence_output, weights, transpose_b=True)  # [B, S, 2]
+        logits = tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+        return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+
+    def dummy_inputs(self):
+        return self.bert.dummy_inputs()
+
+    def google_variables(self):
+        """{Google checkpoint name: variable}: bert/* plus cls/squad/output_weights and output_bias."""
+        if not self.built:
+            self(self.dummy_inputs(), training=False)
+        return {
+            **encoder_variable_names(self.bert),
+            GOOGLE_HEAD["output_weights"]: self.output_weights,
+            GOOGLE_HEAD["output_bias"]: self.output_bias,
+        }
+
+
+def squad_loss(outputs, features, num_examples):
+    """Summed (start + end cross-entropy) / 2 over the batch, / num_examples (the global batch)."""
+    start_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        tf.cast(features["start_positions"], tf.int32), tf.cast(outputs["start_logits"], tf.float32)
+    )  # [B]
+    end_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        tf.cast(features["end_positions"], tf.int32), tf.cast(outputs["end_logits"], tf.float32)
+    )  # [B]
+    return tf.reduce_sum((start_loss + end_loss) / 2.0) / num_examples
+
+
+@dataclasses.dataclass
+class SquadConfig(finetuning.FineTuningConfig):
+    """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384) plus SQuAD's own."""
+
+    max_seq_length: int = 384
+    train_file: str | None = None
+    predict_file: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    verbose_logging: bool = False
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    tfds_name: str | None = None
+    tfds_data_dir: str | None = None
+
+
+def check_squad_config(config):
+    """Checks run_squad.py's own flags; raises InputError naming the flag."""
+    if config.max_seq_length <= config.max_query_length + 3:
+        raise InputError(
+            f"--max_seq_length={config.max_seq_length} must exceed --max_query_length="
+            f"{config.max_query_length} + 3"
+        )
+    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
+        if getattr(config, name) < 1:
+            raise InputError(f"--{name} must be positive, got {getattr(config, name)}")
+    if config.tfds_name and (config.train_file or config.predict_file):
+        raise InputError("pass --tfds_name or --train_file/--predict_file, not both")
+    if config.do_train and not (config.train_file or config.tfds_name):
+        raise InputError("--do_train needs --train_file (or --tfds_name)")
+    if (config.do_predict or config.do_eval) and not (config.predict_file or config.tfds_name):
+        raise InputError("--do_predict and --do_eval need --predict_file (or --tfds_name)")
+
+
+class SquadRun:
+    """One run_squad.py invocation: features, training, prediction, evaluation and export."""
+
+    def __init__(self, config):
+        self.config = config
+        self.bert_config = finetuning.check_config(config)
+        check_squad_config(config)
+        tf.io.gfile.makedirs(config.output_dir)
+        self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+        self.strategy = finetuning.make_strategy(config)
+        self._trainer = None
+        if is_chief(self.strategy):
+            finetuning.write_task_info(
+                config.output_dir, MODEL_TYPE, self.bert_config, **self.task_info()
+            )
+
+    # ------------------------------------------------------------------ data
+
+    def read_examples(self, split):
+        """(examples, stats) of the training ("train") or prediction ("predict") data."""
+        config = self.config
+        is_training = split == "train"
+        if config.tfds_name:
+            examples, stats = data.read_tfds_squad(
+                config.tfds_name, TFDS_SPLITS[split], is_training, data_dir=config.tfds_data_dir
+            )
+        else:
+            path = config.train_file if is_training else config.predict_file
+            examples, stats = data.read_squad_examples(
+                path, is_training, config.version_2_with_negative
+            )
+        source = self._source(split)
+        if not examples:
+            raise InputError(f"{source} holds no usable question")
+        if not config.version_2_with_negative:
+            impossible = next((e for e in examples if e.is_impossible), None)
+            if impossible is not None:
+                raise InputError(
+                    f"{source}: question id {impossible.qas_id!r} is unanswerable (SQuAD 2.0): "
+                    "pass --version_2_with_negative"
+                )
+        logging.info(
+            "%s: %d questions (%d unanswerable), %d training answers skipped",
+            source,
+            stats["examples"],
+            stats["impossible"],
+            stats["skipped"],
+        )
+        return examples, stats
+
+    def _source(self, split):
+        config = self.config
+        if config.tfds_name:
+            return f"TFDS {config.tfds_name} split {TFDS_SPLITS[split]!r}"
+        return config.train_file if split == "train" else config.predict_file
+
+    def _settings(self, split):
+        """What the features of `split` depend on: cached_records remakes them when it changes."""
+        config = self.config
+        if config.tfds_name:
+            inputs = {"tfds_name": config.tfds_name, "tfds_data_dir": config.tfds_data_dir}
+        else:
+            inputs = file_identity(config.train_file if split == "train" else config.predict_file)
+        return {
+            "format": "bert_tf squad features 1",
+            "inputs": inputs,
+            "vocab": file_identity(config.vocab_file),
+            "do_lower_case": config.do_lower_case,
+            "max_seq_length": config.max_seq_length,
+            "doc_stride": config.doc_stride,
+            "max_query_length": config.max_query_length,
+            "version_2_with_negative": config.version_2_with_negative,
+            "split": split,
+        }
+
+    def _features(self, examples, is_training):
+        config = self.config
+        return data.convert_examples_to_features(
+            examples,
+            self.tokenizer,
+            config.max_seq_length,
+            config.doc_stride,
+            config.max_query_length,
+            is_training,
+        )
+
+    def train_features(self):
+        """Writes (or reuses) output_dir/train.tf_record; returns (path, info)."""
+        path = os.path.join(self.config.output_dir, "train.tf_record")
+
+        def make_records():
+            examples, stats = self.read_examples("train")
+            random.Random(_TRAIN_SHUFFLE_SEED).shuffle(examples)
+            features = self._features(examples, is_training=True)
+            info = {"num_examples": len(examples), "skipped": stats["skipped"]}
+            return (data.serialize_squad_feature(f, is_training=True) for f in features), info
+
+        info = cached_records(path, self._settings("train"), make_records)
+        logging.info(
+            "%s: %d features of %d questions", path, info["num_records"], info["num_examples"]
+        )
+        return path, info
+
+    def _dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        config = self.config
+        feature_spec = data.squad_feature_spec(config.max_seq_length, is_training)
+        padding = None if is_training else _padding_feature(config.max_seq_length, False)
+        return make_feature_dataset(
+            path,
+            feature_spec,
+            batch_size,
+            is_training,
+            input_context=input_context,
+            seed=config.seed,
+            length_bucketing=config.length_bucketing,
+            num_records=num_records,
+            padding_features=padding,
+        )
+
+    # ------------------------------------------------------------------ model and loop
+
+    def task(self, train_path=None):
+        def dataset_fn(input_context, batch_size, is_training):
+            if train_path is None:
+                raise ValueError("no training features")
+            return self._dataset(train_path, batch_size, is_training, input_context)
+
+        def dummy_batch():
+            feature = _padding_feature(self.config.max_seq_length, True)
+            return {name: tf.constant([value], tf.int32) for name, value in feature.items()}
+
+        return Task(
+            build_model=lambda: BertSquad(self.bert_config),
+            loss_fn=lambda outputs, features, normalizers: {
+                "loss": squad_loss(outputs, features, normalizers["examples"])
+            },
+            normalizer_fn=lambda features: {
+                "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)
+            },
+            metric_fn=lambda outputs, features: {},
+            dataset_fn=dataset_fn,
+            dummy_batch_fn=dummy_batch,
+        )
+
+    def trainer(self, train_path=None, num_train_examples=0):
+        if self._trainer is None:
+            config = self.config
+            resumes = tf.train.latest_checkpoint(config.output_dir) is not None
+            steps, warmup = finetuning.num_train_steps(config, num_train_examples)
+            self._trainer = finetuning.make_trainer(
+                self.task(train_path), config, self.strategy, steps, warmup
+            )
+            if config.init_checkpoint and not resumes:
+                # make_trainer initialized the encoder; a fine-tuned SQuAD checkpoint has the head too.
+                restore_head(self._trainer.model, config.init_checkpoint)
+        return self._trainer
+
+    # ------------------------------------------------------------------ the steps
+
+    def train(self):
+        path, info = self.train_features()
+        trainer = self.trainer(path, info["num_examples"])
+        with reading_records([path]):
+            return trainer.train()
+
+    def predict(self):
+        """Writes predictions.json, nbest_predictions.json (and null_odds.json for SQuAD 2.0).
+
+        Returns:
+          (examples, predictions, nbest, null_odds), as write_predictions returns the last three.
+        """
+        config = self.config
+        examples, _ = self.read_examples("predict")
+        features = list(self._features(examples, is_training=False))
+        path = os.path.join(config.output_dir, "eval.tf_record")
+        info = cached_records(
+            path,
+            self._settings("predict"),
+            lambda: (
+                (data.serialize_squad_feature(f, is_training=False) for f in features),
+                {"num_examples": len(examples)},
+            ),
+        )
+        if info["num_records"] != len(features):
+            raise ValueError(f"{path} holds {info['num_records']} features, not {len(features)}")
+        results = self._raw_results(path, features)
+        chief = is_chief(self.strategy)
+
+        def output(name):
+            return os.path.join(config.output_dir, name) if chief else None
+
+        predictions, nbest, null_odds = data.write_predictions(
+            examples,
+            features,
+            results,
+            config.n_best_size,
+            config.max_answer_length,
+            config.do_lower_case,
+            output("predictions.json"),
+            output("nbest_predictions.json"),
+            output("null_odds.json"),
+            config.version_2_with_negative,
+            config.null_score_diff_threshold,
+            verbose_logging=config.verbose_logging,
+        )
+        return examples, predictions, nbest, null_odds
+
+    def _raw_results(self, path, features):
+        """RawResults of every feature, logits cut to its real tokens (see the module docstring)."""
+        config = self.config
+        dataset = self._dataset(path, config.predict_batch_size, False, num_records=len(features))
+        feature_keys = ["unique_ids"] + (["example_index"] if config.length_bucketing else [])
+        with reading_records([path]):
+            result = self.trainer().predict(
+                dataset, output_keys=["start_logits", "end_logits"], feature_keys=feature_keys
+            )
+        if "example_index" in result:
+            order = np.argsort(result["example_index"], kind="stable")
+            result = {name: value[order] for name, value in result.items()}
+        unique_ids = result["unique_ids"][: len(features)]
+        expected = [feature.unique_id for feature in features]
+        if unique_ids.tolist() != expected:
+            raise ValueError(f"{path} does not hold the features of --predict_file in order")
+        return [
+            data.RawResult(
+                unique_id=feature.unique_id,
+                start_logits=result["start_logits"][index, : len(feature.tokens)],
+                end_logits=result["end_logits"][index, : len(feature.tokens)],
+            )
+            for index, feature in enumerate(features)
+        ]
+
+    def evaluate(self, examples, predictions, null_odds):
+        """The official SQuAD metrics of the predictions, written to output_dir/eval_results.json."""
+        config = self.config
+        if config.tfds_name:
+            dataset_json = dataset_json_of(examples, config.version_2_with_negative)
+        else:
+            with tf.io.gfile.GFile(config.predict_file, "rb") as f:
+                dataset_json = json.loads(f.read().decode("utf-8"))
+        results = squad_evaluation.evaluate(
+            dataset_json,
+            predictions,
+            na_probs=null_odds if config.version_2_with_negative else None,
+            sources=(self._source("predict"), "predictions.json", "null_odds.json"),
+        )
+        if is_chief(self.strategy):
+            finetuning.write_text_atomically(
+                os.path.join(config.output_dir, "eval_results.json"),
+                json.dumps(results, indent=2) + "\n",
+            )
+        for name, value in results.items():
+            logging.info("  %s = %s", name, value)
+        return results
+
+    def task_info(self):
+        config = self.config
+        return {
+            "version_2_with_negative": config.version_2_with_negative,
+            "doc_stride": config.doc_stride,
+            "max_query_length": config.max_query_length,
+            "n_best_size": config.n_best_size,
+            "max_answer_length": config.max_answer_length,
+            "null_score_diff_threshold": config.null_score_diff_threshold,
+            "do_lower_case": config.do_lower_case,
+            "max_seq_length": config.max_seq_length,
+        }
+
+    def export(self):
+        config = self.config
+        return export_model(
+            self.trainer().model,
+            self.task_info(),
+            config.vocab_file,
+            config.do_lower_case,
+            config.max_seq_length,
+            config.export_dir,
+        )
+
+
+def run(config):
+    """Runs run_squad.py's steps as `config` says; returns {"train", "predict", "eval", "export"}.
+
+    "predict" is {"predictions", "nbest", "null_odds"}; --do_eval predicts first when
+    --do_predict is not set.
+    """
+    squad_run = SquadRun(config)
+    outcome = {}
+    if config.do_train:
+        outcome["train"] = squad_run.train()
+    if config.do_predict or config.do_eval:
+        examples, predictions, nbest, null_odds = squad_run.predict()
+        outcome["predict"] = {"predictions": predictions, "nbest": nbest, "null_odds": null_odds}
+        if config.do_eval:
+            outcome["eval"] = squad_run.evaluate(examples, predictions, null_odds)
+    if config.export_dir and is_chief(squad_run.strategy):
+        outcome["export"] = squad_run.export()
+    return outcome
+
+
+def _padding_feature(max_seq_length, is_training):
+    """A fake feature ({name: value}, unique id 0) that fills the last prediction batch."""
+    feature = {
+        "unique_ids": 0,
+        "input_ids": [0] * max_seq_length,
+        "input_mask": [0] * max_seq_length,
+        "segment_ids": [0] * max_seq_length,
+    }
+    if is_training:
+        feature.update(start_positions=0, end_positions=0, is_impossible=0)
+    return feature
+
+
+def dataset_json_of(examples, version_2_with_negative):
+    """A SQuAD json dict of prediction examples (their gold answer texts), for the evaluation."""
+    articles = {}
+    for example in examples:
+        qa = {
+            "id": example.qas_id,
+            "question": example.question_text,
+            "answers": [{"text": text} for text in example.answer_texts],
+        }
+        if version_2_with_negative:
+            qa["is_impossible"] = example.is_impossible
+        article = articles.setdefault(example.title, {"title": example.title, "paragraphs": []})
+        article["paragraphs"].append({"context": example.context_text, "qas": [qa]})
+    return {"version": "2.0" if version_2_with_negative else "1.1", "data": list(articles.values())}
+
+
+def restore_head(model, init_checkpoint):
+    """Loads cls/squad/* into `model` when `init_checkpoint` is a fine-tuned SQuAD model.
+
+    The head is read from a Google-format checkpoint holding `cls/squad/output_weights`, or from
+    one of our checkpoints whose task.json says "squad". Returns whether it was loaded.
+    """
+    prefix = resolve_checkpoint(init_checkpoint)
+    names = dict(tf.train.list_variables(prefix))
+    if GOOGLE_HEAD["output_weights"] in names:
+        reader = tf.train.load_checkpoint(prefix)
+        for attribute, name in GOOGLE_HEAD.items():
+            variable = getattr(model, attribute)
+            if list(names[name]) != list(variable.shape):
+                raise InputError(
+                    f"{prefix}: {name} has shape {names[name]}, the model {list(variable.shape)}"
+                )
+            variable.assign(reader.get_tensor(name))
+    elif (finetuning.read_task_info(init_checkpoint) or {}).get("model_type") == MODEL_TYPE:
+        head = tf.train.Checkpoint(
+            output_weights=model.output_weights, output_bias=model.output_bias
+        )
+        tf.train.Checkpoint(model=head).restore(prefix).expect_partial()
+    else:
+        return False
+    logging.info("Initialized the SQuAD head from %s", prefix)
+    return True
+
+
+# ---------------------------------------------------------------------------------- the export
+
+
+def head_info_from_google_checkpoint(shapes):
+    """The settings a Google-format fine-tuned SQuAD checkpoint implies, or None if not one.
+
+    The checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it, it is
+    exported with the original's defaults as a SQuAD 1.1 model.
+    """
+    if GOOGLE_HEAD["output_weights"] not in shapes:
+        return None
+    return dataclasses.asdict(squad_serving.QaSettings())
+
+
+def build_export_model(bert_config, info):
+    """The model export_saved_model.py loads a SQuAD checkpoint into."""
+    del info  # the head has no settings
+    return BertSquad(bert_config)
+
+
+def export_model(model, info, vocab_file, do_lower_case, max_seq_length, export_dir, version=None):
+    """Writes the SQuAD model as a SavedModel that answers raw questions (DESIGN.md's contract).
+
+    serving_default: question, context (string [B]) -> answer (string [B], cut from the context),
+    score (float32 [B], the answer's start + end logit) and, for SQuAD 2.0 models,
+    null_score_diff (float32 [B], null_odds.json's value); `preprocess` and `serve_ids` as
+    `squad_serving.qa_signatures` says. Tokenization, windowing and span selection run in the
+    graph, with the windowing and n-best settings of `info` (task.json).
+    """
+    from bert_tf.preprocessing import BertPreprocessor
+
+    settings = squad_serving.QaSettings.from_info(info, max_seq_length)
+    module = tf.Module()
+    module.model = model
+    module.preprocessor = BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
+
+    def logits_fn(features):
+        outputs = model(features, training=False)
+        return outputs["start_logits"], outputs["end_logits"]
+
+    signatures = squad_serving.qa_signatures(module.preprocessor, logits_fn, settings)
+    return write_saved_model(export_dir, module, signatures, version=version)
