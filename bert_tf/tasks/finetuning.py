@@ -3,7 +3,9 @@
 run_classifier.py, run_squad.py, run_ner.py and run_swag.py take the original run_classifier.py's flags
 (same names and defaults) plus what TF2 users need; `define_finetuning_flags` defines them once, and each
 script adds its own. The settings travel as a `FineTuningConfig` (a dataclass), so the tasks run the same
-from flags, from tests and from bench/ without absl.
+from flags, from tests and from bench/ without absl. A task's run can subclass `FineTuningRun`, which holds
+the steps every task takes the same way (build the Trainer, train, predict a features file in file order,
+run the steps the flags ask for).
 """
 
 import dataclasses
@@ -12,11 +14,13 @@ import math
 import os
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import flags, logging
 
 from bert_tf.checkpoints import restore_init_checkpoint
-from bert_tf.distribute import STRATEGIES, get_strategy, resolve_strategy_name
+from bert_tf.data.records import make_feature_dataset, reading_records
+from bert_tf.distribute import STRATEGIES, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.optimization import create_optimizer
@@ -269,3 +273,111 @@ def read_task_info(checkpoint_path):
             return json.load(f)
         except json.JSONDecodeError as error:
             raise InputError(f"{path} is not valid JSON: {error}") from None
+
+
+def dummy_batch(feature_spec, feature):
+    """One example of `feature` ({name: list}) as [1, ...] tensors of the spec's dtypes (int32 for int64)."""
+    return {
+        name: tf.constant([feature[name]], tf.float32 if spec.dtype == tf.float32 else tf.int32)
+        for name, spec in feature_spec.items()
+    }
+
+
+class FineTuningRun:
+    """What one run of every fine-tuning script shares: settings, strategy, Trainer, the steps.
+
+    A task's run subclasses it and provides:
+      features(split) -> (path, info): writes or reuses the split's feature TFRecord ("train", "eval",
+        "predict"); info holds "num_real_examples" and "num_records" (see records.cached_records).
+      dataset(path, batch_size, is_training, input_context=None, num_records=None): its tf.data input.
+      task(train_path) -> training.Task; evaluate(), predict_test(), export(): the steps' work.
+
+    Attributes:
+      config: the task's FineTuningConfig (subclass).
+      bert_config: the encoder's BertConfig (checked against the flags).
+      strategy: the tf.distribute strategy.
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.bert_config = check_config(config)
+        tf.io.gfile.makedirs(config.output_dir)
+        self.strategy = make_strategy(config)
+        self._trainer = None
+
+    @property
+    def is_chief(self):
+        """Whether this process writes the output files (always, but on multi-worker's other workers)."""
+        return is_chief(self.strategy)
+
+    def feature_dataset(
+        self, path, feature_spec, batch_size, is_training, padding_feature, **kwargs
+    ):
+        """make_feature_dataset with the run's seed and --length_bucketing; padding only for inference.
+
+        kwargs: input_context, num_records, sequence_features (see make_feature_dataset).
+        """
+        return make_feature_dataset(
+            path,
+            feature_spec,
+            batch_size,
+            is_training,
+            seed=self.config.seed,
+            length_bucketing=self.config.length_bucketing,
+            padding_features=None if is_training else padding_feature,
+            **kwargs,
+        )
+
+    def trainer(self, train_path=None, num_train_examples=0):
+        """The Trainer (built on first use, resuming from output_dir's latest checkpoint)."""
+        if self._trainer is None:
+            steps, warmup = num_train_steps(self.config, num_train_examples)
+            self._trainer = make_trainer(
+                self.task(train_path), self.config, self.strategy, steps, warmup
+            )
+        return self._trainer
+
+    def train(self):
+        """Fine-tunes on the training features; returns Trainer.train's last progress values."""
+        path, info = self.features("train")
+        trainer = self.trainer(path, info["num_real_examples"])
+        with reading_records([path]):
+            return trainer.train()
+
+    def predict_features(self, path, info, batch_size, output_keys, feature_keys=()):
+        """Model outputs for every real example of a features file, in file order (Trainer.predict).
+
+        Args:
+          path, info: a features file and its info (from `features`).
+          batch_size: the global batch.
+          output_keys: the model outputs to return.
+          feature_keys: input features to return beside them.
+
+        Returns:
+          {name: np.ndarray [N, ...]} over the file's N real examples, in file order; outputs and
+          features whose last axis is the sequence are zero-padded to the longest batch.
+        """
+        dataset = self.dataset(path, batch_size, False, num_records=info["num_records"])
+        keys = [*feature_keys, "is_real_example"]
+        if "example_index" in dataset.element_spec:
+            keys.append("example_index")  # length bucketing sorted the examples
+        with reading_records([path]):
+            result = self.trainer().predict(dataset, output_keys=output_keys, feature_keys=keys)
+        if "example_index" in result:
+            order = np.argsort(result["example_index"], kind="stable")
+            result = {name: value[order] for name, value in result.items()}
+        real = result["is_real_example"].astype(bool)
+        return {name: value[real] for name, value in result.items()}
+
+    def run(self):
+        """The steps the flags ask for; returns {"train", "eval", "predict", "export"}: their results."""
+        config, outcome = self.config, {}
+        if config.do_train:
+            outcome["train"] = self.train()
+        if config.do_eval:
+            outcome["eval"] = self.evaluate()
+        if config.do_predict:
+            outcome["predict"] = self.predict_test()
+        if config.export_dir and self.is_chief:
+            outcome["export"] = self.export()
+        return outcome
