@@ -23,6 +23,7 @@ MODEL_TYPES = {
     "encoder": "bert_tf.tasks.encoder",
     "classifier": "bert_tf.tasks.classification",
     "squad": "bert_tf.tasks.squad",
+    "tagger": "bert_tf.tasks.tagging",
 }
 LABELS_FILE = "labels.txt"
 
