@@ -24,6 +24,7 @@ MODEL_TYPES = {
     "classifier": "bert_tf.tasks.classification",
     "squad": "bert_tf.tasks.squad",
     "tagger": "bert_tf.tasks.tagging",
+    "multiple_choice": "bert_tf.tasks.multiple_choice",
 }
 LABELS_FILE = "labels.txt"
 

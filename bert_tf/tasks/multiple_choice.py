@@ -1,0 +1,360 @@
+"""Multiple choice (SWAG): a score per choice from the pooled output, softmax over the choices.
+
+Each choice is packed as `[CLS] context [SEP] start_ending ending [SEP]` (bert_tf/data/swag.py) and
+scored by logit = pooled_output @ output_weights^T + output_bias, with output_weights [1, H] and
+output_bias [1] under the Google-format names `cls/multiple_choice/output_weights` and
+`cls/multiple_choice/output_bias`; the choices' logits go through a softmax. The head does not depend
+on the number of choices, so files (and serving requests) may have any number of them.
+
+B = batch, C = choices, S = sequence length, H = hidden size.
+"""
+
+import dataclasses
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import metrics
+from bert_tf.checkpoints import encoder_variable_names
+from bert_tf.data import swag
+from bert_tf.data.records import cached_records, file_identity
+from bert_tf.errors import InputError
+from bert_tf.export import write_saved_model
+from bert_tf.modeling import BertModel, _SavesBertConfig
+from bert_tf.tasks import finetuning
+from bert_tf.tokenization import FullTokenizer
+from bert_tf.training import Task, write_eval_results
+
+MODEL_TYPE = "multiple_choice"
+_WEIGHTS_NAME = "cls/multiple_choice/output_weights"
+_BIAS_NAME = "cls/multiple_choice/output_bias"
+_ID_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertMultipleChoice(_SavesBertConfig, keras.Model):
+    """BertModel + dropout + one score per choice from the pooled output, softmax over the choices.
+
+    Inputs: "input_ids", "input_mask", "segment_ids", int32 [B, C, S]; other keys are ignored.
+    Outputs: {"logits": float32 [B, C], "probabilities": float32 [B, C]}.
+
+    Example:
+    ```python
+    model = BertMultipleChoice(BertConfig.from_preset("bert_tiny"))
+    model({"input_ids": tf.constant([[[101, 7592, 102], [101, 2088, 102]]])})["probabilities"]  # [1, 2]
+    ```
+    """
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "bert_multiple_choice")
+        super().__init__(**kwargs)
+        self.bert = BertModel(config, dtype=self.dtype_policy)
+        self.config = self.bert.config
+        self.dropout = keras.layers.Dropout(
+            self.config.hidden_dropout_prob, dtype=self.dtype_policy
+        )
+
+    def build(self, input_shape=None):
+        self.bert.build()
+        self.output_weights = self.add_weight(
+            shape=(1, self.config.hidden_size),
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            name="output_weights",
+        )
+        self.output_bias = self.add_weight(shape=(1,), initializer="zeros", name="output_bias")
+        self.built = True
+
+    def call(self, inputs, training=None):
+        input_ids = inputs["input_ids"]
+        shape = tf.shape(input_ids)  # [B, C, S]
+        # Every choice is one BERT input: [B, C, S] -> [B * C, S].
+        flat = {
+            name: tf.reshape(inputs[name], [-1, shape[2]])
+            for name in _ID_FEATURES
+            if name in inputs
+        }
+        pooled_output = self.bert(flat, training=training)["pooled_output"]  # [B * C, H]
+        pooled_output = self.dropout(pooled_output, training=training)
+        weights = tf.cast(self.output_weights, self.compute_dtype)
+        logits = tf.matmul(pooled_output, weights, transpose_b=True)  # [B * C, 1]
+        logits = tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+        logits = tf.reshape(logits, shape[:2])  # [B, C]
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
+
+    def dummy_inputs(self):
+        return {name: value[:, None] for name, value in self.bert.dummy_inputs().items()}
+
+    def google_variables(self):
+        """{Google checkpoint name: variable}: bert/* plus cls/multiple_choice/output_weights, _bias."""
+        if not self.built:
+            self(self.dummy_inputs(), training=False)
+        return {
+            **encoder_variable_names(self.bert),
+            _WEIGHTS_NAME: self.output_weights,
+            _BIAS_NAME: self.output_bias,
+        }
+
+
+def multiple_choice_loss(outputs, features, num_examples):
+    """Cross-entropy of the right choice, summed / num_examples (the global count)."""
+    logits = tf.cast(outputs["logits"], tf.float32)  # [B, C]
+    labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)  # [B]
+    per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)  # [B]
+    return tf.reduce_sum(per_example) / num_examples
+
+
+@dataclasses.dataclass
+class MultipleChoiceConfig(finetuning.FineTuningConfig):
+    """run_swag.py's settings: the shared fine-tuning ones plus the data folder."""
+
+    data_dir: str | None = None
+
+
+class MultipleChoiceRun(finetuning.FineTuningRun):
+    """One run_swag.py invocation: features, training, evaluation, prediction and export."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        if not config.data_dir:
+            raise InputError("--data_dir is required")
+        self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+        self._examples = {}
+        self._num_choices = {}  # {features path: C}
+        if self.is_chief:
+            finetuning.write_task_info(
+                config.output_dir, MODEL_TYPE, self.bert_config, **self.task_info()
+            )
+
+    # ------------------------------------------------------------------ data
+
+    def examples(self, split):
+        """(path, examples) of a split's file ("train", "dev", "test"), read once."""
+        if split not in self._examples:
+            path = swag.require_swag_file(self.config.data_dir, split)
+            examples = swag.read_multiple_choice_file(path)
+            if split != "test" and examples[0].label is None:
+                raise InputError(f"{path}: the {split} file has no labels")
+            self._examples[split] = path, examples
+        return self._examples[split]
+
+    def features(self, split):
+        """Writes (or reuses) output_dir/{train,eval,predict}.tf_record; returns (path, info)."""
+        input_path, examples = self.examples(
+            {"train": "train", "eval": "dev", "predict": "test"}[split]
+        )
+        config = self.config
+        path = os.path.join(config.output_dir, f"{split}.tf_record")
+        settings = {
+            "format": "bert_tf multiple choice features 1",
+            "input": file_identity(input_path),
+            "vocab": file_identity(config.vocab_file),
+            "do_lower_case": config.do_lower_case,
+            "max_seq_length": config.max_seq_length,
+        }
+
+        def make_examples():
+            serialized = [
+                swag.serialize_multiple_choice_feature(
+                    swag.convert_example_to_multiple_choice_feature(
+                        example, config.max_seq_length, self.tokenizer
+                    )
+                )
+                for example in examples
+            ]
+            return serialized, {
+                "num_real_examples": len(examples),
+                "num_choices": len(examples[0].endings),
+            }
+
+        info = cached_records(path, settings, make_examples)
+        self._num_choices[path] = info["num_choices"]
+        logging.info("%s: %d examples of %d choices", path, len(examples), info["num_choices"])
+        return path, info
+
+    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        num_choices, max_seq_length = self._num_choices[path], self.config.max_seq_length
+        return self.feature_dataset(
+            path,
+            swag.multiple_choice_feature_spec(num_choices, max_seq_length),
+            batch_size,
+            is_training,
+            swag.multiple_choice_padding_feature(num_choices, max_seq_length),
+            input_context=input_context,
+            num_records=num_records,
+        )
+
+    # ------------------------------------------------------------------ model and loop
+
+    def task(self, train_path=None):
+        def dataset_fn(input_context, batch_size, is_training):
+            if train_path is None:
+                raise ValueError("no training features")
+            return self.dataset(train_path, batch_size, is_training, input_context)
+
+        def dummy_batch():
+            # The weights do not depend on the number of choices: one choice builds them.
+            return finetuning.dummy_batch(
+                swag.multiple_choice_feature_spec(1, self.config.max_seq_length),
+                swag.multiple_choice_padding_feature(1, self.config.max_seq_length),
+            )
+
+        return Task(
+            build_model=lambda: BertMultipleChoice(self.bert_config),
+            loss_fn=lambda outputs, features, normalizers: {
+                "loss": multiple_choice_loss(outputs, features, normalizers["examples"])
+            },
+            normalizer_fn=lambda features: {
+                "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)
+            },
+            metric_fn=lambda outputs, features: {},
+            dataset_fn=dataset_fn,
+            dummy_batch_fn=dummy_batch,
+        )
+
+    # ------------------------------------------------------------------ the steps
+
+    def evaluate(self):
+        path, info = self.features("eval")
+        result = self.predict_features(
+            path, info, self.config.eval_batch_size, ["logits"], ["label_ids"]
+        )
+        results = evaluation_results(result["logits"], result["label_ids"])
+        results["global_step"] = self.trainer().global_step
+        if self.is_chief:
+            write_eval_results(os.path.join(self.config.output_dir, "eval_results.txt"), results)
+        return results
+
+    def predict_test(self):
+        path, info = self.features("predict")
+        logits = self.predict_features(path, info, self.config.predict_batch_size, ["logits"])[
+            "logits"
+        ]
+        probabilities = _softmax(logits)
+        if self.is_chief:
+            finetuning.write_text_atomically(
+                os.path.join(self.config.output_dir, "test_results.tsv"),
+                "".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in probabilities),
+            )
+        return probabilities
+
+    def task_info(self):
+        return {
+            "do_lower_case": self.config.do_lower_case,
+            "max_seq_length": self.config.max_seq_length,
+        }
+
+    def export(self):
+        config = self.config
+        return export_model(
+            self.trainer().model,
+            self.task_info(),
+            config.vocab_file,
+            config.do_lower_case,
+            config.max_seq_length,
+            config.export_dir,
+        )
+
+
+def run(config):
+    """Runs run_swag.py's steps as `config` says; returns {"train", "eval", "predict", "export"}."""
+    return MultipleChoiceRun(config).run()
+
+
+def _softmax(logits):
+    logits = np.asarray(logits, np.float64)
+    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def evaluation_results(logits, label_ids):
+    """eval_results.txt's values: eval_accuracy and eval_loss (mean cross-entropy), loss as well."""
+    labels = np.asarray(label_ids).reshape(-1).astype(np.int64)
+    log_probs = np.log(_softmax(logits))
+    loss = float(-np.mean(log_probs[np.arange(len(labels)), labels]))
+    accuracy = metrics.accuracy(np.asarray(logits).argmax(axis=-1), labels)
+    return {"eval_accuracy": accuracy, "eval_loss": loss, "loss": loss}
+
+
+# ---------------------------------------------------------------------------------- the export
+
+
+def head_info_from_google_checkpoint(shapes):
+    """{} for a Google-format checkpoint with a cls/multiple_choice head, else None."""
+    return {} if _WEIGHTS_NAME in shapes else None
+
+
+def build_export_model(bert_config, info):
+    """The model export_saved_model.py loads a multiple-choice checkpoint into."""
+    return BertMultipleChoice(bert_config)
+
+
+def pack_choices(preprocessor, context, choices):
+    """[CLS] context [SEP] choice [SEP] for every choice, as bert_tf.data.swag packs them.
+
+    Args:
+      preprocessor: a BertPreprocessor.
+      context: tf.string [B].
+      choices: tf.string [B, C]; for SWAG, sent2 + " " + ending.
+
+    Returns:
+      {"input_ids", "input_mask", "segment_ids"}: int32 [B, C, S'], S' the longest packed choice.
+    """
+    shape = tf.shape(choices)
+    context_ids = preprocessor.tokenize(context)  # [B, (P)]
+    context_ids = tf.gather(context_ids, tf.repeat(tf.range(shape[0]), shape[1]))  # [B * C, (P)]
+    choice_ids = preprocessor.tokenize(tf.reshape(choices, [-1]))  # [B * C, (P)]
+    pair = preprocessor.pack([context_ids, choice_ids])
+    # A choice without pieces makes a single-text input, as the data module (and the original) packs it.
+    single = preprocessor.pack([context_ids])
+    length = tf.maximum(tf.shape(pair["input_ids"])[1], tf.shape(single["input_ids"])[1])
+    is_single = (choice_ids.row_lengths() == 0)[:, None]
+    packed = {}
+    for name in _ID_FEATURES:
+        values = [
+            tf.pad(p[name], [[0, 0], [0, length - tf.shape(p[name])[1]]]) for p in (single, pair)
+        ]
+        packed[name] = tf.reshape(tf.where(is_single, *values), [shape[0], shape[1], length])
+    return packed
+
+
+def export_model(model, info, vocab_file, do_lower_case, max_seq_length, export_dir, version=None):
+    """Writes the multiple-choice model as a SavedModel serving raw text (DESIGN.md's contract).
+
+    serving_default: context [B] and choices [B, C] -> "probabilities" float32 [B, C] and "choice"
+    int32 [B] (the most probable). preprocess: the same inputs -> "input_ids", "input_mask",
+    "segment_ids" int32 [B, C, S]; serve_ids: those three -> the same outputs.
+    """
+    from bert_tf.preprocessing import BertPreprocessor
+
+    module = tf.Module()
+    module.model = model
+    module.preprocessor = BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
+
+    def serve_ids(input_ids, input_mask, segment_ids):
+        features = dict(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
+        probabilities = model(features, training=False)["probabilities"]
+        return {
+            "probabilities": probabilities,
+            "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32),
+        }
+
+    def preprocess(context, choices):
+        return pack_choices(module.preprocessor, context, choices)
+
+    def serve(context, choices):
+        return serve_ids(**preprocess(context, choices))
+
+    text_specs = [
+        tf.TensorSpec([None], tf.string, name="context"),
+        tf.TensorSpec([None, None], tf.string, name="choices"),
+    ]
+    ids_specs = [tf.TensorSpec([None, None, None], tf.int32, name=name) for name in _ID_FEATURES]
+    signatures = {
+        "serving_default": tf.function(serve, input_signature=text_specs),
+        "preprocess": tf.function(preprocess, input_signature=text_specs),
+        "serve_ids": tf.function(serve_ids, input_signature=ids_specs),
+    }
+    return write_saved_model(export_dir, module, signatures, version=version)
