@@ -18,6 +18,9 @@ setup(
         "extract_features",
         "export_saved_model",
         "evaluate_squad",
+        "run_squad",
+        "run_ner",
+        "run_swag",
     ],
     install_requires=[
         "tensorflow==2.21.*",
@@ -51,6 +54,9 @@ setup(
             "bert-extract-features=extract_features:cli",
             "bert-export-saved-model=export_saved_model:cli",
             "bert-evaluate-squad=evaluate_squad:cli",
+            "bert-run-squad=run_squad:cli",
+            "bert-run-ner=run_ner:cli",
+            "bert-run-swag=run_swag:cli",
         ],
     },
 )

@@ -22,18 +22,13 @@ from bert_tf.data import classifier as data
 from bert_tf.data.records import (
     cached_records,
     file_identity,
-    make_feature_dataset,
-    reading_records,
 )
-from bert_tf.distribute import is_chief
 from bert_tf.errors import InputError
 from bert_tf.export import serving_signatures, write_saved_model
 from bert_tf.modeling import BertModel, _SavesBertConfig
 from bert_tf.tasks import finetuning
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import Task, write_eval_results
-
-LABELS_FILE = "labels.txt"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -153,22 +148,18 @@ def make_processor(config):
     )
 
 
-class ClassifierRun:
+class ClassifierRun(finetuning.FineTuningRun):
     """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
 
     def __init__(self, config):
-        self.config = config
-        self.bert_config = finetuning.check_config(config)
-        tf.io.gfile.makedirs(config.output_dir)
+        super().__init__(config)
         self.processor = make_processor(config)
         self.is_regression = self.processor.is_regression
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
         self.feature_spec = data.classifier_feature_spec(config.max_seq_length, self.is_regression)
-        self.strategy = finetuning.make_strategy(config)
-        self._trainer = None
-        if is_chief(self.strategy):
+        if self.is_chief:
             finetuning.write_task_info(
                 config.output_dir, MODEL_TYPE, self.bert_config, **self.task_info()
             )
@@ -179,36 +170,27 @@ class ClassifierRun:
         """The label strings: the processor's, else labels.txt of an earlier run in output_dir."""
         if self.is_regression:
             return []
-        saved = os.path.join(self.config.output_dir, LABELS_FILE)
         try:
             labels = list(self.processor.get_labels())
         except FileNotFoundError:
-            if not tf.io.gfile.exists(saved):
+            labels = finetuning.read_labels(self.config.output_dir)
+            if labels is None:
                 raise
-            with tf.io.gfile.GFile(saved) as f:
-                labels = [line.rstrip("\n") for line in f if line.strip()]
         if not labels:
             raise InputError("no labels: the training data holds none (or pass --labels=a,b,c)")
-        finetuning.write_text_atomically(saved, "".join(f"{label}\n" for label in labels))
+        if self.is_chief:
+            finetuning.write_labels(self.config.output_dir, labels)
         return labels
 
     def features(self, split):
         """Writes (or reuses) output_dir/{train,eval,predict}.tf_record; returns (path, info)."""
-        get_examples, file_name, sources = {
-            "train": (
-                self.processor.get_train_examples,
-                "train.tf_record",
-                self.processor.train_source,
-            ),
-            "eval": (self.processor.get_dev_examples, "eval.tf_record", self.processor.dev_source),
-            "predict": (
-                self.processor.get_test_examples,
-                "predict.tf_record",
-                self.processor.test_source,
-            ),
+        processor, config = self.processor, self.config
+        get_examples, sources = {
+            "train": (processor.get_train_examples, processor.train_source),
+            "eval": (processor.get_dev_examples, processor.dev_source),
+            "predict": (processor.get_test_examples, processor.test_source),
         }[split]
-        config = self.config
-        path = os.path.join(config.output_dir, file_name)
+        path = os.path.join(config.output_dir, f"{split}.tf_record")
         settings = {
             "format": "bert_tf classifier features 1",
             "task_name": config.task_name,
@@ -247,21 +229,15 @@ class ClassifierRun:
         logging.info("%s: %d examples", path, info["num_real_examples"])
         return path, info
 
-    def _dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
-        config = self.config
-        padding = None
-        if not is_training:
-            padding = data.padding_feature(config.max_seq_length, self.is_regression)
-        return make_feature_dataset(
+    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        return self.feature_dataset(
             path,
             self.feature_spec,
             batch_size,
             is_training,
+            data.padding_feature(self.config.max_seq_length, self.is_regression),
             input_context=input_context,
-            seed=config.seed,
-            length_bucketing=config.length_bucketing,
             num_records=num_records,
-            padding_features=padding,
         )
 
     # ------------------------------------------------------------------ model and loop
@@ -273,16 +249,7 @@ class ClassifierRun:
         def dataset_fn(input_context, batch_size, is_training):
             if train_path is None:
                 raise ValueError("no training features")
-            return self._dataset(train_path, batch_size, is_training, input_context)
-
-        def dummy_batch():
-            feature = data.padding_feature(config.max_seq_length, is_regression)
-            return {
-                name: tf.constant(
-                    [feature[name]], tf.float32 if spec.dtype == tf.float32 else tf.int32
-                )
-                for name, spec in self.feature_spec.items()
-            }
+            return self.dataset(train_path, batch_size, is_training, input_context)
 
         return Task(
             build_model=lambda: BertClassifier(
@@ -298,68 +265,36 @@ class ClassifierRun:
             },
             metric_fn=lambda outputs, features: {},
             dataset_fn=dataset_fn,
-            dummy_batch_fn=dummy_batch,
+            dummy_batch_fn=lambda: finetuning.dummy_batch(
+                self.feature_spec, data.padding_feature(config.max_seq_length, is_regression)
+            ),
         )
-
-    def trainer(self, train_path=None, num_train_examples=0):
-        if self._trainer is None:
-            steps, warmup = finetuning.num_train_steps(self.config, num_train_examples)
-            self._trainer = finetuning.make_trainer(
-                self.task(train_path), self.config, self.strategy, steps, warmup
-            )
-        return self._trainer
-
-    def predict(self, path, info, batch_size):
-        """Model outputs for every real example of a features file, in file order."""
-        trainer = self.trainer()
-        dataset = self._dataset(path, batch_size, False, num_records=info["num_records"])
-        with reading_records([path]):
-            result = trainer.predict(
-                dataset, output_keys=["logits"], feature_keys=self._passed_features()
-            )
-        order = (
-            np.argsort(result["example_index"], kind="stable")
-            if "example_index" in result
-            else None
-        )
-        if order is not None:
-            result = {name: value[order] for name, value in result.items()}
-        real = result["is_real_example"].astype(bool)
-        return {name: value[real] for name, value in result.items()}
-
-    def _passed_features(self):
-        keys = ["label_ids", "is_real_example"]
-        return keys + (["example_index"] if self.config.length_bucketing else [])
 
     # ------------------------------------------------------------------ the steps
 
-    def train(self):
-        path, info = self.features("train")
-        trainer = self.trainer(path, info["num_real_examples"])
-        with reading_records([path]):
-            return trainer.train()
-
     def evaluate(self):
         path, info = self.features("eval")
-        result = self.predict(path, info, self.config.eval_batch_size)
+        result = self.predict_features(
+            path, info, self.config.eval_batch_size, ["logits"], ["label_ids"]
+        )
         results = evaluation_results(
             result["logits"], result["label_ids"], self.processor.task_name, self.is_regression
         )
         results["global_step"] = self.trainer().global_step
-        if is_chief(self.strategy):
+        if self.is_chief:
             write_eval_results(os.path.join(self.config.output_dir, "eval_results.txt"), results)
         return results
 
     def predict_test(self):
         path, info = self.features("predict")
-        result = self.predict(path, info, self.config.predict_batch_size)
-        logits = result["logits"]
+        logits = self.predict_features(path, info, self.config.predict_batch_size, ["logits"])[
+            "logits"
+        ]
         if self.is_regression:
             rows = [f"{value:.6f}" for value in logits[:, 0]]
         else:
-            probabilities = _softmax(logits)
-            rows = ["\t".join(f"{p:.6f}" for p in row) for row in probabilities]
-        if is_chief(self.strategy):
+            rows = ["\t".join(f"{p:.6f}" for p in row) for row in _softmax(logits)]
+        if self.is_chief:
             finetuning.write_text_atomically(
                 os.path.join(self.config.output_dir, "test_results.tsv"),
                 "".join(f"{row}\n" for row in rows),
@@ -389,17 +324,7 @@ class ClassifierRun:
 
 def run(config):
     """Runs run_classifier.py's steps as `config` says; returns {"train", "eval", "predict", "export"}."""
-    classifier_run = ClassifierRun(config)
-    outcome = {}
-    if config.do_train:
-        outcome["train"] = classifier_run.train()
-    if config.do_eval:
-        outcome["eval"] = classifier_run.evaluate()
-    if config.do_predict:
-        outcome["predict"] = classifier_run.predict_test()
-    if config.export_dir and is_chief(classifier_run.strategy):
-        outcome["export"] = classifier_run.export()
-    return outcome
+    return ClassifierRun(config).run()
 
 
 def _softmax(logits):
@@ -473,5 +398,5 @@ def export_model(model, info, vocab_file, do_lower_case, max_seq_length, export_
         return {"probabilities": probabilities, "label": tf.gather(label_strings, best)}
 
     signatures = serving_signatures(module.preprocessor, outputs_fn, pair=info["is_pair"])
-    assets = {LABELS_FILE: "".join(f"{label}\n" for label in labels)} if labels else None
+    assets = {finetuning.LABELS_FILE: "".join(f"{label}\n" for label in labels)} if labels else None
     return write_saved_model(export_dir, module, signatures, version=version, assets=assets)

@@ -17,7 +17,7 @@ from absl import logging
 from bert_tf.checkpoints import is_google_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
-from bert_tf.tasks.finetuning import read_task_info
+from bert_tf.tasks.finetuning import read_labels, read_task_info
 
 MODEL_TYPES = {
     "encoder": "bert_tf.tasks.encoder",
@@ -26,7 +26,6 @@ MODEL_TYPES = {
     "tagger": "bert_tf.tasks.tagging",
     "multiple_choice": "bert_tf.tasks.multiple_choice",
 }
-LABELS_FILE = "labels.txt"
 
 
 def _task_module(model_type):
@@ -44,14 +43,6 @@ def _infer_from_google(prefix):
         if info is not None:
             return model_type, info
     return "encoder", {}
-
-
-def _labels_beside(prefix):
-    path = os.path.join(os.path.dirname(prefix), LABELS_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return [line.rstrip("\n") for line in f if line.strip()]
 
 
 def _bert_config(bert_config_file, info, prefix):
@@ -95,8 +86,14 @@ def export_checkpoint(
         inferred = info["model_type"]
     elif google:
         inferred, info = _infer_from_google(prefix)
-        if inferred == "classifier":
-            info["labels"] = _labels_beside(prefix) or info["labels"]
+        if "labels" in info:  # a labelled head: its label strings, when a labels.txt lies beside it
+            labels = read_labels(os.path.dirname(prefix))
+            if labels is not None and len(labels) != len(info["labels"]):
+                raise InputError(
+                    f"labels.txt beside {prefix} holds {len(labels)} labels, but the checkpoint's "
+                    f"head has {len(info['labels'])}"
+                )
+            info["labels"] = labels or info["labels"]
     else:
         inferred = "encoder"
     if model_type and model_type not in (inferred, "encoder"):

@@ -240,6 +240,23 @@ def write_text_atomically(path, text):
 
 
 TASK_INFO_FILE = "task.json"
+LABELS_FILE = "labels.txt"
+
+
+def write_labels(folder, labels):
+    """Writes folder/labels.txt: one label string per line, in id order."""
+    write_text_atomically(
+        os.path.join(folder, LABELS_FILE), "".join(f"{label}\n" for label in labels)
+    )
+
+
+def read_labels(folder):
+    """The labels of folder/labels.txt, or None when there is no such file."""
+    path = os.path.join(folder, LABELS_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
 
 
 def write_task_info(output_dir, model_type, bert_config, **info):

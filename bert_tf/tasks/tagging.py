@@ -31,7 +31,6 @@ from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import Task, write_eval_results
 
 MODEL_TYPE = "tagger"
-LABELS_FILE = "labels.txt"
 PREDICTIONS_FILE = "test_predictions.txt"
 _WEIGHTS_NAME = "cls/tagging/output_weights"
 _BIAS_NAME = "cls/tagging/output_bias"
@@ -155,19 +154,19 @@ class TaggerRun(finetuning.FineTuningRun):
 
     def _labels(self):
         """The training file's labels (saved as labels.txt), else labels.txt of an earlier run."""
-        saved = os.path.join(self.config.output_dir, LABELS_FILE)
         if conll.find_data_files(self.config.data_dir)["train"]:
             labels = conll.labels_from_sentences(self.sentences("train")[1])
             if self.is_chief:
-                finetuning.write_text_atomically(saved, "".join(f"{label}\n" for label in labels))
+                finetuning.write_labels(self.config.output_dir, labels)
             return labels
-        if not tf.io.gfile.exists(saved):
+        labels = finetuning.read_labels(self.config.output_dir)
+        if labels is None:
             raise InputError(
                 f"{self.config.data_dir} has no training file to take the labels from, and "
-                f"{saved} (an earlier run's) does not exist"
+                f"{os.path.join(self.config.output_dir, finetuning.LABELS_FILE)} (an earlier "
+                "run's) does not exist"
             )
-        with tf.io.gfile.GFile(saved) as f:
-            return [line.rstrip("\n") for line in f if line.strip()]
+        return labels
 
     def features(self, split):
         """Writes (or reuses) output_dir/{train,eval,predict}.tf_record; returns (path, info)."""
@@ -603,5 +602,5 @@ def export_model(model, info, vocab_file, do_lower_case, max_seq_length, export_
         return {**outputs, "words": words.to_tensor("", shape=tf.stack([-1, max_words]))}
 
     signatures = {"serving_default": serve, "preprocess": preprocess, "serve_ids": serve_ids}
-    assets = {LABELS_FILE: "".join(f"{label}\n" for label in labels)}
+    assets = {finetuning.LABELS_FILE: "".join(f"{label}\n" for label in labels)}
     return write_saved_model(export_dir, module, signatures, version=version, assets=assets)
