@@ -183,32 +183,32 @@ def select_answers(context, windows, start_logits, end_logits, settings):
     has_span, best_score, best_window = _best_window_per_example(
         spans["has_span"], spans["score"], windows.example_index, batch_size
     )
-    outputs = {}
-    answered = has_span
     if settings.version_2_with_negative:
-        # [W]; `[:, :1]` rather than `[:, 0]`: a batch without windows has T = 0.
-        window_null = tf.reduce_sum(
-            tf.cast(start_logits[:, :1], tf.float64) + tf.cast(end_logits[:, :1], tf.float64),
-            axis=1,
-        )
-        null_score = tf.minimum(
-            tf.math.unsorted_segment_min(window_null, windows.example_index, batch_size),
-            _NO_NULL_SCORE,
-        )  # [B]
+        null_score = _null_score(windows, start_logits, end_logits, batch_size)  # [B]
         if settings.n_best_size == 1:
             # The n-best list then holds the null span alone when it ranks first (ties go to spans).
             has_span &= ~(null_score > best_score)
-        best_score = tf.where(has_span, best_score, 0.0)
-        null_score_diff = null_score - best_score
-        answered = has_span & (null_score_diff <= settings.null_score_diff_threshold)
-        outputs["null_score_diff"] = tf.cast(null_score_diff, tf.float32)
-    best_score = tf.where(has_span, best_score, 0.0)
+    best_score = tf.where(has_span, best_score, 0.0)  # the placeholder "empty" scores 0
     start_piece = _gather_or_zero(spans["start_piece"], best_window, has_span)  # [B]
     end_piece = _gather_or_zero(spans["end_piece"], best_window, has_span)  # [B]
     text = _cut_text(context, windows, start_piece, end_piece, has_span)
-    outputs["answer"] = tf.where(answered, text, "")
-    outputs["score"] = tf.cast(best_score, tf.float32)
+    outputs = {"answer": tf.where(has_span, text, ""), "score": tf.cast(best_score, tf.float32)}
+    if settings.version_2_with_negative:
+        null_score_diff = null_score - best_score
+        answered = null_score_diff <= settings.null_score_diff_threshold
+        outputs["answer"] = tf.where(answered, outputs["answer"], "")
+        outputs["null_score_diff"] = tf.cast(null_score_diff, tf.float32)
     return outputs
+
+
+def _null_score(windows, start_logits, end_logits, batch_size):
+    """float64 [B]: the smallest start + end logit at [CLS] over each question's windows (1e6 if none)."""
+    # [W]; `[:, :1]` rather than `[:, 0]`: a batch without windows has T = 0.
+    window_null = tf.reduce_sum(
+        tf.cast(start_logits[:, :1], tf.float64) + tf.cast(end_logits[:, :1], tf.float64), axis=1
+    )
+    null_score = tf.math.unsorted_segment_min(window_null, windows.example_index, batch_size)
+    return tf.minimum(null_score, _NO_NULL_SCORE)
 
 
 def _best_span_per_window(windows, start_logits, end_logits, settings):
