@@ -211,38 +211,62 @@ class BertPreprocessor(tf.Module):
         kept = _truncated_lengths(
             [segment.row_lengths() for segment in segments], max_seq_length - num_special
         )  # int64 [B] each
-        # Column of each segment's first piece: [CLS] a [SEP] b [SEP].
-        first_columns = [tf.ones_like(kept[0])]
-        if len(segments) == 2:
-            first_columns.append(kept[0] + 2)
-        row_length = tf.add_n(kept) + num_special  # [B]
-        width = tf.reduce_max(tf.concat([row_length, [0]], axis=0))
-        batch_rows = tf.range(tf.shape(row_length, out_type=tf.int64)[0])
-        indices = [tf.stack([batch_rows, tf.zeros_like(batch_rows)], axis=1)]  # [CLS]
-        updates = [tf.fill(tf.shape(batch_rows), self.cls_id)]
-        for segment, length, first_column in zip(segments, kept, first_columns, strict=True):
-            rows = segment.value_rowids()
-            position = tf.range(tf.shape(rows, out_type=tf.int64)[0]) - tf.gather(
-                segment.row_starts(), rows
-            )
-            column = tf.gather(first_column, rows) + position
-            selected = tf.where(position < tf.gather(length, rows))[:, 0]
-            indices += [
-                tf.stack([tf.gather(rows, selected), tf.gather(column, selected)], axis=1),
-                tf.stack([batch_rows, first_column + length], axis=1),  # [SEP]
-            ]
-            updates += [
-                tf.gather(segment.flat_values, selected),
-                tf.fill(tf.shape(batch_rows), self.sep_id),
-            ]
-        shape = tf.stack([tf.shape(batch_rows, out_type=tf.int64)[0], width])
-        input_ids = tf.scatter_nd(tf.concat(indices, 0), tf.concat(updates, 0), shape)
-        input_mask = tf.sequence_mask(row_length, width, dtype=tf.int32)
-        segment_ids = tf.zeros_like(input_mask)
-        if len(segments) == 2:
-            in_b = tf.range(width)[tf.newaxis, :] >= first_columns[1][:, tf.newaxis]
-            segment_ids = tf.cast(in_b, tf.int32) * input_mask
-        return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        if len(segments) == 1:
+            return self._pack_single(segments[0], kept[0])
+        return self._pack_pair(segments, kept)
+
+    def _pack_single(self, segment, kept):
+        """[CLS] a [SEP]: a single segment, cut to its kept length (the same budget for every
+        row, so one `to_tensor` of that width truncates every row right)."""
+        batch_size = segment.nrows()
+        width = tf.reduce_max(tf.concat([kept, [0]], axis=0))
+        pieces = segment.to_tensor(0, shape=tf.stack([batch_size, width]))  # [B, width]
+        columns = tf.stack([batch_size, 1])
+        input_ids = tf.concat(
+            [tf.fill(columns, self.cls_id), pieces, tf.zeros(columns, tf.int32)], 1
+        )
+        is_sep = tf.range(width + 2)[tf.newaxis, :] == kept[:, tf.newaxis] + 1
+        input_ids = tf.where(is_sep, self.sep_id, input_ids)
+        input_mask = tf.sequence_mask(kept + 2, width + 2, dtype=tf.int32)
+        return {
+            "input_ids": input_ids,
+            "input_mask": input_mask,
+            "segment_ids": tf.zeros_like(input_mask),
+        }
+
+    def _pack_pair(self, segments, kept):
+        """[CLS] a [SEP] b [SEP], built flat (the column of each token of each packed row) and
+        made dense at the end."""
+        row_length = kept[0] + kept[1] + 3  # [B]
+        row_splits = tf.concat([[0], tf.cumsum(row_length)], axis=0)  # [B + 1]
+        total = row_splits[-1]  # N
+        # Rows are at least 3 long, so their starts are distinct.
+        row_start_marks = tf.scatter_nd(
+            row_splits[:-1, tf.newaxis], tf.ones_like(row_length), total[tf.newaxis]
+        )
+        row = tf.cumsum(row_start_marks) - 1  # [N]
+        column = tf.range(total) - tf.gather(row_splits, row)
+        input_ids = tf.where(column == 0, self.cls_id, self.sep_id)  # [SEP] unless replaced
+        first_column = tf.ones_like(column)  # of a, then of b
+        for segment, length in zip(segments, kept, strict=True):
+            row_kept = tf.gather(length, row)
+            in_segment = (column >= first_column) & (column < first_column + row_kept)
+            value_index = tf.gather(segment.row_starts(), row) + column - first_column
+            # One padding value, for the index of the tokens outside the segment.
+            values = tf.concat([segment.flat_values, [0]], axis=0)
+            value_index = tf.where(in_segment, value_index, tf.size(values, tf.int64) - 1)
+            input_ids = tf.where(in_segment, tf.gather(values, value_index), input_ids)
+            first_column += row_kept + 1
+        segment_ids = tf.cast(column >= tf.gather(kept[0], row) + 2, tf.int32)
+
+        def dense(flat):
+            return tf.RaggedTensor.from_row_splits(flat, row_splits, validate=False).to_tensor(0)
+
+        return {
+            "input_ids": dense(input_ids),
+            "input_mask": dense(tf.ones_like(input_ids)),
+            "segment_ids": dense(segment_ids),
+        }
 
     @_graph_code
     def __call__(self, text_a, text_b=None):
