@@ -380,6 +380,13 @@ def test_pair_truncation_matches_the_original_on_all_small_lengths(uncased):
         assert packed == _reference_pack(rows_a, rows_b, max_seq_length), max_seq_length
 
 
+def test_single_segment_matches_the_original_on_all_small_lengths(uncased):
+    rows = [list(range(1, 1 + length)) for length in range(21)]
+    for max_seq_length in (2, 3, 9, 30):
+        packed = _pack(uncased, rows, max_seq_length=max_seq_length)
+        assert packed == _reference_pack(rows, None, max_seq_length), max_seq_length
+
+
 def test_single_segment_is_cut_to_max_seq_length_minus_two(uncased):
     rows = [list(range(1, 20)), [5], []]
     packed = _pack(uncased, rows, max_seq_length=8)
