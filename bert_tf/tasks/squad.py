@@ -68,6 +68,9 @@ class BertSquad(_SavesBertConfig, keras.Model):
         kwargs.setdefault("name", "bert_squad")
         super().__init__(**kwargs)
         self.bert = BertModel(config, dtype=self.dtype_policy)
+        # The head reads sequence_output only: the pooler gets no gradient, and the original leaves
+        # it as loaded. Frozen, it is left alone without the optimizer warning about it every run.
+        self.bert.pooler.trainable = False
         self.config = self.bert.config
 
     def build(self, input_shape=None):
