@@ -21,20 +21,13 @@ import os
 import random
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import squad_evaluation
 from bert_tf.checkpoints import encoder_variable_names, resolve_checkpoint
 from bert_tf.data import squad as data
-from bert_tf.data.records import (
-    cached_records,
-    file_identity,
-    make_feature_dataset,
-    reading_records,
-)
-from bert_tf.distribute import is_chief
+from bert_tf.data.records import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
 from bert_tf.modeling import BertModel, _SavesBertConfig
@@ -151,18 +144,15 @@ def check_squad_config(config):
         raise InputError("--do_predict and --do_eval need --predict_file (or --tfds_name)")
 
 
-class SquadRun:
+class SquadRun(finetuning.FineTuningRun):
     """One run_squad.py invocation: features, training, prediction, evaluation and export."""
 
     def __init__(self, config):
-        self.config = config
-        self.bert_config = finetuning.check_config(config)
+        super().__init__(config)
         check_squad_config(config)
-        tf.io.gfile.makedirs(config.output_dir)
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-        self.strategy = finetuning.make_strategy(config)
-        self._trainer = None
-        if is_chief(self.strategy):
+        self._predicted = None
+        if self.is_chief:
             finetuning.write_task_info(
                 config.output_dir, MODEL_TYPE, self.bert_config, **self.task_info()
             )
@@ -215,7 +205,7 @@ class SquadRun:
         else:
             inputs = file_identity(config.train_file if split == "train" else config.predict_file)
         return {
-            "format": "bert_tf squad features 1",
+            "format": "bert_tf squad features 2",
             "inputs": inputs,
             "vocab": file_identity(config.vocab_file),
             "do_lower_case": config.do_lower_case,
@@ -237,37 +227,62 @@ class SquadRun:
             is_training,
         )
 
-    def train_features(self):
-        """Writes (or reuses) output_dir/train.tf_record; returns (path, info)."""
+    def features(self, split):
+        """Writes (or reuses) output_dir/train.tf_record ("train" only); returns (path, info).
+
+        info["num_real_examples"] counts questions, not windows: the original's training steps are
+        questions / batch * epochs.
+        """
+        if split != "train":
+            raise ValueError(f"SquadRun.features makes the training features only, not {split!r}")
         path = os.path.join(self.config.output_dir, "train.tf_record")
 
         def make_records():
             examples, stats = self.read_examples("train")
             random.Random(_TRAIN_SHUFFLE_SEED).shuffle(examples)
             features = self._features(examples, is_training=True)
-            info = {"num_examples": len(examples), "skipped": stats["skipped"]}
+            info = {"num_real_examples": len(examples), "skipped": stats["skipped"]}
             return (data.serialize_squad_feature(f, is_training=True) for f in features), info
 
         info = cached_records(path, self._settings("train"), make_records)
         logging.info(
-            "%s: %d features of %d questions", path, info["num_records"], info["num_examples"]
+            "%s: %d features of %d questions", path, info["num_records"], info["num_real_examples"]
         )
         return path, info
 
-    def _dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
-        config = self.config
-        feature_spec = data.squad_feature_spec(config.max_seq_length, is_training)
-        padding = None if is_training else _padding_feature(config.max_seq_length, False)
-        return make_feature_dataset(
+    def prediction_features(self):
+        """(examples, features, path, info): the prediction data, its windows, their TFRecord."""
+        examples, _ = self.read_examples("predict")
+        features = list(self._features(examples, is_training=False))
+        path = os.path.join(self.config.output_dir, "eval.tf_record")
+        info = cached_records(
             path,
-            feature_spec,
+            self._settings("predict"),
+            lambda: (
+                (data.serialize_squad_feature(f, is_training=False) for f in features),
+                {"num_real_examples": len(features)},
+            ),
+        )
+        if info["num_records"] != len(features):
+            raise ValueError(f"{path} holds {info['num_records']} features, not {len(features)}")
+        return examples, features, path, info
+
+    def feature_spec(self, is_training):
+        spec = data.squad_feature_spec(self.config.max_seq_length, is_training)
+        if not is_training:
+            # The original's SQuAD records have no is_real_example: 1 unless the padding says 0.
+            spec["is_real_example"] = tf.io.FixedLenFeature([], tf.int64, default_value=1)
+        return spec
+
+    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        return self.feature_dataset(
+            path,
+            self.feature_spec(is_training),
             batch_size,
             is_training,
+            _padding_feature(self.config.max_seq_length, is_training),
             input_context=input_context,
-            seed=config.seed,
-            length_bucketing=config.length_bucketing,
             num_records=num_records,
-            padding_features=padding,
         )
 
     # ------------------------------------------------------------------ model and loop
@@ -276,11 +291,7 @@ class SquadRun:
         def dataset_fn(input_context, batch_size, is_training):
             if train_path is None:
                 raise ValueError("no training features")
-            return self._dataset(train_path, batch_size, is_training, input_context)
-
-        def dummy_batch():
-            feature = _padding_feature(self.config.max_seq_length, True)
-            return {name: tf.constant([value], tf.int32) for name, value in feature.items()}
+            return self.dataset(train_path, batch_size, is_training, input_context)
 
         return Task(
             build_model=lambda: BertSquad(self.bert_config),
@@ -292,55 +303,58 @@ class SquadRun:
             },
             metric_fn=lambda outputs, features: {},
             dataset_fn=dataset_fn,
-            dummy_batch_fn=dummy_batch,
+            dummy_batch_fn=lambda: finetuning.dummy_batch(
+                self.feature_spec(True), _padding_feature(self.config.max_seq_length, True)
+            ),
         )
 
     def trainer(self, train_path=None, num_train_examples=0):
+        """FineTuningRun's Trainer; a fine-tuned SQuAD --init_checkpoint also gives its head."""
         if self._trainer is None:
             config = self.config
             resumes = tf.train.latest_checkpoint(config.output_dir) is not None
-            steps, warmup = finetuning.num_train_steps(config, num_train_examples)
-            self._trainer = finetuning.make_trainer(
-                self.task(train_path), config, self.strategy, steps, warmup
-            )
+            trainer = super().trainer(train_path, num_train_examples)
             if config.init_checkpoint and not resumes:
-                # make_trainer initialized the encoder; a fine-tuned SQuAD checkpoint has the head too.
-                restore_head(self._trainer.model, config.init_checkpoint)
+                restore_head(trainer.model, config.init_checkpoint)
         return self._trainer
 
     # ------------------------------------------------------------------ the steps
 
-    def train(self):
-        path, info = self.train_features()
-        trainer = self.trainer(path, info["num_examples"])
-        with reading_records([path]):
-            return trainer.train()
-
-    def predict(self):
+    def predict_test(self):
         """Writes predictions.json, nbest_predictions.json (and null_odds.json for SQuAD 2.0).
 
         Returns:
-          (examples, predictions, nbest, null_odds), as write_predictions returns the last three.
+          {"predictions", "nbest", "null_odds"}: the dicts written (null_odds empty for SQuAD 1.1).
         """
+        if self._predicted is None:
+            self._predicted = self._predict()
+        _, predictions, nbest, null_odds = self._predicted
+        return {"predictions": predictions, "nbest": nbest, "null_odds": null_odds}
+
+    def _predict(self):
         config = self.config
-        examples, _ = self.read_examples("predict")
-        features = list(self._features(examples, is_training=False))
-        path = os.path.join(config.output_dir, "eval.tf_record")
-        info = cached_records(
+        examples, features, path, info = self.prediction_features()
+        result = self.predict_features(
             path,
-            self._settings("predict"),
-            lambda: (
-                (data.serialize_squad_feature(f, is_training=False) for f in features),
-                {"num_examples": len(examples)},
-            ),
+            info,
+            config.predict_batch_size,
+            ["start_logits", "end_logits"],
+            feature_keys=["unique_ids"],
         )
-        if info["num_records"] != len(features):
-            raise ValueError(f"{path} holds {info['num_records']} features, not {len(features)}")
-        results = self._raw_results(path, features)
-        chief = is_chief(self.strategy)
+        if result["unique_ids"].tolist() != [feature.unique_id for feature in features]:
+            raise ValueError(f"{path} does not hold the features of the prediction data in order")
+        # Each window's logits over its real tokens only (see the module docstring).
+        results = [
+            data.RawResult(
+                unique_id=feature.unique_id,
+                start_logits=result["start_logits"][index, : len(feature.tokens)],
+                end_logits=result["end_logits"][index, : len(feature.tokens)],
+            )
+            for index, feature in enumerate(features)
+        ]
 
         def output(name):
-            return os.path.join(config.output_dir, name) if chief else None
+            return os.path.join(config.output_dir, name) if self.is_chief else None
 
         predictions, nbest, null_odds = data.write_predictions(
             examples,
@@ -358,33 +372,10 @@ class SquadRun:
         )
         return examples, predictions, nbest, null_odds
 
-    def _raw_results(self, path, features):
-        """RawResults of every feature, logits cut to its real tokens (see the module docstring)."""
-        config = self.config
-        dataset = self._dataset(path, config.predict_batch_size, False, num_records=len(features))
-        feature_keys = ["unique_ids"] + (["example_index"] if config.length_bucketing else [])
-        with reading_records([path]):
-            result = self.trainer().predict(
-                dataset, output_keys=["start_logits", "end_logits"], feature_keys=feature_keys
-            )
-        if "example_index" in result:
-            order = np.argsort(result["example_index"], kind="stable")
-            result = {name: value[order] for name, value in result.items()}
-        unique_ids = result["unique_ids"][: len(features)]
-        expected = [feature.unique_id for feature in features]
-        if unique_ids.tolist() != expected:
-            raise ValueError(f"{path} does not hold the features of --predict_file in order")
-        return [
-            data.RawResult(
-                unique_id=feature.unique_id,
-                start_logits=result["start_logits"][index, : len(feature.tokens)],
-                end_logits=result["end_logits"][index, : len(feature.tokens)],
-            )
-            for index, feature in enumerate(features)
-        ]
-
-    def evaluate(self, examples, predictions, null_odds):
-        """The official SQuAD metrics of the predictions, written to output_dir/eval_results.json."""
+    def evaluate(self):
+        """The official SQuAD metrics of the predictions (made first if need be) -> eval_results.json."""
+        self.predict_test()
+        examples, predictions, _, null_odds = self._predicted
         config = self.config
         if config.tfds_name:
             dataset_json = dataset_json_of(examples, config.version_2_with_negative)
@@ -397,7 +388,7 @@ class SquadRun:
             na_probs=null_odds if config.version_2_with_negative else None,
             sources=(self._source("predict"), "predictions.json", "null_odds.json"),
         )
-        if is_chief(self.strategy):
+        if self.is_chief:
             finetuning.write_text_atomically(
                 os.path.join(config.output_dir, "eval_results.json"),
                 json.dumps(results, indent=2) + "\n",
@@ -405,6 +396,14 @@ class SquadRun:
         for name, value in results.items():
             logging.info("  %s = %s", name, value)
         return results
+
+    def run(self):
+        """FineTuningRun.run, but --do_eval scores the predictions of --predict_file, so it predicts
+        first and also reports them under "predict"."""
+        outcome = super().run()
+        if self._predicted is not None:
+            outcome["predict"] = self.predict_test()
+        return outcome
 
     def task_info(self):
         config = self.config
@@ -437,22 +436,11 @@ def run(config):
     "predict" is {"predictions", "nbest", "null_odds"}; --do_eval predicts first when
     --do_predict is not set.
     """
-    squad_run = SquadRun(config)
-    outcome = {}
-    if config.do_train:
-        outcome["train"] = squad_run.train()
-    if config.do_predict or config.do_eval:
-        examples, predictions, nbest, null_odds = squad_run.predict()
-        outcome["predict"] = {"predictions": predictions, "nbest": nbest, "null_odds": null_odds}
-        if config.do_eval:
-            outcome["eval"] = squad_run.evaluate(examples, predictions, null_odds)
-    if config.export_dir and is_chief(squad_run.strategy):
-        outcome["export"] = squad_run.export()
-    return outcome
+    return SquadRun(config).run()
 
 
 def _padding_feature(max_seq_length, is_training):
-    """A fake feature ({name: value}, unique id 0) that fills the last prediction batch."""
+    """A fake feature ({name: value}, unique id 0): fills the last prediction batch, or builds the model."""
     feature = {
         "unique_ids": 0,
         "input_ids": [0] * max_seq_length,
@@ -461,6 +449,8 @@ def _padding_feature(max_seq_length, is_training):
     }
     if is_training:
         feature.update(start_positions=0, end_positions=0, is_impossible=0)
+    else:
+        feature["is_real_example"] = 0
     return feature
 
 
