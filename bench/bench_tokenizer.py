@@ -7,6 +7,8 @@ Tokenizes every non-empty line of ../shared/data/austen_sentences.txt to wordpie
     batch; sequential map without prefetch, timed after one untimed pass of the same iterator);
   * BertPreprocessor.__call__ (tokenize + pack to input_ids/input_mask/segment_ids);
   * tensorflow_text.FastBertTokenizer(lower_case_nfd_strip_accents=True), the stock peer.
+A second, smaller table times the first 5,000 lines with a non-ASCII word appended, which sends
+every line through BertPreprocessor's general path (and FullTokenizer's per-character path).
 Runs are interleaved and repeated; a row shows the best (and median) tokens per wall-clock
 second over the repeats, and the best tokens per CPU second of this process (all its threads),
 which load from other jobs on the machine disturbs less. Also prints the rows whose ids differ
@@ -47,10 +49,11 @@ def _read_lines(path):
         return [line.strip() for line in reader if line.strip()]
 
 
-def _runners(lines, batch_sizes):
+def _runners(lines, batch_sizes, all_rows=True):
     """{name: (batch label, run, to_ids)}: `run()` tokenizes all lines into its natural output
     (lists or tensors; the timed part), `to_ids(output)` turns that into lists of ids (or a
-    count of ids for the tf.data row) for the comparison with FullTokenizer."""
+    count of ids for the tf.data row) for the comparison with FullTokenizer. Without `all_rows`:
+    FullTokenizer, BertPreprocessor.tokenize and FastBertTokenizer only."""
     import tensorflow as tf
     import tensorflow_text as tf_text
 
@@ -132,16 +135,17 @@ def _runners(lines, batch_sizes):
             per_batch(tokenize, size),
             ragged_ids,
         )
-        runners[f"BertPreprocessor.tokenize in tf.data map [{size}]"] = (
-            str(size),
-            in_tf_data(size),
-            int,
-        )
-        runners[f"BertPreprocessor(text) (tokenize + pack to 128) [{size}]"] = (
-            str(size),
-            packed(size),
-            packed_ids,
-        )
+        if all_rows:
+            runners[f"BertPreprocessor.tokenize in tf.data map [{size}]"] = (
+                str(size),
+                in_tf_data(size),
+                int,
+            )
+            runners[f"BertPreprocessor(text) (tokenize + pack to 128) [{size}]"] = (
+                str(size),
+                packed(size),
+                packed_ids,
+            )
         runners[f"tensorflow_text.FastBertTokenizer, tf.function [{size}]"] = (
             str(size),
             per_batch(fast_bert_tokenize, size),
@@ -161,33 +165,30 @@ def _fixture_mismatches(tokenize_fast_bert):
     return sum(ids != case["ids"] for ids, case in zip(got, cases, strict=True)), len(cases)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--batch_sizes", default="256,1024", help="comma-separated; default 256,1024"
-    )
-    parser.add_argument("--repeats", type=int, default=5, help="timed passes per row; default 5")
-    args = parser.parse_args()
-    batch_sizes = [int(size) for size in args.batch_sizes.split(",") if size]
+def _measure(lines, runners, repeats):
+    """Times every runner `repeats` times, interleaved, after one untimed pass that also checks
+    its ids against the first runner's (FullTokenizer's).
 
-    lines = _read_lines(AUSTEN)
-    runners = _runners(lines, batch_sizes)
+    Returns:
+      (wall rates, CPU rates, matches, number of wordpieces): rates are {name: [tokens/s]},
+      matches {name: share of lines with the reference ids, as text}.
+    """
     reference = None
     rates = {name: [] for name in runners}  # tokens per wall-clock second
     cpu_rates = {name: [] for name in runners}  # tokens per CPU second of this process
     matches = {}
-    for repeat in range(args.repeats + 1):  # pass 0 traces and warms up; it is not timed
+    for repeat in range(repeats + 1):
         for name, (_, run, to_ids) in runners.items():
             start, cpu_start = time.perf_counter(), time.process_time()
             output = run()
             seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
             if isinstance(output, tuple):  # timed by the runner itself
                 output, seconds, cpu_seconds = output
-            ids = to_ids(output)
             if reference is None:
-                reference = ids
+                reference = to_ids(output)
                 num_tokens = sum(map(len, reference))
             if repeat == 0:
+                ids = to_ids(output)
                 expected = reference
                 if "pack" in name:  # rows over 126 pieces are cut, as the original packs them
                     expected = [row[:126] for row in reference]
@@ -199,24 +200,12 @@ def main():
                 continue
             rates[name].append(num_tokens / seconds)
             cpu_rates[name].append(num_tokens / cpu_seconds)
+    return rates, cpu_rates, matches, num_tokens
 
-    import tensorflow as tf
-    import tensorflow_text as tf_text
 
-    from bert_tf.tokenization import load_vocab
-
-    fast_bert = tf_text.FastBertTokenizer(
-        list(load_vocab(VOCAB)), token_out_type=tf.int32, lower_case_nfd_strip_accents=True
-    )
-    fixture_bad, fixture_total = _fixture_mismatches(
-        lambda text: fast_bert.tokenize(text).to_list()
-    )
-
+def _print_table(runners, rates, cpu_rates, matches):
     full_rate = max(rates["FullTokenizer (pure Python)"])
     full_cpu_rate = max(cpu_rates["FullTokenizer (pure Python)"])
-    print(f"CPU: {_cpu_model()}, {os.cpu_count()} logical cores; load average {os.getloadavg()}")
-    print(f"Austen: {len(lines)} non-empty lines, {num_tokens} wordpieces; {args.repeats} repeats")
-    print()
     print(
         "| tokenizer | batch | tokens/s, best (median) | vs FullTokenizer | tokens per CPU-s, best "
         "| vs FullTokenizer | lines with FullTokenizer's ids |"
@@ -231,6 +220,50 @@ def main():
             f"{best / full_rate:.2f}x | {cpu_best / 1e6:.2f} M | {cpu_best / full_cpu_rate:.2f}x | "
             f"{matches[name]} |"
         )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--batch_sizes", default="256,1024", help="comma-separated; default 256,1024"
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="timed passes per row; default 5")
+    args = parser.parse_args()
+    batch_sizes = [int(size) for size in args.batch_sizes.split(",") if size]
+
+    lines = _read_lines(AUSTEN)
+    runners = _runners(lines, batch_sizes)
+    rates, cpu_rates, matches, num_tokens = _measure(lines, runners, args.repeats)
+    # Lines with a non-ASCII word take the general (code point) path; FullTokenizer's
+    # per-character path is slow, so a fifth of the lines is enough.
+    accented = [line + " Caf\u00e9" for line in lines[:5000]]
+    accented_runners = _runners(accented, batch_sizes[-1:], all_rows=False)
+    accented_results = _measure(accented, accented_runners, args.repeats)
+
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    from bert_tf.tokenization import load_vocab
+
+    fast_bert = tf_text.FastBertTokenizer(
+        list(load_vocab(VOCAB)), token_out_type=tf.int32, lower_case_nfd_strip_accents=True
+    )
+    fixture_bad, fixture_total = _fixture_mismatches(
+        lambda text: fast_bert.tokenize(text).to_list()
+    )
+
+    print(f"CPU: {_cpu_model()}, {os.cpu_count()} logical cores; load average {os.getloadavg()}")
+    print(f"Austen: {len(lines)} non-empty lines, {num_tokens} wordpieces; {args.repeats} repeats")
+    print()
+    _print_table(runners, rates, cpu_rates, matches)
+    print()
+    print(
+        f'The first {len(accented)} lines with " Caf\u00e9" appended ({accented_results[3]} '
+        "wordpieces): every line takes BertPreprocessor's general path and FullTokenizer's "
+        "per-character path."
+    )
+    print()
+    _print_table(accented_runners, *accented_results[:3])
     print()
     print(
         f"FastBertTokenizer on the fixture texts (lower-cased): {fixture_bad} of {fixture_total} "
