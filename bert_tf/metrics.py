@@ -32,6 +32,18 @@ def _paired(predictions, labels):
     return predictions, labels
 
 
+def log_softmax(logits):
+    """[..., C] logits -> float64 log-probabilities over the last axis (max-shifted, so no overflow)."""
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def softmax(logits):
+    """[..., C] logits -> float64 probabilities over the last axis."""
+    return np.exp(log_softmax(logits))
+
+
 def accuracy(predictions, labels):
     """The fraction of predictions equal to their labels.
 

@@ -30,6 +30,8 @@ from bert_tf.tasks import finetuning
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import Task, write_eval_results
 
+MODEL_TYPE = "classifier"
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertClassifier(_SavesBertConfig, keras.Model):
@@ -151,6 +153,8 @@ def make_processor(config):
 class ClassifierRun(finetuning.FineTuningRun):
     """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
 
+    model_type = MODEL_TYPE
+
     def __init__(self, config):
         super().__init__(config)
         self.processor = make_processor(config)
@@ -159,10 +163,6 @@ class ClassifierRun(finetuning.FineTuningRun):
         self.label_map = {label: i for i, label in enumerate(self.labels)}
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
         self.feature_spec = data.classifier_feature_spec(config.max_seq_length, self.is_regression)
-        if self.is_chief:
-            finetuning.write_task_info(
-                config.output_dir, MODEL_TYPE, self.bert_config, **self.task_info()
-            )
 
     # ------------------------------------------------------------------ data
 
@@ -293,7 +293,7 @@ class ClassifierRun(finetuning.FineTuningRun):
         if self.is_regression:
             rows = [f"{value:.6f}" for value in logits[:, 0]]
         else:
-            rows = ["\t".join(f"{p:.6f}" for p in row) for row in _softmax(logits)]
+            rows = ["\t".join(f"{p:.6f}" for p in row) for row in metrics.softmax(logits)]
         if self.is_chief:
             finetuning.write_text_atomically(
                 os.path.join(self.config.output_dir, "test_results.tsv"),
@@ -310,28 +310,10 @@ class ClassifierRun(finetuning.FineTuningRun):
             "max_seq_length": self.config.max_seq_length,
         }
 
-    def export(self):
-        config = self.config
-        return export_model(
-            self.trainer().model,
-            self.task_info(),
-            config.vocab_file,
-            config.do_lower_case,
-            config.max_seq_length,
-            config.export_dir,
-        )
-
 
 def run(config):
     """Runs run_classifier.py's steps as `config` says; returns {"train", "eval", "predict", "export"}."""
     return ClassifierRun(config).run()
-
-
-def _softmax(logits):
-    logits = np.asarray(logits, np.float64)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
 
 
 def evaluation_results(logits, label_ids, task_name, is_regression):
@@ -343,7 +325,7 @@ def evaluation_results(logits, label_ids, task_name, is_regression):
         results = {"eval_loss": float(np.mean((predictions - labels) ** 2))}
     else:
         labels = np.asarray(label_ids).reshape(-1).astype(np.int64)
-        log_probs = np.log(_softmax(logits))
+        log_probs = metrics.log_softmax(logits)
         results = {"eval_loss": float(-np.mean(log_probs[np.arange(len(labels)), labels]))}
         predictions = logits.argmax(axis=-1)
     for name, value in metrics.glue_metrics(task_name, predictions, labels, is_regression).items():
@@ -353,8 +335,6 @@ def evaluation_results(logits, label_ids, task_name, is_regression):
 
 
 # ---------------------------------------------------------------------------------- the export
-
-MODEL_TYPE = "classifier"
 
 
 def head_info_from_google_checkpoint(shapes):

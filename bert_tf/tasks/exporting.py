@@ -28,7 +28,8 @@ MODEL_TYPES = {
 }
 
 
-def _task_module(model_type):
+def task_module(model_type):
+    """The bert_tf.tasks module of `model_type` (one of MODEL_TYPES)."""
     if model_type not in MODEL_TYPES:
         raise InputError(f"--model_type must be one of {sorted(MODEL_TYPES)}, got {model_type!r}")
     return importlib.import_module(MODEL_TYPES[model_type])
@@ -38,7 +39,7 @@ def _infer_from_google(prefix):
     """(model type, head info) from the head variables of a Google-format checkpoint."""
     shapes = dict(tf.train.list_variables(prefix))
     for model_type in MODEL_TYPES:
-        infer = getattr(_task_module(model_type), "head_info_from_google_checkpoint", None)
+        infer = getattr(task_module(model_type), "head_info_from_google_checkpoint", None)
         info = infer(shapes) if infer else None
         if info is not None:
             return model_type, info
@@ -101,7 +102,7 @@ def export_checkpoint(
     model_type = model_type or inferred
     if options and model_type != "encoder":
         raise InputError(f"{sorted(options)} apply to encoder exports only, not {model_type}")
-    module = _task_module(model_type)
+    module = task_module(model_type)
     bert_config = _bert_config(bert_config_file, info, prefix)
     do_lower_case = info.get("do_lower_case", True) if do_lower_case is None else do_lower_case
     max_seq_length = max_seq_length or info.get("max_seq_length") or 128

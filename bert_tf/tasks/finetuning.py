@@ -307,7 +307,9 @@ class FineTuningRun:
       features(split) -> (path, info): writes or reuses the split's feature TFRecord ("train", "eval",
         "predict"); info holds "num_real_examples" and "num_records" (see records.cached_records).
       dataset(path, batch_size, is_training, input_context=None, num_records=None): its tf.data input.
-      task(train_path) -> training.Task; evaluate(), predict_test(), export(): the steps' work.
+      task(train_path) -> training.Task; evaluate(), predict_test(): the steps' work.
+      model_type: its name in exporting.MODEL_TYPES; task_info() -> dict: the head's settings for
+        task.json and the export (labels, ...), beside do_lower_case and max_seq_length.
 
     Attributes:
       config: the task's FineTuningConfig (subclass).
@@ -386,9 +388,30 @@ class FineTuningRun:
         real = result["is_real_example"].astype(bool)
         return {name: value[real] for name, value in result.items()}
 
+    def export(self):
+        """Writes the trained model as a SavedModel to --export_dir (the task's export_model)."""
+        from bert_tf.tasks.exporting import task_module  # exporting imports this module
+
+        config = self.config
+        return task_module(self.model_type).export_model(
+            self.trainer().model,
+            self.task_info(),
+            config.vocab_file,
+            config.do_lower_case,
+            config.max_seq_length,
+            config.export_dir,
+        )
+
     def run(self):
-        """The steps the flags ask for; returns {"train", "eval", "predict", "export"}: their results."""
+        """The steps the flags ask for; returns {"train", "eval", "predict", "export"}: their results.
+
+        First writes task.json (what export_saved_model.py needs to rebuild this run's model).
+        """
         config, outcome = self.config, {}
+        if self.is_chief:
+            write_task_info(
+                config.output_dir, self.model_type, self.bert_config, **self.task_info()
+            )
         if config.do_train:
             outcome["train"] = self.train()
         if config.do_eval:

@@ -116,6 +116,8 @@ class MultipleChoiceConfig(finetuning.FineTuningConfig):
 class MultipleChoiceRun(finetuning.FineTuningRun):
     """One run_swag.py invocation: features, training, evaluation, prediction and export."""
 
+    model_type = MODEL_TYPE
+
     def __init__(self, config):
         super().__init__(config)
         if not config.data_dir:
@@ -123,10 +125,6 @@ class MultipleChoiceRun(finetuning.FineTuningRun):
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
         self._examples = {}
         self._num_choices = {}  # {features path: C}
-        if self.is_chief:
-            finetuning.write_task_info(
-                config.output_dir, MODEL_TYPE, self.bert_config, **self.task_info()
-            )
 
     # ------------------------------------------------------------------ data
 
@@ -232,7 +230,7 @@ class MultipleChoiceRun(finetuning.FineTuningRun):
         logits = self.predict_features(path, info, self.config.predict_batch_size, ["logits"])[
             "logits"
         ]
-        probabilities = _softmax(logits)
+        probabilities = metrics.softmax(logits)
         if self.is_chief:
             finetuning.write_text_atomically(
                 os.path.join(self.config.output_dir, "test_results.tsv"),
@@ -246,33 +244,16 @@ class MultipleChoiceRun(finetuning.FineTuningRun):
             "max_seq_length": self.config.max_seq_length,
         }
 
-    def export(self):
-        config = self.config
-        return export_model(
-            self.trainer().model,
-            self.task_info(),
-            config.vocab_file,
-            config.do_lower_case,
-            config.max_seq_length,
-            config.export_dir,
-        )
-
 
 def run(config):
     """Runs run_swag.py's steps as `config` says; returns {"train", "eval", "predict", "export"}."""
     return MultipleChoiceRun(config).run()
 
 
-def _softmax(logits):
-    logits = np.asarray(logits, np.float64)
-    exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return exp / exp.sum(axis=-1, keepdims=True)
-
-
 def evaluation_results(logits, label_ids):
     """eval_results.txt's values: eval_accuracy and eval_loss (mean cross-entropy), loss as well."""
     labels = np.asarray(label_ids).reshape(-1).astype(np.int64)
-    log_probs = np.log(_softmax(logits))
+    log_probs = metrics.log_softmax(logits)
     loss = float(-np.mean(log_probs[np.arange(len(labels)), labels]))
     accuracy = metrics.accuracy(np.asarray(logits).argmax(axis=-1), labels)
     return {"eval_accuracy": accuracy, "eval_loss": loss, "loss": loss}

@@ -147,15 +147,13 @@ def check_squad_config(config):
 class SquadRun(finetuning.FineTuningRun):
     """One run_squad.py invocation: features, training, prediction, evaluation and export."""
 
+    model_type = MODEL_TYPE
+
     def __init__(self, config):
         super().__init__(config)
         check_squad_config(config)
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
         self._predicted = None
-        if self.is_chief:
-            finetuning.write_task_info(
-                config.output_dir, MODEL_TYPE, self.bert_config, **self.task_info()
-            )
 
     # ------------------------------------------------------------------ data
 
@@ -417,17 +415,6 @@ class SquadRun(finetuning.FineTuningRun):
             "do_lower_case": config.do_lower_case,
             "max_seq_length": config.max_seq_length,
         }
-
-    def export(self):
-        config = self.config
-        return export_model(
-            self.trainer().model,
-            self.task_info(),
-            config.vocab_file,
-            config.do_lower_case,
-            config.max_seq_length,
-            config.export_dir,
-        )
 
 
 def run(config):

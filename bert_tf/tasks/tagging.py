@@ -123,6 +123,8 @@ class TaggerConfig(finetuning.FineTuningConfig):
 class TaggerRun(finetuning.FineTuningRun):
     """One run_ner.py invocation: features, training, evaluation, prediction and export."""
 
+    model_type = MODEL_TYPE
+
     def __init__(self, config):
         super().__init__(config)
         if not config.data_dir:
@@ -135,10 +137,6 @@ class TaggerRun(finetuning.FineTuningRun):
         self.labels = self._labels()
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
         self.feature_spec = conll.tagging_feature_spec(config.max_seq_length)
-        if self.is_chief:
-            finetuning.write_task_info(
-                config.output_dir, MODEL_TYPE, self.bert_config, **self.task_info()
-            )
 
     # ------------------------------------------------------------------ data
 
@@ -263,7 +261,7 @@ class TaggerRun(finetuning.FineTuningRun):
         )
         loss = None
         if split == "eval":
-            log_probs = _log_softmax(logits[label_mask])  # [words, L]
+            log_probs = metrics.log_softmax(logits[label_mask])  # [words, L]
             gold = result["label_ids"][label_mask]
             loss = float(-np.mean(log_probs[np.arange(len(gold)), gold]))
         return predicted, loss
@@ -299,27 +297,10 @@ class TaggerRun(finetuning.FineTuningRun):
             "doc_stride": self.config.doc_stride,
         }
 
-    def export(self):
-        config = self.config
-        return export_model(
-            self.trainer().model,
-            self.task_info(),
-            config.vocab_file,
-            config.do_lower_case,
-            config.max_seq_length,
-            config.export_dir,
-        )
-
 
 def run(config):
     """Runs run_ner.py's steps as `config` says; returns {"train", "eval", "predict", "export"}."""
     return TaggerRun(config).run()
-
-
-def _log_softmax(logits):
-    logits = np.asarray(logits, np.float64)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 def evaluation_results(gold, predicted, labels):
