@@ -90,3 +90,33 @@ def assert_float32_close(actual, expected, eps_multiple=256, err_msg=""):
     expected = np.asarray(expected, np.float64)
     tolerance = eps_multiple * FLOAT32_EPS * max(float(np.abs(expected).max(initial=0.0)), 1e-30)
     np.testing.assert_allclose(actual, expected, rtol=0, atol=tolerance, err_msg=err_msg)
+
+
+# A fresh Python for the checks that need one (a process that imports only TensorFlow, a script's
+# command line): quiet TensorFlow, and the repo importable.
+SUBPROCESS_ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO_DIR)}
+
+
+def start_python(args):
+    """Starts `python` with the argument list `args` (e.g. ["-c", script, ...]); see `finish`."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, *map(str, args)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=SUBPROCESS_ENV,
+    )  # fmt: skip
+
+
+def finish(process, timeout=300):
+    """(stdout, stderr) of a process from `start_python`, which must succeed."""
+    stdout, stderr = process.communicate(timeout=timeout)
+    assert process.returncode == 0, stderr[-3000:]
+    return stdout, stderr
+
+
+def last_json_line(stdout):
+    """The JSON value a check printed last."""
+    import json
+
+    return json.loads(stdout.strip().splitlines()[-1])

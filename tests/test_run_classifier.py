@@ -20,14 +20,13 @@ from bert_tf.errors import InputError
 from bert_tf.tasks.classification import ClassifierConfig, run
 from bert_tf.training import Trainer
 
-from conftest import REPO_DIR, SAMPLE_DIR
+from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
 POSITIVE = "happy glad joyful cheerful delighted merry".split()
 NEGATIVE = "sad gloomy miserable unhappy wretched dismal".split()
 FILLER = "the lady walked to the house and said that she was very much in".split()
 TINY_CONFIG = str(SAMPLE_DIR / "bert_config_tiny.json")
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO_DIR)}
 
 
 def _sentence(rng, label):
@@ -162,7 +161,7 @@ def test_export_serves_raw_text_in_a_tensorflow_only_process_like_test_results(t
     sentences = trained["test_sentences"] + ["", "x " * 500]  # an empty and an over-long text
     result = subprocess.run(
         [sys.executable, "-c", _LOAD_EXPORT, export_path, json.dumps(sentences)],
-        capture_output=True, text=True, timeout=300, env=ENV,
+        capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     served = json.loads(result.stdout.strip().splitlines()[-1])
@@ -199,7 +198,7 @@ def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(trained):
             sys.executable, "-c", _SAVED_MODEL_CLI, "run", "--dir", export_path, "--tag_set", "serve",
             "--signature_def", "serving_default", "--input_exprs", f"text_a={json.dumps([sentence])}",
         ],
-        capture_output=True, text=True, timeout=300, env=ENV,
+        capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
     first = (trained["root"] / "out" / "test_results.tsv").read_text().splitlines()[0].split("\t")
@@ -376,7 +375,7 @@ def test_a_corrupt_cached_feature_file_is_one_line_naming_it(trained, tmp_path):
             f"--bert_config_file={TINY_CONFIG}", f"--vocab_file={VOCAB}",
             f"--output_dir={tmp_path / 'out'}", "--do_eval",
         ],
-        capture_output=True, text=True, timeout=300, env=ENV,
+        capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
     )  # fmt: skip
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]

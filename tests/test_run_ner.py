@@ -11,8 +11,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -28,11 +26,10 @@ from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import exporting, tagging
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import REPO_DIR, SAMPLE_DIR
+from conftest import REPO_DIR, SAMPLE_DIR, finish, start_python
 
 TINY_CONFIG = str(SAMPLE_DIR / "bert_config_tiny.json")
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO_DIR)}
 PEOPLE = frozenset(
     "Emma Fanny Weston Elton Crawford Knightley Elinor Harriet Catherine Marianne Woodhouse Edmund "
     "Jane Dashwood Churchill Bertram Fairfax Norris Frank Isabella".split()
@@ -217,19 +214,6 @@ _LOAD_EXPORT = textwrap.dedent(
 )
 
 
-def _start(args):
-    return subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
-    )
-
-
-def _finish(process):
-    """(stdout, stderr) of a started check, which must succeed."""
-    stdout, stderr = process.communicate(timeout=300)
-    assert process.returncode == 0, stderr[-3000:]
-    return stdout, stderr
-
-
 @pytest.fixture(scope="module")
 def started(trained, tmp_path_factory):
     """The two checks that run in a new process, started together: their imports of TensorFlow
@@ -240,12 +224,11 @@ def started(trained, tmp_path_factory):
     shutil.copytree(trained["root"] / "out", script_out)
     (script_out / "eval_results.txt").unlink()
     processes = {
-        "export": _start(
-            [sys.executable, "-c", _LOAD_EXPORT, trained["outcome"]["export"], json.dumps(texts)]
+        "export": start_python(
+            ["-c", _LOAD_EXPORT, trained["outcome"]["export"], json.dumps(texts)]
         ),
-        "script": _start(
+        "script": start_python(
             [
-                sys.executable,
                 os.path.join(REPO_DIR, "run_ner.py"),
                 f"--data_dir={trained['root'] / 'data'}",
                 f"--bert_config_file={TINY_CONFIG}",
@@ -275,7 +258,7 @@ def test_the_export_labels_every_word_like_test_predictions_in_a_tensorflow_only
     assert export_path == str(trained["root"] / "export" / "1")
     assets = trained["root"] / "export" / "1" / "assets"
     assert (assets / "labels.txt").read_text() == "O\nB-LOC\nB-PER\nI-PER\n"
-    stdout, _ = _finish(started["processes"]["export"])
+    stdout, _ = finish(started["processes"]["export"])
     served = json.loads(stdout.strip().splitlines()[-1])
     assert served["signatures"] == ["preprocess", "serve_ids", "serving_default"]
     expected = [
@@ -357,7 +340,7 @@ def test_export_saved_model_rebuilds_the_run_s_tagger_from_task_json(
 
 def test_run_ner_py_resumes_from_the_checkpoint_and_evaluates_the_same(trained, started):
     out = started["script_out"]
-    _, stderr = _finish(started["processes"]["script"])
+    _, stderr = finish(started["processes"]["script"])
     checkpoint = tf.train.latest_checkpoint(str(trained["root"] / "out"))
     # The run found its last checkpoint, had no step left to train, and evaluated those weights.
     assert f"Resumed from {out / os.path.basename(checkpoint)}" in stderr

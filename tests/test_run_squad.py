@@ -22,7 +22,7 @@ from bert_tf.modeling import BertConfig
 from bert_tf.tasks import squad
 from bert_tf.tasks.exporting import export_checkpoint
 
-from conftest import REPO_DIR, SAMPLE_DIR, assert_float32_close
+from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV, assert_float32_close
 
 LONG = (
     "The river Aldwin rises in the northern hills above the village of Carrow. "
@@ -42,7 +42,6 @@ UNANSWERABLE = {
     "long-x": ("Who painted the lighthouse?", LONG),
     "short-x": ("Where was Marie Curie born?", SHORT),
 }
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO_DIR)}
 # The answers as predicted: whole words joined by one space.
 EXPECTED = {
     "long-1": "northern hills",
@@ -234,7 +233,7 @@ def test_export_gives_the_same_answers_in_a_fresh_process(v1_run, v2_run):
         capture_output=True,
         text=True,
         timeout=300,
-        env=ENV,
+        env=SUBPROCESS_ENV,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     served = json.loads(result.stdout.splitlines()[-1])
@@ -302,7 +301,7 @@ def test_saved_model_cli_answers_as_predictions_json(v2_run):
         capture_output=True,
         text=True,
         timeout=300,
-        env=ENV,
+        env=SUBPROCESS_ENV,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     printed = result.stdout.split("Result for output key answer:")[1].split("Result")[0]
@@ -358,7 +357,7 @@ def test_run_squad_script_predicts_from_a_fine_tuned_checkpoint(v1_run, tmp_path
         text=True,
         timeout=300,
         cwd=tmp_path,
-        env=ENV,
+        env=SUBPROCESS_ENV,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert read_json(tmp_path / "predict", "predictions.json") == EXPECTED

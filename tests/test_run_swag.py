@@ -11,8 +11,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -27,11 +25,10 @@ from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import exporting, multiple_choice
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import REPO_DIR, SAMPLE_DIR
+from conftest import REPO_DIR, SAMPLE_DIR, finish, start_python
 
 TINY_CONFIG = str(SAMPLE_DIR / "bert_config_tiny.json")
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
-ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO_DIR)}
 MAX_SEQ_LENGTH = 32
 HEADER = [
     "", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
@@ -170,19 +167,6 @@ _LOAD_EXPORT = textwrap.dedent(
 )
 
 
-def _start(args):
-    return subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
-    )
-
-
-def _finish(process):
-    """(stdout, stderr) of a started check, which must succeed."""
-    stdout, stderr = process.communicate(timeout=300)
-    assert process.returncode == 0, stderr[-3000:]
-    return stdout, stderr
-
-
 @pytest.fixture(scope="module")
 def started(trained, tmp_path_factory):
     """The two checks that run in a new process, started together: their imports of TensorFlow
@@ -196,12 +180,12 @@ def started(trained, tmp_path_factory):
     shutil.copytree(trained["root"] / "out", script_out)
     (script_out / "eval_results.txt").unlink()
     processes = {
-        "export": _start(
-            [sys.executable, "-c", _LOAD_EXPORT, trained["outcome"]["export"], json.dumps(request)]
+        "export": start_python(
+            ["-c", _LOAD_EXPORT, trained["outcome"]["export"], json.dumps(request)]
         ),
-        "script": _start(
+        "script": start_python(
             [
-                sys.executable, os.path.join(REPO_DIR, "run_swag.py"),
+                os.path.join(REPO_DIR, "run_swag.py"),
                 f"--data_dir={trained['root'] / 'data'}", f"--bert_config_file={TINY_CONFIG}",
                 f"--vocab_file={VOCAB}", f"--output_dir={script_out}",
                 f"--max_seq_length={MAX_SEQ_LENGTH}", "--train_batch_size=16",
@@ -221,7 +205,7 @@ def test_the_export_scores_raw_choices_like_test_results_in_a_tensorflow_only_pr
     trained, started
 ):
     assert trained["outcome"]["export"] == str(trained["root"] / "export" / "1")
-    stdout, _ = _finish(started["processes"]["export"])
+    stdout, _ = finish(started["processes"]["export"])
     served = json.loads(stdout.strip().splitlines()[-1])
     assert served["signatures"] == ["preprocess", "serve_ids", "serving_default"]
     expected = _test_results(trained)
@@ -282,7 +266,7 @@ def test_export_saved_model_rebuilds_the_run_s_model_from_task_json(trained, tmp
 
 def test_run_swag_py_resumes_from_the_checkpoint_and_evaluates_the_same(trained, started):
     out = started["script_out"]
-    _, stderr = _finish(started["processes"]["script"])
+    _, stderr = finish(started["processes"]["script"])
     checkpoint = os.path.basename(tf.train.latest_checkpoint(str(trained["root"] / "out")))
     # The run found its last checkpoint, had no step left to train, and evaluated those weights.
     assert f"Resumed from {out / checkpoint}" in stderr
