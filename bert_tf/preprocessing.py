@@ -185,7 +185,8 @@ class BertPreprocessor(tf.Module):
 
         Rows are [CLS] a [SEP] (b [SEP]), truncated as the original's `_truncate_seq_pair`:
         pieces are dropped from the end of the longer segment (of `b` on a tie) until the row
-        fits; a single segment is cut to `max_seq_length - 2`.
+        fits; a single segment is cut to `max_seq_length - 2`. A row whose `b` has no pieces (an
+        empty second text) is packed as a single segment, as the original's `if tokens_b:` does.
 
         Args:
           segments: list of 1 or 2 tf.RaggedTensor int [B, (N)] of ids.
@@ -213,7 +214,10 @@ class BertPreprocessor(tf.Module):
         )  # int64 [B] each
         if len(segments) == 1:
             return self._pack_single(segments[0], kept[0])
-        return self._pack_pair(segments, kept)
+        has_b = segments[1].row_lengths() > 0  # [B]
+        single = _truncated_lengths([segments[0].row_lengths()], max_seq_length - 2)[0]
+        kept[0] = tf.where(has_b, kept[0], single)
+        return self._pack_pair(segments, kept, tf.cast(has_b, tf.int64))
 
     def _pack_single(self, segment, kept):
         """[CLS] a [SEP]: a single segment, cut to its kept length (the same budget for every
@@ -234,13 +238,13 @@ class BertPreprocessor(tf.Module):
             "segment_ids": tf.zeros_like(input_mask),
         }
 
-    def _pack_pair(self, segments, kept):
-        """[CLS] a [SEP] b [SEP], built flat (the column of each token of each packed row) and
-        made dense at the end."""
-        row_length = kept[0] + kept[1] + 3  # [B]
+    def _pack_pair(self, segments, kept, has_b):
+        """[CLS] a [SEP] b [SEP] ([CLS] a [SEP] where has_b is 0), built flat (the column of each
+        token of each packed row) and made dense at the end."""
+        row_length = kept[0] + kept[1] + 2 + has_b  # [B]
         row_splits = tf.concat([[0], tf.cumsum(row_length)], axis=0)  # [B + 1]
         total = row_splits[-1]  # N
-        # Rows are at least 3 long, so their starts are distinct.
+        # Rows are at least 2 long, so their starts are distinct.
         row_start_marks = tf.scatter_nd(
             row_splits[:-1, tf.newaxis], tf.ones_like(row_length), total[tf.newaxis]
         )

@@ -328,10 +328,13 @@ def _original_truncate_seq_pair(tokens_a, tokens_b, max_length):
 
 
 def _reference_pack(rows_a, rows_b, max_seq_length, cls=101, sep=102):
-    """Padded lists of input_ids / input_mask / segment_ids by the original's rules."""
+    """Padded lists of input_ids / input_mask / segment_ids by the original's rules.
+
+    As the original's `if tokens_b:`, a second segment without pieces makes a single-segment row.
+    """
     packed = []
     for index, a in enumerate(rows_a):
-        if rows_b is None:
+        if rows_b is None or not rows_b[index]:
             ids = [cls] + a[: max_seq_length - 2] + [sep]
             segments = [0] * len(ids)
         else:
@@ -369,6 +372,13 @@ def test_pair_truncation_follows_the_original_hand_worked(uncased):
     assert (kept_a, kept_b) == ([6, 4, 2, 4, 3], [1, 3, 5, 3, 3])
     assert packed["input_ids"][1] == [101, 1, 2, 3, 4, 102, 21, 22, 23, 102]
     assert packed["segment_ids"][1] == [0] * 6 + [1] * 4
+
+
+def test_an_empty_second_segment_packs_as_a_single_segment(uncased):
+    # The original's `if tokens_b:`: no [SEP] for the empty b, and a keeps max_seq_length - 2 pieces.
+    packed = _pack(uncased, [list(range(1, 10)), [1, 2]], [[], [21]], max_seq_length=8)
+    assert packed["input_ids"] == [[101, 1, 2, 3, 4, 5, 6, 102], [101, 1, 2, 102, 21, 102, 0, 0]]
+    assert packed["segment_ids"] == [[0] * 8, [0, 0, 0, 0, 1, 1, 0, 0]]
 
 
 def test_pair_truncation_matches_the_original_on_all_small_lengths(uncased):
@@ -416,7 +426,7 @@ def test_call_packs_the_tokenized_texts(uncased, fixture_vocab):
         16,
     )
     assert {name: tensor.numpy().tolist() for name, tensor in features.items()} == expected
-    assert features["input_ids"].numpy()[1].tolist()[:3] == [101, 102, 102]
+    assert features["input_ids"].numpy()[1].tolist()[:3] == [101, 102, 0]  # "" and "": [CLS] [SEP]
 
 
 def test_empty_batch_and_empty_strings(uncased):
@@ -427,7 +437,7 @@ def test_empty_batch_and_empty_strings(uncased):
     assert uncased(empty)["input_ids"].shape[0] == 0
     assert uncased(empty, empty)["segment_ids"].shape[0] == 0
     features = uncased(tf.constant(["", " \t"]), tf.constant(["", "\x00"]))
-    assert features["input_ids"].numpy().tolist() == [[101, 102, 102]] * 2
+    assert features["input_ids"].numpy().tolist() == [[101, 102]] * 2
 
 
 def test_pack_refuses_too_small_max_seq_length(uncased):

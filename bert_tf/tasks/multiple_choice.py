@@ -287,18 +287,10 @@ def pack_choices(preprocessor, context, choices):
     context_ids = preprocessor.tokenize(context)  # [B, (P)]
     context_ids = tf.gather(context_ids, tf.repeat(tf.range(shape[0]), shape[1]))  # [B * C, (P)]
     choice_ids = preprocessor.tokenize(tf.reshape(choices, [-1]))  # [B * C, (P)]
-    pair = preprocessor.pack([context_ids, choice_ids])
-    # A choice without pieces makes a single-text input, as the data module (and the original) packs it.
-    single = preprocessor.pack([context_ids])
-    length = tf.maximum(tf.shape(pair["input_ids"])[1], tf.shape(single["input_ids"])[1])
-    is_single = (choice_ids.row_lengths() == 0)[:, None]
-    packed = {}
-    for name in _ID_FEATURES:
-        values = [
-            tf.pad(p[name], [[0, 0], [0, length - tf.shape(p[name])[1]]]) for p in (single, pair)
-        ]
-        packed[name] = tf.reshape(tf.where(is_single, *values), [shape[0], shape[1], length])
-    return packed
+    # A choice without pieces packs as a single text, as the data module (and the original) packs it.
+    pair = preprocessor.pack([context_ids, choice_ids])  # [B * C, S']
+    length = tf.shape(pair["input_ids"])[1]
+    return {name: tf.reshape(pair[name], [shape[0], shape[1], length]) for name in _ID_FEATURES}
 
 
 def export_model(model, info, vocab_file, do_lower_case, max_seq_length, export_dir, version=None):
