@@ -50,29 +50,34 @@ def serving_signatures(preprocessor, outputs_fn, pair=False, serve_pair=False):
       {signature name: tf.function with an input signature}, ready for `write_saved_model`.
     """
 
-    def preprocess(text_a):
-        return preprocessor(text_a)
-
-    def preprocess_pair(text_a, text_b):
-        return preprocessor(text_a, text_b)
+    one, two = [_text_spec("text_a")], [_text_spec("text_a"), _text_spec("text_b")]
+    # Each piece is traced once and called by the signatures that share it: a signature that traced
+    # the tokenizer and the model anew would make the export slower to write and larger.
+    preprocess = tf.function(lambda text_a: preprocessor(text_a), input_signature=one)
+    preprocess_pair = tf.function(
+        lambda text_a, text_b: preprocessor(text_a, text_b), input_signature=two
+    )
+    outputs = tf.function(
+        outputs_fn, input_signature=[{n: s for n, s in zip(ID_FEATURES, _ids_specs(), strict=True)}]
+    )
 
     def serve(text_a):
-        return outputs_fn(preprocess(text_a))
+        return outputs(preprocess(text_a))
 
     def serve_two(text_a, text_b):
-        return outputs_fn(preprocess_pair(text_a, text_b))
+        return outputs(preprocess_pair(text_a, text_b))
 
     def serve_ids(input_ids, input_mask, segment_ids):
-        features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-        return outputs_fn(features)
+        return outputs(
+            {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        )
 
-    one, two = [_text_spec("text_a")], [_text_spec("text_a"), _text_spec("text_b")]
     signatures = {
         "serving_default": tf.function(
             serve_two if pair else serve, input_signature=two if pair else one
         ),
-        "preprocess": tf.function(preprocess, input_signature=one),
-        "preprocess_pair": tf.function(preprocess_pair, input_signature=two),
+        "preprocess": preprocess,
+        "preprocess_pair": preprocess_pair,
         "serve_ids": tf.function(serve_ids, input_signature=_ids_specs()),
     }
     if serve_pair:
