@@ -201,18 +201,16 @@ def test_saved_model_cli_shows_every_signature(exported):
     )
 
 
-def test_versions_count_up_and_an_existing_one_is_refused(release, tmp_path):
+def test_an_existing_version_and_wrong_settings_are_refused(release, tmp_path):
     prefix = str(release["folder"] / "bert_model.ckpt")
-    first = export_checkpoint(prefix, str(tmp_path), VOCAB, max_seq_length=16)
-    second = export_checkpoint(prefix, str(tmp_path), VOCAB, max_seq_length=16)
-    assert (first, second) == (str(tmp_path / "1"), str(tmp_path / "2"))
-    with pytest.raises(InputError, match="--version=2"):
-        export_checkpoint(prefix, str(tmp_path), VOCAB, version=2)
+    assert export_checkpoint(prefix, str(tmp_path), VOCAB, max_seq_length=16) == str(tmp_path / "1")
+    with pytest.raises(InputError, match="--version=1"):
+        export_checkpoint(prefix, str(tmp_path), VOCAB, version=1)
     with pytest.raises(InputError, match="--model_type=classifier"):
         export_checkpoint(prefix, str(tmp_path), VOCAB, model_type="classifier")
     with pytest.raises(InputError, match="max_position_embeddings"):
         export_checkpoint(prefix, str(tmp_path), VOCAB, max_seq_length=1000)
-    assert sorted(os.listdir(tmp_path)) == ["1", "2"]
+    assert sorted(os.listdir(tmp_path)) == ["1"]
 
 
 def test_real_minilm_weights_serve_the_same_outputs_as_bert_model(tmp_path):
