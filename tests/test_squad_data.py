@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import squad
+from bert_tf.data import squad, squad_predictions
 from bert_tf.data.records import make_feature_dataset, write_records
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
@@ -412,7 +412,7 @@ def _predict(
         name: str(tmp_path / name)
         for name in ("predictions.json", "nbest_predictions.json", "null_odds.json")
     }
-    outputs = squad.write_predictions(
+    outputs = squad_predictions.write_predictions(
         examples,
         features,
         results,
@@ -440,7 +440,7 @@ def test_nbest_is_ranked_by_start_plus_end_with_softmax_probabilities(tmp_path, 
     examples, (feature,) = _three_word_case(tiny_tokenizer)
     # Best starts: 3 (w0), 4 (w1), 5 (w2); best ends: 4, 5, then 0 (first of the zeros, outside the document).
     # Valid pairs (max length 2): w0-w1 = 3 + 2, w1 = 1 + 2, w1-w2 = 1 + 1, w2 = 0.5 + 1; w0-w2 is too long.
-    result = squad.RawResult(
+    result = squad_predictions.RawResult(
         feature.unique_id, _logits(i3=3.0, i4=1.0, i5=0.5), _logits(i4=2.0, i5=1.0)
     )
     (predictions, nbest, null_odds), paths = _predict(tmp_path, examples, [feature], [result])
@@ -479,7 +479,7 @@ def test_output_files_have_the_originals_format(tmp_path, tiny_tokenizer):
         tmp_path,
         examples,
         [feature],
-        [squad.RawResult(np.int64(feature.unique_id), start_logits, end_logits)],
+        [squad_predictions.RawResult(np.int64(feature.unique_id), start_logits, end_logits)],
         n_best_size=1,
     )
     assert open(paths["predictions.json"]).read() == '{\n    "q1": "w0 w1"\n}\n'
@@ -516,7 +516,7 @@ def test_version_2_chooses_null_by_threshold(
     tmp_path, tiny_tokenizer, null_logit, threshold, expected_prediction, expected_nbest_texts
 ):
     examples, (feature,) = _three_word_case(tiny_tokenizer, version_2=True)
-    result = squad.RawResult(
+    result = squad_predictions.RawResult(
         feature.unique_id,
         _logits(i0=null_logit, i3=3.0, i4=1.0, i5=0.5),
         _logits(i0=null_logit, i4=2.0, i5=1.0),
@@ -538,12 +538,14 @@ def test_windows_min_null_score_and_max_context_filter(tmp_path, tiny_tokenizer)
     ids = [f.unique_id for f in features]
     results = [
         # Window 0: w3 (position 6) has the highest logits, but window 1 is its max context: ignored.
-        squad.RawResult(ids[0], _logits(i0=2.0, i6=10.0), _logits(i0=2.0, i6=10.0)),  # null 4
-        squad.RawResult(
+        squad_predictions.RawResult(
+            ids[0], _logits(i0=2.0, i6=10.0), _logits(i0=2.0, i6=10.0)
+        ),  # null 4
+        squad_predictions.RawResult(
             ids[1], _logits(i0=0.5, i4=4.0), _logits(i0=0.5, i4=4.0)
         ),  # null 1 (the min); w3 = 8
-        squad.RawResult(ids[2], _logits(i0=1.5), _logits(i0=1.5)),  # null 3
-        squad.RawResult(ids[3], _logits(i0=1.0), _logits(i0=1.0)),  # null 2
+        squad_predictions.RawResult(ids[2], _logits(i0=1.5), _logits(i0=1.5)),  # null 3
+        squad_predictions.RawResult(ids[3], _logits(i0=1.0), _logits(i0=1.0)),  # null 2
     ]
     (predictions, nbest, null_odds), _ = _predict(
         tmp_path, examples, features, results, version_2=True, n_best_size=2
@@ -556,7 +558,9 @@ def test_windows_min_null_score_and_max_context_filter(tmp_path, tiny_tokenizer)
 
 def test_no_valid_span_gives_the_originals_empty_placeholder(tmp_path, tiny_tokenizer):
     examples, (feature,) = _three_word_case(tiny_tokenizer)
-    result = squad.RawResult(feature.unique_id, _logits(i0=9.0, i1=8.0), _logits(i0=9.0, i1=8.0))
+    result = squad_predictions.RawResult(
+        feature.unique_id, _logits(i0=9.0, i1=8.0), _logits(i0=9.0, i1=8.0)
+    )
     (predictions, nbest, _), _ = _predict(tmp_path, examples, [feature], [result], n_best_size=2)
     assert predictions == {"q1": "empty"}
     assert nbest["q1"] == [
@@ -571,7 +575,7 @@ def test_spans_with_the_same_final_text_are_listed_once(tmp_path, tokenizer):
     (feature,) = features_of(examples, tokenizer, max_seq_length=16, is_training=False)
     assert feature.tokens == ["[CLS]", "q", "[SEP]", "foo", "##bar", "[SEP]"]
     # Candidates: foo ##bar (2 + 2), foo (2 + 1), ##bar (1 + 2): the last two repeat the first's text.
-    result = squad.RawResult(
+    result = squad_predictions.RawResult(
         feature.unique_id, _logits(16, i3=2.0, i4=1.0), _logits(16, i3=1.0, i4=2.0)
     )
     (predictions, nbest, _), _ = _predict(tmp_path, examples, [feature], [result])
@@ -607,7 +611,7 @@ def test_missing_result_raises_value_error(tmp_path, tiny_tokenizer):
     ],
 )
 def test_get_final_text(pred_text, orig_text, do_lower_case, expected):
-    assert squad.get_final_text(pred_text, orig_text, do_lower_case) == expected
+    assert squad_predictions.get_final_text(pred_text, orig_text, do_lower_case) == expected
 
 
 # ----------------------------------------------------------------------------------------------

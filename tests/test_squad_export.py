@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.data import squad as data
+from bert_tf.data import squad_predictions
 from bert_tf.modeling import BertConfig
 from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import exporting, squad, squad_serving
@@ -194,12 +195,12 @@ def test_graph_answers_equal_write_predictions_for_random_logits(
             )
         )
         results = [
-            data.RawResult(
+            squad_predictions.RawResult(
                 f.unique_id, start_logits[i, : len(f.tokens)], end_logits[i, : len(f.tokens)]
             )
             for i, f in enumerate(features)
         ]
-        predictions, nbest, null_odds = data.write_predictions(
+        predictions, nbest, null_odds = squad_predictions.write_predictions(
             examples,
             features,
             results,

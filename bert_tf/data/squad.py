@@ -1,4 +1,4 @@
-"""SQuAD 1.1 / 2.0: questions and paragraphs -> windowed features -> answer text from logits.
+"""SQuAD 1.1 / 2.0: questions and paragraphs -> windowed features.
 
 The steps are those of google-research/bert `run_squad.py`:
   * reading: a paragraph is split into words on the original's five whitespace characters (space, tab,
@@ -10,10 +10,7 @@ The steps are those of google-research/bert `run_squad.py`:
     wordpieces that spell it (`_improve_answer_span`); a window without it, or an unanswerable question,
     points at [CLS] (position 0). Each wordpiece is "max context" in the window where it has the most
     context on its shorter side (`_check_is_max_context`).
-  * predictions: the n best starts and ends of every window of an example are paired, the valid pairs
-    ranked by start + end logit, mapped back to the paragraph's words and projected onto the original
-    text (`get_final_text`); SQuAD 2.0 answers "" when the null score beats the best answer by more than
-    a threshold.
+  * predictions (bert_tf/data/squad_predictions.py): logits back to answer text.
 
 Differences from the original, none of which changes a result it produces:
   * bad input raises `InputError` naming the file and question id (or article and paragraph), where
@@ -23,17 +20,13 @@ Differences from the original, none of which changes a result it produces:
     texts (`answer_texts`, for in-process evaluation);
   * a training answer that starts in whitespace before the first word maps to word 0 (the original
     indexed word -1 and skipped it);
-  * SQuAD 2.0 with no valid non-null span gets the original's "empty" placeholder, not a crash.
 
 S = max_seq_length.
 """
 
 import collections
 import dataclasses
-import functools
 import json
-import math
-import uuid
 
 import tensorflow as tf
 from absl import logging
@@ -96,12 +89,7 @@ class SquadFeature:
     is_impossible: bool
 
 
-RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 _DocSpan = collections.namedtuple("_DocSpan", ["start", "length"])
-_Candidate = collections.namedtuple(
-    "_Candidate", ["feature_index", "start_index", "end_index", "start_logit", "end_logit"]
-)
-_NbestEntry = collections.namedtuple("_NbestEntry", ["text", "start_logit", "end_logit"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -627,272 +615,3 @@ def serialize_squad_feature(feature, is_training):
         features["end_positions"] = int64_feature([feature.end_position])
         features["is_impossible"] = int64_feature([int(feature.is_impossible)])
     return serialize_example(features)
-
-
-# ----------------------------------------------------------------------------------------------
-# Predictions
-
-
-def write_predictions(
-    all_examples,
-    all_features,
-    all_results,
-    n_best_size,
-    max_answer_length,
-    do_lower_case,
-    output_prediction_file,
-    output_nbest_file,
-    output_null_log_odds_file,
-    version_2_with_negative,
-    null_score_diff_threshold,
-    verbose_logging=False,
-):
-    """Turns start/end logits into answer texts and writes them in the original's formats.
-
-    Args:
-      all_examples: the SquadExamples the features were made from, in the same order.
-      all_features: their SquadFeatures.
-      all_results: RawResults, one per feature (logits: sequences of floats, at least as long as
-        each feature's tokens).
-      n_best_size: starts and ends considered per window, and answers kept per question.
-      max_answer_length: the longest answer, in wordpieces.
-      do_lower_case: as the tokenizer's (for projecting answers onto the original text).
-      output_prediction_file: predictions.json ({id: text}); None writes nothing.
-      output_nbest_file: nbest_predictions.json ({id: [{text, probability, start_logit,
-        end_logit}]}); None writes nothing.
-      output_null_log_odds_file: null_odds.json ({id: null score - best answer score}), SQuAD 2.0
-        only; None writes nothing.
-      version_2_with_negative: allow the null answer "".
-      null_score_diff_threshold: SQuAD 2.0 answers "" when null score - best score exceeds this.
-      verbose_logging: log why an answer could not be projected onto the original text.
-
-    Returns:
-      (predictions, nbest, null_odds): the dicts written (null_odds is empty for SQuAD 1.1).
-
-    Raises:
-      ValueError: if a feature has no result.
-    """
-    features_by_example = collections.defaultdict(list)
-    for feature in all_features:
-        features_by_example[feature.example_index].append(feature)
-    results_by_id = {int(result.unique_id): result for result in all_results}
-
-    predictions, all_nbest, null_odds = {}, {}, {}
-    for example_index, example in enumerate(all_examples):
-        features = features_by_example[example_index]
-        logits = []
-        for feature in features:
-            result = results_by_id.get(feature.unique_id)
-            if result is None:
-                raise ValueError(
-                    f"no result for feature {feature.unique_id} of question {example.qas_id!r}"
-                )
-            logits.append((_floats(result.start_logits), _floats(result.end_logits)))
-        candidates, null, null_score = _candidates(
-            features, logits, n_best_size, max_answer_length, version_2_with_negative
-        )
-        nbest = _nbest(
-            example,
-            features,
-            candidates,
-            null,
-            n_best_size,
-            do_lower_case,
-            verbose_logging,
-            version_2_with_negative,
-        )
-        probabilities = _compute_softmax([entry.start_logit + entry.end_logit for entry in nbest])
-        all_nbest[example.qas_id] = [
-            {
-                "text": entry.text,
-                "probability": probability,
-                "start_logit": entry.start_logit,
-                "end_logit": entry.end_logit,
-            }
-            for entry, probability in zip(nbest, probabilities, strict=True)
-        ]
-        if not version_2_with_negative:
-            predictions[example.qas_id] = nbest[0].text
-            continue
-        best_non_null = next(entry for entry in nbest if entry.text)
-        score_diff = null_score - best_non_null.start_logit - best_non_null.end_logit
-        null_odds[example.qas_id] = score_diff
-        predictions[example.qas_id] = (
-            "" if score_diff > null_score_diff_threshold else best_non_null.text
-        )
-
-    for path, contents in (
-        (output_prediction_file, predictions),
-        (output_nbest_file, all_nbest),
-        (output_null_log_odds_file if version_2_with_negative else None, null_odds),
-    ):
-        if path:
-            logging.info("Writing %s", path)
-            _write_json(path, contents)
-    return predictions, all_nbest, null_odds
-
-
-def _floats(values):
-    return values.tolist() if hasattr(values, "tolist") else [float(value) for value in values]
-
-
-def _best_indexes(logits, n_best_size):
-    """Indexes of the n_best_size largest logits, largest first (ties: lower index first)."""
-    return sorted(range(len(logits)), key=lambda index: logits[index], reverse=True)[:n_best_size]
-
-
-def _candidates(features, logits, n_best_size, max_answer_length, version_2_with_negative):
-    """Valid (start, end) pairs of all windows, best first; the null candidate and its score.
-
-    A pair is valid when both ends are in the window's document part, the start is max context,
-    start <= end and the span has at most max_answer_length wordpieces. The null candidate is [CLS]
-    of the window with the lowest null score (start + end logit at 0); with SQuAD 2.0 it is ranked
-    among the others.
-    """
-    candidates = []
-    null = _Candidate(0, 0, 0, 0.0, 0.0)  # kept by an example without windows
-    null_score = 1000000.0
-    for feature_index, (feature, (start_logits, end_logits)) in enumerate(
-        zip(features, logits, strict=True)
-    ):
-        if version_2_with_negative and start_logits[0] + end_logits[0] < null_score:
-            null_score = start_logits[0] + end_logits[0]
-            null = _Candidate(feature_index, 0, 0, start_logits[0], end_logits[0])
-        for start_index in _best_indexes(start_logits, n_best_size):
-            if start_index not in feature.token_to_orig_map:
-                continue
-            if not feature.token_is_max_context.get(start_index, False):
-                continue
-            for end_index in _best_indexes(end_logits, n_best_size):
-                if end_index not in feature.token_to_orig_map:
-                    continue
-                if end_index < start_index or end_index - start_index + 1 > max_answer_length:
-                    continue
-                candidates.append(
-                    _Candidate(
-                        feature_index,
-                        start_index,
-                        end_index,
-                        start_logits[start_index],
-                        end_logits[end_index],
-                    )
-                )
-    if version_2_with_negative:
-        candidates.append(null)
-    candidates.sort(key=lambda c: c.start_logit + c.end_logit, reverse=True)  # stable
-    return candidates, null, null_score
-
-
-def _nbest(
-    example,
-    features,
-    candidates,
-    null,
-    n_best_size,
-    do_lower_case,
-    verbose_logging,
-    version_2_with_negative,
-):
-    """The n best distinct answer texts as _NbestEntry; with SQuAD 2.0, "" is always among them.
-
-    Without any valid span the list ends with the original's placeholder "empty" (logits 0).
-    """
-    nbest = []
-    seen_texts = set()
-    for candidate in candidates:
-        if len(nbest) >= n_best_size:
-            break
-        if candidate.start_index > 0:
-            feature = features[candidate.feature_index]
-            text = _answer_text(example, feature, candidate, do_lower_case, verbose_logging)
-            if text in seen_texts:
-                continue
-        else:
-            text = ""
-        seen_texts.add(text)
-        nbest.append(_NbestEntry(text, candidate.start_logit, candidate.end_logit))
-    if version_2_with_negative and "" not in seen_texts:
-        nbest.append(_NbestEntry("", null.start_logit, null.end_logit))
-    if not any(entry.text for entry in nbest):  # no valid span at all: the original's placeholder
-        nbest.append(_NbestEntry("empty", 0.0, 0.0))
-    return nbest
-
-
-def _answer_text(example, feature, candidate, do_lower_case, verbose_logging):
-    """The original text of a candidate span: its words, cut to what the wordpieces spell."""
-    pieces = feature.tokens[candidate.start_index : candidate.end_index + 1]
-    first_word = feature.token_to_orig_map[candidate.start_index]
-    last_word = feature.token_to_orig_map[candidate.end_index]
-    orig_text = " ".join(example.doc_tokens[first_word : last_word + 1])
-    piece_text = " ".join(pieces).replace(" ##", "").replace("##", "")
-    piece_text = " ".join(piece_text.split())
-    return get_final_text(piece_text, orig_text, do_lower_case, verbose_logging)
-
-
-def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
-    """Projects the normalised prediction `pred_text` onto `orig_text`, the words it came from.
-
-    For pred_text "steve smith" in orig_text "Steve Smith's" this gives "Steve Smith": orig_text is
-    basic-tokenized (lower-cased, accents stripped, punctuation split), and where that equals orig_text
-    character for character once spaces are removed, the prediction's characters are mapped back.
-    Otherwise (the normalisation changed the length, or pred_text is not found) it gives orig_text.
-    """
-    tok_text = " ".join(_basic_tokenizer(do_lower_case).tokenize(orig_text))
-    start_position = tok_text.find(pred_text)
-    if start_position == -1:
-        if verbose_logging:
-            logging.info("Unable to find text %r in %r", pred_text, orig_text)
-        return orig_text
-    end_position = start_position + len(pred_text) - 1
-
-    orig_ns_text, orig_ns_to_s = _strip_spaces(orig_text)
-    tok_ns_text, tok_ns_to_s = _strip_spaces(tok_text)
-    if len(orig_ns_text) != len(tok_ns_text):
-        if verbose_logging:
-            logging.info(
-                "Length not equal after stripping spaces: %r vs %r", orig_ns_text, tok_ns_text
-            )
-        return orig_text
-    tok_s_to_ns = {s_index: ns_index for ns_index, s_index in enumerate(tok_ns_to_s)}
-    if start_position not in tok_s_to_ns or end_position not in tok_s_to_ns:
-        if verbose_logging:
-            logging.info("Could not map %r back onto %r", pred_text, orig_text)
-        return orig_text
-    orig_start = orig_ns_to_s[tok_s_to_ns[start_position]]
-    orig_end = orig_ns_to_s[tok_s_to_ns[end_position]]
-    return orig_text[orig_start : orig_end + 1]
-
-
-@functools.cache
-def _basic_tokenizer(do_lower_case):
-    return tokenization.BasicTokenizer(do_lower_case=do_lower_case)
-
-
-def _strip_spaces(text):
-    """(text without " ", for each of its characters the index in `text`)."""
-    kept = [(index, char) for index, char in enumerate(text) if char != " "]
-    return "".join(char for _, char in kept), [index for index, _ in kept]
-
-
-def _compute_softmax(scores):
-    """Softmax of a list of floats, summed in order as the original does."""
-    if not scores:
-        return []
-    max_score = max(scores)
-    exp_scores = [math.exp(score - max_score) for score in scores]
-    total = 0.0
-    for value in exp_scores:
-        total += value
-    return [value / total for value in exp_scores]
-
-
-def _write_json(path, contents):
-    """Writes `contents` as the original does (indent 4, trailing newline) via a renamed temp file."""
-    temp_path = f"{path}.tmp-{uuid.uuid4().hex}"
-    try:
-        with tf.io.gfile.GFile(temp_path, "w") as writer:
-            writer.write(json.dumps(contents, indent=4) + "\n")
-        tf.io.gfile.rename(temp_path, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(temp_path):
-            tf.io.gfile.remove(temp_path)

@@ -27,6 +27,7 @@ from absl import logging
 from bert_tf import squad_evaluation
 from bert_tf.checkpoints import encoder_variable_names, resolve_checkpoint
 from bert_tf.data import squad as data
+from bert_tf.data import squad_predictions
 from bert_tf.data.records import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
@@ -343,7 +344,7 @@ class SquadRun(finetuning.FineTuningRun):
             raise ValueError(f"{path} does not hold the features of the prediction data in order")
         # Each window's logits over its real tokens only (see the module docstring).
         results = [
-            data.RawResult(
+            squad_predictions.RawResult(
                 unique_id=feature.unique_id,
                 start_logits=result["start_logits"][index, : len(feature.tokens)],
                 end_logits=result["end_logits"][index, : len(feature.tokens)],
@@ -354,7 +355,7 @@ class SquadRun(finetuning.FineTuningRun):
         def output(name):
             return os.path.join(config.output_dir, name) if self.is_chief else None
 
-        predictions, nbest, null_odds = data.write_predictions(
+        predictions, nbest, null_odds = squad_predictions.write_predictions(
             examples,
             features,
             results,
