@@ -1,0 +1,244 @@
+"""scripts/demo.py (what `make demo` runs) at its CI size, and the task data it fine-tunes on.
+
+One run of the whole pipeline (pretraining data -> pretraining -> two fine-tunings -> export -> serve)
+with a few steps and examples, then a re-run that reuses it and one that redoes a step.
+"""
+
+import csv
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import REPO_DIR, SAMPLE_DIR, SHARED_DIR
+
+DEMO = REPO_DIR / "scripts" / "demo.py"
+TASK_DIR = SAMPLE_DIR / "word_order"
+STEPS = [
+    "pretraining_data",
+    "pretraining",
+    "finetune_pretrained",
+    "finetune_random",
+    "export",
+    "serve",
+]
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+ENV.pop("FORCE", None)
+
+
+def _demo(output_dir, *args, env=ENV):
+    """Runs the driver at the CI size; returns its stdout (fails the test with its output if it fails)."""
+    result = subprocess.run(
+        [sys.executable, str(DEMO), "--size=ci", f"--output_dir={output_dir}", *args],
+        cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result.stdout
+
+
+def _summary_rows(stdout):
+    """{step: (wall time, key figure)} from the summary table the driver prints last."""
+    lines = stdout.split("== summary\n", 1)[1].splitlines()
+    rows = {}
+    for line in lines[2:]:
+        if not line.strip():
+            break
+        cells = [cell for cell in line.split("  ") if cell.strip()]
+        rows[cells[0].strip()] = tuple(cell.strip() for cell in cells[1:])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The first run, in a fresh folder: {"dir", "stdout"}."""
+    output_dir = tmp_path_factory.mktemp("demo")
+    return {"dir": output_dir, "stdout": _demo(output_dir)}
+
+
+def _read_results(path):
+    return dict(line.split(" = ") for line in path.read_text().splitlines())
+
+
+def test_every_step_leaves_its_outputs(demo):
+    out = demo["dir"]
+    assert (out / "sample.tfrecord").stat().st_size > 0
+    pretraining = _read_results(out / "pretraining" / "eval_results.txt")
+    assert {"masked_lm_accuracy", "next_sentence_accuracy"} <= set(pretraining)
+    for name in ("bert_model.ckpt.index", "bert_config.json"):
+        assert (out / "pretraining" / name).exists()
+    for run in ("classifier_pretrained", "classifier_random"):
+        results = _read_results(out / run / "eval_results.txt")
+        assert 0.0 <= float(results["eval_accuracy"]) <= 1.0
+        assert (out / run / "labels.txt").read_text() == "original\nshuffled\n"
+        assert len((out / run / "test_results.tsv").read_text().splitlines()) == 64
+    assert (out / "export" / "1" / "saved_model.pb").exists()
+    assert (out / "export" / "1" / "assets" / "labels.txt").read_text() == "original\nshuffled\n"
+    for step in STEPS:
+        assert (out / "logs" / f"{step}.log").stat().st_size > 0
+        assert (out / ".demo" / f"{step}.json").exists()
+
+
+def test_the_pretrained_run_starts_from_the_pretraining_checkpoint_and_the_other_does_not(demo):
+    log = (demo["dir"] / "logs" / "finetune_pretrained.log").read_text()
+    assert f"Initialized bert from {demo['dir'] / 'pretraining' / 'bert_model.ckpt'}" in log
+    commands = {
+        step: json.loads((demo["dir"] / ".demo" / f"{step}.json").read_text())["command"]
+        for step in ("finetune_pretrained", "finetune_random")
+    }
+    pretrained = [arg for arg in commands["finetune_pretrained"] if "--init_checkpoint" not in arg]
+    assert [arg.replace("classifier_pretrained", "classifier_random") for arg in pretrained] == (
+        commands["finetune_random"]
+    )
+
+
+def test_each_step_prints_its_command_and_its_progress(demo):
+    stdout = demo["stdout"]
+    for number, step in enumerate(STEPS, 1):
+        assert f"== [{number}/{len(STEPS)}] {step}: " in stdout
+    scripts = [
+        "create_pretraining_data.py",
+        "run_pretraining.py",
+        "run_classifier.py",
+        "export_saved_model.py",
+        "scripts/classify_with_export.py",
+    ]
+    commands = [line for line in stdout.splitlines() if line.startswith("   $ ")]
+    assert len(commands) == len(STEPS)
+    for script in scripts:
+        assert any(f" {script} " in command for command in commands), script
+    assert "step 20/20" in stdout  # run_pretraining.py's progress line, streamed as it ran
+
+
+def test_the_summary_gives_each_step_its_time_figure_and_outputs(demo):
+    rows = _summary_rows(demo["stdout"])
+    assert list(rows) == STEPS
+    for step, (wall_time, figure, outputs) in rows.items():
+        assert wall_time.endswith(" s"), (step, wall_time)
+        assert figure and outputs.startswith(str(demo["dir"])), (step, figure, outputs)
+    assert "masked-LM accuracy" in rows["pretraining"][1]
+    assert rows["finetune_pretrained"][1].startswith("dev accuracy ")
+    assert "from pretrained weights" in demo["stdout"] and "from random weights" in demo["stdout"]
+    table = [
+        line for line in (demo["dir"] / "summary.md").read_text().splitlines() if line[:2] == "| "
+    ]
+    assert len(table) == 1 + len(STEPS)  # the header and one row per step
+
+
+_SERVE = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+    model = tf.saved_model.load(sys.argv[1])
+    out = model.signatures["serving_default"](text_a=tf.constant(json.loads(sys.argv[2])))
+    print(json.dumps({
+        "modules": sorted(m for m in sys.modules if m.startswith("bert_tf")),
+        "labels": [label.decode() for label in out["label"].numpy()],
+        "probabilities": out["probabilities"].numpy().tolist(),
+    }))
+    """
+)
+
+
+def test_the_export_classifies_raw_sentences_in_a_tensorflow_only_process(demo):
+    predictions = json.loads((demo["dir"] / "serve" / "predictions.json").read_text())
+    assert predictions["labels"] == ["original", "shuffled"]
+    assert len(predictions["predictions"]) == 6
+    sentences = ["Emma was very much pleased.", "pleased much very was Emma."]
+    result = subprocess.run(
+        [sys.executable, "-c", _SERVE, str(demo["dir"] / "export" / "1"), json.dumps(sentences)],
+        cwd="/", env=ENV, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert served["modules"] == []
+    assert set(served["labels"]) <= {"original", "shuffled"} and len(served["labels"]) == 2
+    assert all(abs(sum(row) - 1.0) < 1e-5 for row in served["probabilities"])
+
+
+def test_a_rerun_reuses_every_finished_step(demo):
+    stamps = {p.name: p.stat().st_mtime_ns for p in (demo["dir"] / ".demo").iterdir()}
+    stdout = _demo(demo["dir"])
+    assert stdout.count("   reused (finished earlier") == len(STEPS)
+    assert all(row[0].endswith("(reused)") for row in _summary_rows(stdout).values())
+    assert {p.name: p.stat().st_mtime_ns for p in (demo["dir"] / ".demo").iterdir()} == stamps
+
+
+def test_force_redoes_the_step_it_names_and_reuses_the_others(demo):
+    before = (demo["dir"] / ".demo" / "serve.json").stat().st_mtime_ns
+    stdout = _demo(demo["dir"], env={**ENV, "FORCE": "serve"})
+    rows = _summary_rows(stdout)
+    assert not rows["serve"][0].endswith("(reused)")
+    assert all(rows[step][0].endswith("(reused)") for step in STEPS[:-1])
+    assert (demo["dir"] / ".demo" / "serve.json").stat().st_mtime_ns > before
+
+
+def test_an_unknown_forced_step_is_an_error_naming_the_steps(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(DEMO), f"--output_dir={tmp_path}", "--force=pretrain"],
+        cwd=REPO_DIR, env=ENV, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "no step ['pretrain']" in result.stderr and "pretraining_data" in result.stderr
+
+
+# ---------------------------------------------------------------- the shipped task data
+
+
+def _load_task_script():
+    spec = importlib.util.spec_from_file_location(
+        "make_sample_tasks", REPO_DIR / "scripts" / "make_sample_tasks.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_script_makes_the_shipped_task_files_byte_for_byte():
+    source = SHARED_DIR / "data" / "austen_sentences.txt"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (set BERT_TF_SHARED_DIR to the shared folder)")
+    files = _load_task_script().build(str(source))
+    assert sorted(files) == ["dev.tsv", "test.tsv", "train.tsv"]
+    for name, text in files.items():
+        assert (TASK_DIR / name).read_bytes() == text.encode("utf-8"), name
+
+
+def _rows(name):
+    with open(TASK_DIR / name, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def _words(sentence):
+    """The sentence's words, lower-cased, without the punctuation around them, sorted."""
+    return sorted(re.match(r"^\W*(.*?)\W*$", token).group(1) for token in sentence.lower().split())
+
+
+def test_the_task_files_have_glue_layout_and_each_sentence_in_both_orders():
+    for name, num_sentences in (("train.tsv", 1500), ("dev.tsv", 400)):
+        header, *rows = _rows(name)
+        assert header == ["sentence", "label"] and all(len(row) == 2 for row in rows)
+        by_label = {
+            label: sorted(_words(s) for s, row_label in rows if row_label == label)
+            for label in ("original", "shuffled")
+        }
+        assert len(by_label["original"]) == num_sentences
+        assert by_label["original"] == by_label["shuffled"]  # the same words, in another order
+    header, *rows = _rows("test.tsv")
+    assert header == ["index", "sentence"]
+    assert [row[0] for row in rows] == [str(i) for i in range(200)]
+
+
+def test_no_task_sentence_is_in_the_pretraining_text_or_in_two_splits():
+    sentence_column = {"train.tsv": 0, "dev.tsv": 0, "test.tsv": 1}
+    splits = {
+        name: {row[column] for row in _rows(name)[1:]} for name, column in sentence_column.items()
+    }
+    assert not splits["train.tsv"] & splits["dev.tsv"]
+    assert not splits["train.tsv"] & splits["test.tsv"]
+    pretraining = set((SAMPLE_DIR / "sample_text.txt").read_text(encoding="utf-8").splitlines())
+    assert not [s for sentences in splits.values() for s in sentences if s in pretraining]
