@@ -30,9 +30,11 @@ demo: $(INSTALLED)
 test: $(INSTALLED)
 	$(PYTHON) -m pytest -q
 
+# The five tables of bench/RESULTS.md in one run (about 45 min on 2 cores; the peers need the extras).
+# BENCH_ARGS passes options to bench/run_all.py, e.g. BENCH_ARGS=--quick or BENCH_ARGS=--only=serving.
 bench: $(INSTALLED)
-	$(PYTHON) -m pip install --quiet -e '.[dev,bench]'
-	$(PYTHON) bench/bench_pretraining.py
+	$(PYTHON) -m pip install --quiet -e '.[dev,bench,compare]'
+	$(PYTHON) bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache

@@ -23,7 +23,9 @@ def define_flags():
     # The original's flags, names and defaults.
     flags.DEFINE_string("input_file", None, "Text to encode: one text, or `a ||| b`, per line.")
     flags.DEFINE_string("output_file", None, "Where to write the features.")
-    flags.DEFINE_string("layers", "-1,-2,-3,-4", "Encoder layers to write (negative: from the top).")
+    flags.DEFINE_string(
+        "layers", "-1,-2,-3,-4", "Encoder layers to write (negative: from the top)."
+    )
     flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model.")
     flags.DEFINE_integer("max_seq_length", 128, "Longest WordPiece sequence; longer lines are cut.")
     flags.DEFINE_string("init_checkpoint", None, "Weights: a Google release checkpoint or ours.")

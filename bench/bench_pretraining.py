@@ -5,16 +5,21 @@ Same shapes, batch, sequence length, masked positions, float32, with and without
     .venv/bin/python bench/bench_pretraining.py --models=mini,small --batch_size=32 --steps=20
 
 Ours trains MLM + NSP with the original optimizer through bert_tf.training.Trainer, reading TFRecords in the
-original format; keras-hub trains its masked-LM head only (it has no NSP head) with keras AdamW. Prints a
-Markdown table of training examples/s (after warm-up steps, which include tracing and compilation).
+original format; keras-hub trains its masked-LM head only (it has no NSP head) with keras AdamW. Every runner
+is built and warmed up first (tracing, XLA compilation), then the runners take turns for `--rounds` rounds
+of `--steps` steps each, so that load from other work on the machine falls on all of them alike. Each round
+is timed from outside the runner's own call (Trainer.train, model.fit, a torch loop): wall clock, and the
+CPU time of all the process's threads. Prints a Markdown table of training examples/s (median and best
+round) and CPU milliseconds per example.
 
 `--runners=bert_tf,keras_hub,transformers` adds transformers' BertForPreTraining on torch (CPU, eager;
 `pip install -e .[compare]`), which scores the masked-LM head at every position, as that model does.
+`--mixed_precision=mixed_bfloat16` runs where bfloat16 is native (GPU, AVX512_BF16, AMX) and says why it
+skips elsewhere.
 """
 
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -24,8 +29,10 @@ import tensorflow as tf
 from absl import app, flags, logging
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras  # noqa: E402
+import machine  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["mini", "small"], "Shapes to run: mini, small.")
@@ -34,11 +41,17 @@ flags.DEFINE_list(
     ["bert_tf", "keras_hub"],
     "Implementations to run: bert_tf, keras_hub, transformers (needs `pip install -e .[compare]`).",
 )
+flags.DEFINE_list("jit_compile", ["no", "yes"], "XLA settings of the TF runners: no, yes.")
 flags.DEFINE_integer("batch_size", 32, "Global batch.")
 flags.DEFINE_integer("seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
-flags.DEFINE_integer("steps", 20, "Timed steps.")
+flags.DEFINE_integer("steps", 20, "Timed steps per round.")
+flags.DEFINE_integer("rounds", 3, "Rounds; in each, every runner trains --steps steps in turn.")
 flags.DEFINE_integer("warmup_steps", 5, "Untimed steps first (tracing, XLA compilation).")
+flags.DEFINE_integer("threads", 0, "Compute threads of every runner (0 = one per core).")
+flags.DEFINE_string(
+    "mixed_precision", "float32", "float32, or mixed_bfloat16 (run only where bfloat16 is native)."
+)
 
 SHAPES = {  # the BERT release's small models (Turc et al., 2019)
     "mini": dict(
@@ -87,7 +100,8 @@ def _write_records(path, features):
             )
 
 
-def bench_bert_tf(shape, jit_compile, records, work_dir):
+def bert_tf_runner(shape, jit_compile, records, work_dir):
+    """() -> trains FLAGS.steps more steps through the Trainer, as run_pretraining.py does."""
     from bert_tf.modeling import BertConfig
     from bert_tf.optimization import create_optimizer
     from bert_tf.tasks.pretraining import pretraining_task
@@ -98,23 +112,27 @@ def bench_bert_tf(shape, jit_compile, records, work_dir):
         hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.02, **SHAPES[shape],
     )  # fmt: skip
     task = pretraining_task(config, records, FLAGS.seq_length, FLAGS.max_predictions, seed=1)
-    total = FLAGS.warmup_steps + FLAGS.steps
     train_config = TrainConfig(
         model_dir=tempfile.mkdtemp(dir=work_dir), train_batch_size=FLAGS.batch_size,
-        num_train_steps=FLAGS.warmup_steps, steps_per_loop=total, save_checkpoints_steps=10**9,
-        log_steps=10**9, jit_compile=jit_compile,
+        num_train_steps=FLAGS.warmup_steps, steps_per_loop=1000, save_checkpoints_steps=10**9,
+        log_steps=10**9, jit_compile=jit_compile, mixed_precision=FLAGS.mixed_precision,
     )  # fmt: skip
     trainer = Trainer(
-        task, tf.distribute.get_strategy(), lambda: create_optimizer(1e-4, 10000, 100), train_config
+        task, tf.distribute.get_strategy(), lambda: create_optimizer(1e-4, 10**6, 100), train_config
     )
+    # Each round ends at a new num_train_steps, where the Trainer would save a checkpoint: not
+    # what is measured here (the keras-hub runner saves none either).
+    trainer._save = lambda step: None
     trainer.train()  # traces (and compiles) the step, then runs the warm-up steps
-    trainer.config.num_train_steps = total
-    # The Trainer's own measurement of the interval: the training steps, not the checkpoint it
-    # saves at the end.
-    return trainer.train()["examples_per_second"]
+
+    def run():
+        trainer.config.num_train_steps += FLAGS.steps
+        trainer.train()
+
+    return run
 
 
-def bench_keras_hub(shape, jit_compile, features):
+def keras_hub_runner(shape, jit_compile, features):
     import keras_hub
 
     sizes = SHAPES[shape]
@@ -145,12 +163,14 @@ def bench_keras_hub(shape, jit_compile, features):
         .batch(FLAGS.batch_size, drop_remainder=True)
     )
     model.fit(dataset, steps_per_epoch=FLAGS.warmup_steps, epochs=1, verbose=0)
-    start = time.perf_counter()
-    model.fit(dataset, steps_per_epoch=FLAGS.steps, epochs=1, verbose=0)
-    return FLAGS.steps * FLAGS.batch_size / (time.perf_counter() - start)
+
+    def run():
+        model.fit(dataset, steps_per_epoch=FLAGS.steps, epochs=1, verbose=0)
+
+    return run
 
 
-def bench_transformers(shape, features):
+def transformers_runner(shape, features):
     """transformers' BertForPreTraining on torch (CPU, eager): MLM + NSP, torch AdamW, clipping 1.0."""
     import torch
     import transformers
@@ -174,20 +194,21 @@ def bench_transformers(shape, features):
         token_type_ids=torch.tensor(features["segment_ids"]), labels=labels,
         next_sentence_label=torch.tensor(features["next_sentence_labels"]),
     )  # fmt: skip
+    step = 0
 
-    def train(num_steps, first_step):
-        for step in range(first_step, first_step + num_steps):
+    def train(num_steps):
+        nonlocal step
+        for _ in range(num_steps):
             start = (step * FLAGS.batch_size) % len(ids)
             batch = {k: v[start : start + FLAGS.batch_size] for k, v in tensors.items()}
             model(**batch).loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad()
+            step += 1
 
-    train(FLAGS.warmup_steps, 0)
-    start = time.perf_counter()
-    train(FLAGS.steps, FLAGS.warmup_steps)
-    return FLAGS.steps * FLAGS.batch_size / (time.perf_counter() - start)
+    train(FLAGS.warmup_steps)
+    return lambda: train(FLAGS.steps)
 
 
 NAMES = {
@@ -197,40 +218,88 @@ NAMES = {
 }
 
 
+def _timed(run):
+    """(wall seconds, CPU seconds of all threads) of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
+    threads = machine.set_threads(FLAGS.threads)
+    if FLAGS.mixed_precision != "float32":
+        supported, why = machine.bfloat16_support()
+        if not supported:
+            print(f"{FLAGS.mixed_precision}: skipped, {why}.")
+            return
+    print(machine.header())
+    print(
+        f"batch {FLAGS.batch_size}, seq {FLAGS.seq_length}, {FLAGS.max_predictions} predictions, "
+        f"{FLAGS.mixed_precision}, {threads} compute threads; {FLAGS.rounds} rounds of "
+        f"{FLAGS.steps} steps per runner after {FLAGS.warmup_steps} warm-up steps\n",
+        flush=True,
+    )
     work_dir = tempfile.mkdtemp(prefix="bench_pretraining_")
     features = _random_features(8 * FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)
     records = os.path.join(work_dir, "random.tfrecord")
     _write_records(records, features)
     rows = []
     for shape in FLAGS.models:
+        runners = {}
         for runner in FLAGS.runners:
-            for jit_compile in (False,) if runner == "transformers" else (False, True):
+            settings = (
+                [False] if runner == "transformers" else [x == "yes" for x in FLAGS.jit_compile]
+            )
+            for jit_compile in settings:
                 keras.utils.set_random_seed(0)
                 if runner == "bert_tf":
-                    speed = bench_bert_tf(shape, jit_compile, records, work_dir)
+                    run = bert_tf_runner(shape, jit_compile, records, work_dir)
                 elif runner == "keras_hub":
-                    speed = bench_keras_hub(shape, jit_compile, features)
+                    run = keras_hub_runner(shape, jit_compile, features)
                 else:
-                    speed = bench_transformers(shape, features)
-                row = dict(
-                    model=shape,
-                    runner=runner,
-                    jit_compile=jit_compile,
-                    examples_per_sec=round(speed, 1),
-                )
-                print(json.dumps(row), flush=True)
-                rows.append(row)
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores, TF {tf.__version__}, "
-          f"batch {FLAGS.batch_size}, seq {FLAGS.seq_length}, {FLAGS.max_predictions} predictions, float32\n")  # fmt: skip
-    print("| model | implementation | XLA | training examples/s |")
-    print("|---|---|---|---|")
+                    run = transformers_runner(shape, features)
+                runners[runner, jit_compile] = run
+        times = {key: [] for key in runners}
+        for _ in range(FLAGS.rounds):
+            for key, run in runners.items():
+                times[key].append(_timed(run))
+        for (runner, jit_compile), rounds in times.items():
+            examples = FLAGS.steps * FLAGS.batch_size
+            speeds = [examples / wall for wall, _ in rounds]
+            row = dict(
+                model=shape, runner=runner, jit_compile=jit_compile,
+                examples_per_sec=round(float(np.median(speeds)), 2),
+                best_examples_per_sec=round(max(speeds), 2),
+                cpu_ms_per_example=round(1e3 * min(cpu for _, cpu in rounds) / examples, 1),
+            )  # fmt: skip
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+
+    print(
+        "\n| model | implementation | XLA | examples/s (median of rounds) | best round | CPU ms per example (best) |"
+    )
+    print("|---|---|---|---|---|---|")
     for row in rows:
         xla = "yes" if row["jit_compile"] else "no"
-        name = NAMES[row["runner"]]
-        print(f"| BERT-{row['model']} | {name} | {xla} | {row['examples_per_sec']} |")
+        print(
+            f"| BERT-{row['model']} | {NAMES[row['runner']]} | {xla} | {row['examples_per_sec']} | "
+            f"{row['best_examples_per_sec']} | {row['cpu_ms_per_example']} |"
+        )
+    for shape in FLAGS.models:
+        ours = [r for r in rows if r["model"] == shape and r["runner"] == "bert_tf"]
+        peers = [r for r in rows if r["model"] == shape and r["runner"] != "bert_tf"]
+        if ours and peers:
+            best = max(ours, key=lambda r: r["examples_per_sec"])
+            peer = max(peers, key=lambda r: r["examples_per_sec"])
+            print(
+                f"BERT-{shape}: bert_tf (XLA {'yes' if best['jit_compile'] else 'no'}) / fastest peer "
+                f"({NAMES[peer['runner']]}, XLA {'yes' if peer['jit_compile'] else 'no'}): "
+                f"{best['examples_per_sec'] / peer['examples_per_sec']:.2f}x examples/s, "
+                f"{peer['cpu_ms_per_example'] / best['cpu_ms_per_example']:.2f}x less CPU per example"
+            )
+    print(machine.load_line())
 
 
 if __name__ == "__main__":
