@@ -160,6 +160,33 @@ def test_the_export_classifies_raw_sentences_in_a_tensorflow_only_process(demo):
     assert all(abs(sum(row) - 1.0) < 1e-5 for row in served["probabilities"])
 
 
+def _readme_demo_rest():
+    """The request body of the README's demo section (its curl -d) and the reply it shows."""
+    readme = (REPO_DIR / "README.md").read_text(encoding="utf-8")
+    section = readme.split("<!-- SECTION:demo")[1].split("<!-- /SECTION:demo -->")[0]
+    request = json.loads(re.search(r"-d '(.*?)'", section, re.DOTALL).group(1))
+    reply = json.loads(section.split("```json\n")[1].split("```")[0])
+    return request, reply
+
+
+def test_the_readme_rest_request_is_served_and_its_reply_has_the_export_outputs(demo):
+    request, reply = _readme_demo_rest()
+    texts = [row["text_a"] for row in request["instances"]]
+    result = subprocess.run(
+        [sys.executable, "-c", _SERVE, str(demo["dir"] / "export" / "1"), json.dumps(texts)],
+        cwd="/", env=ENV, capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(served["labels"]) == len(reply["predictions"]) == len(texts)
+    for row, label, probabilities in zip(
+        reply["predictions"], served["labels"], served["probabilities"], strict=True
+    ):
+        assert set(row) == {"label", "probabilities"}  # the signature's outputs, by name
+        assert row["label"] in ("original", "shuffled") and label in ("original", "shuffled")
+        assert len(row["probabilities"]) == len(probabilities) == 2
+        assert abs(sum(row["probabilities"]) - 1.0) < 1e-5
+
+
 def test_a_rerun_reuses_every_finished_step(demo):
     stamps = {p.name: p.stat().st_mtime_ns for p in (demo["dir"] / ".demo").iterdir()}
     stdout = _demo(demo["dir"])
