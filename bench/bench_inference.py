@@ -182,11 +182,9 @@ def main(argv):
     from bert_tf.modeling import BertConfig
 
     threads = machine.set_threads(FLAGS.threads)
+    if machine.skips_precision(FLAGS.mixed_precision):
+        return
     if FLAGS.mixed_precision != "float32":
-        supported, why = machine.bfloat16_support()
-        if not supported:
-            print(f"{FLAGS.mixed_precision}: skipped, {why}.")
-            return
         keras.config.set_dtype_policy(FLAGS.mixed_precision)
     config = BertConfig.from_preset(FLAGS.model)
     print(machine.header())

