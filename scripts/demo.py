@@ -334,14 +334,19 @@ class Demo:
     def _stamp_path(self, step):
         return self.path(".demo", f"{step.name}.json")
 
-    def finished(self, step):
-        """The stamp of a finished step whose command is unchanged and whose outputs exist, or None."""
+    def _stamp(self, step):
+        """The step's stamp, {"command", "finished", ...}, if one was written for its current command."""
         try:
             with open(self._stamp_path(step), encoding="utf-8") as f:
                 stamp = json.load(f)
         except (FileNotFoundError, json.JSONDecodeError):
             return None
-        if not stamp.get("finished") or stamp.get("command") != step.command:
+        return stamp if stamp.get("command") == step.command else None
+
+    def finished(self, step):
+        """The stamp of a finished step whose command is unchanged and whose outputs exist, or None."""
+        stamp = self._stamp(step)
+        if not stamp or not stamp.get("finished"):
             return None
         if not all(os.path.exists(self.path(output)) for output in step.outputs):
             return None
@@ -360,9 +365,12 @@ class Demo:
                 ]
             text = "".join(lines)
             target = os.path.join(self.data_dir(), name)
-            if not os.path.exists(target) or open(target, encoding="utf-8").read() != text:
-                with open(target, "w", encoding="utf-8", newline="") as f:
-                    f.write(text)
+            if os.path.exists(target):
+                with open(target, encoding="utf-8", newline="") as f:
+                    if f.read() == text:
+                        continue
+            with open(target, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
 
     def _write_stamp(self, step, **values):
         os.makedirs(self.path(".demo"), exist_ok=True)
@@ -371,12 +379,8 @@ class Demo:
 
     def interrupted(self, step):
         """Whether an earlier run of this very command started and did not finish."""
-        try:
-            with open(self._stamp_path(step), encoding="utf-8") as f:
-                stamp = json.load(f)
-        except (FileNotFoundError, json.JSONDecodeError):
-            return False
-        return stamp.get("finished") is False and stamp.get("command") == step.command
+        stamp = self._stamp(step)
+        return stamp is not None and stamp.get("finished") is False
 
     def run_step(self, step, number, resume=False):
         """Runs one step's command, streaming its output to the console and its log; returns seconds.
