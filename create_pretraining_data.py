@@ -14,7 +14,7 @@ from absl import app, flags
 
 from bert_tf import tokenization
 from bert_tf.cli import run as run_script
-from bert_tf.data import pretraining_data, pretraining_writer
+from bert_tf.data.pretraining import instances, writer
 
 flags.DEFINE_string(
     "input_file",
@@ -96,7 +96,7 @@ def main(argv):
     if not os.path.isfile(FLAGS.vocab_file):
         raise FileNotFoundError(f"--vocab_file {FLAGS.vocab_file!r} does not exist")
     tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-    options = pretraining_data.InstanceOptions.from_vocab(
+    options = instances.InstanceOptions.from_vocab(
         tokenizer.vocab,
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
@@ -104,7 +104,7 @@ def main(argv):
         short_seq_prob=FLAGS.short_seq_prob,
         do_whole_word_mask=FLAGS.do_whole_word_mask,
     )
-    pretraining_writer.create_pretraining_data(
+    writer.create_pretraining_data(
         FLAGS.input_file,
         FLAGS.output_file,
         tokenizer,

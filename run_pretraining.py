@@ -13,8 +13,8 @@ from absl import flags, logging
 
 from bert_tf.checkpoints import export_google_checkpoint, restore_init_checkpoint
 from bert_tf.cli import run as run_script
-from bert_tf.data.pretraining import list_input_files
 from bert_tf.data.records import reading_records
+from bert_tf.io import expand_globs
 from bert_tf.distribute import STRATEGIES, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.modeling import BertConfig
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
@@ -159,7 +159,7 @@ def run_from_flags():
         else None,
     )
     chief = is_chief(strategy)
-    input_files = list_input_files(FLAGS.input_file)
+    input_files = expand_globs(FLAGS.input_file, "--input_file")
     if FLAGS.do_train:
         with reading_records(input_files):
             trainer.train()

@@ -18,8 +18,9 @@ Example:
 """
 
 import collections
-import os
 import unicodedata
+
+from bert_tf.io import read_lines
 
 # Code point blocks the original treats as CJK ideographs (each becomes a word of its own).
 # Hangul, Hiragana and Katakana are not in these blocks and are split by whitespace as usual.
@@ -63,24 +64,13 @@ def load_vocab(vocab_file):
     Ids follow line order; each line is stripped of surrounding whitespace, as in the original.
 
     Raises:
-      FileNotFoundError: if `vocab_file` does not exist.
+      MissingFileError (a FileNotFoundError): if `vocab_file` does not exist.
+      InputError: naming the file and line, for a line that is not UTF-8.
     """
     vocab = collections.OrderedDict()
-    with _open_text(vocab_file) as reader:
-        for index, line in enumerate(reader):
-            vocab[line.strip()] = index
+    for number, line in read_lines(vocab_file):
+        vocab[line.strip()] = number - 1
     return vocab
-
-
-def _open_text(path):
-    """Opens a UTF-8 text file for reading: a local path, or a tf.io.gfile URL (gs://, ...)."""
-    path = os.fspath(path)
-    if "://" in path:
-        import tensorflow as tf  # only here: the tokenizer itself runs without TensorFlow
-
-        return tf.io.gfile.GFile(path, "r")
-    # newline="\n": split on "\n" only, like tf.io.gfile, so a stray "\r" cannot add a line.
-    return open(path, encoding="utf-8", newline="\n")
 
 
 def convert_by_vocab(vocab, items):

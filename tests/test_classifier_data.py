@@ -1,4 +1,4 @@
-"""bert_tf.data.classifier: GLUE / XNLI files in their published layouts, users' TSV / CSV, TFDS, features."""
+"""bert_tf.data.classification: GLUE / XNLI files in their published layouts, users' TSV / CSV, TFDS, features."""
 
 import os
 
@@ -6,17 +6,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import classifier
-from bert_tf.data.classifier import (
-    InputExample,
+from bert_tf.data import classification
+from bert_tf.data.classification.features import (
     classifier_feature_spec,
     convert_example_to_feature,
-    get_processor,
     padding_feature,
     serialize_classifier_feature,
 )
+from bert_tf.data.classification.processor import InputExample
+from bert_tf.data.feature_cache import write_records
 from bert_tf.data.packing import truncate_seq_pair
-from bert_tf.data.records import write_records
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 
@@ -30,6 +29,11 @@ MNLI_DEV_HEADER = MNLI_TRAIN_HEADER[:-1] + "label2 label3 label4 label5 gold_lab
 STSB_HEADER = (
     "index genre filename year old_index source1 source2 sentence1 sentence2 score".split()
 )
+
+
+def get_processor(task_name=None, **source):
+    """The processor of a DataSource (run_classifier.py's data flags) of these fields."""
+    return classification.get_processor(classification.DataSource(task_name=task_name, **source))
 
 
 def write_tsv(path, rows):
@@ -339,7 +343,15 @@ def test_get_processor_refuses_unknown_tasks_and_flags_a_glue_task_does_not_use(
         get_processor("mrpc", text_a_column=3, labels="0,1")
     with pytest.raises(InputError, match="needs --tfds_name"):
         get_processor("tfds")
-    assert set(classifier.TASK_NAMES) >= {"cola", "mnli-mm", "xnli", "tsv", "csv", "tfds", "stsb"}
+    assert set(classification.TASK_NAMES) >= {
+        "cola",
+        "mnli-mm",
+        "xnli",
+        "tsv",
+        "csv",
+        "tfds",
+        "stsb",
+    }
 
 
 # ---- users' TSV / CSV -----------------------------------------------------------------------------

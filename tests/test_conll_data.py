@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
+from bert_tf import io
 from bert_tf.data import conll
-from bert_tf.data.records import make_feature_dataset, write_records
+from bert_tf.data.feature_cache import make_feature_dataset, write_records
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 
@@ -117,7 +118,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
 def test_find_data_files_accepts_the_original_release_names(tmp_path):
     for name in ("train.txt", "valid.txt", "eng.testb"):
         _write(tmp_path, "x O\n", name)
-    found = conll.find_data_files(str(tmp_path))
+    found = io.split_files(str(tmp_path), conll.CONLL_FILE_NAMES)
     assert found == {
         "train": str(tmp_path / "train.txt"),
         "dev": str(tmp_path / "valid.txt"),
@@ -125,7 +126,7 @@ def test_find_data_files_accepts_the_original_release_names(tmp_path):
     }
     (tmp_path / "valid.txt").unlink()
     with pytest.raises(InputError, match="no dev file .*dev.txt, valid.txt, eng.testa"):
-        conll.require_data_file(str(tmp_path), "dev")
+        io.require_split_file(str(tmp_path), conll.CONLL_FILE_NAMES, "dev")
 
 
 # ---------------------------------------------------------------------------------------- labels

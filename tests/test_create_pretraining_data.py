@@ -1,4 +1,4 @@
-"""create_pretraining_data.py and its engine (bert_tf.data.pretraining_writer), end to end."""
+"""create_pretraining_data.py and its engine (bert_tf.data.pretraining.writer), end to end."""
 
 import os
 import subprocess
@@ -9,7 +9,11 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
-from bert_tf.data import pretraining, pretraining_data, pretraining_writer, tfrecord_io
+from bert_tf.data.pretraining import encoding as tfrecord_io
+from bert_tf.data.pretraining import instances as pretraining_data
+from bert_tf.data.pretraining import reader as pretraining
+from bert_tf.data.pretraining import writer as pretraining_writer
+from bert_tf.errors import InputError
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_SEQ_LENGTH, MAX_PREDICTIONS = 64, 10
@@ -193,7 +197,7 @@ def test_missing_inputs_are_named(tmp_path, tokenizer, options):
     with pytest.raises(FileNotFoundError, match="absent.txt"):
         _run(tmp_path / "absent.txt", str(tmp_path / "o"), tokenizer, options)
     (tmp_path / "in.txt").write_text("a sentence.\n")
-    with pytest.raises(FileNotFoundError, match="no-such-dir"):
+    with pytest.raises(InputError, match="no-such-dir"):
         _run(tmp_path / "in.txt", str(tmp_path / "no-such-dir" / "o"), tokenizer, options)
 
 
@@ -201,7 +205,7 @@ def test_invalid_utf8_is_an_error_naming_file_and_line_or_skipped_on_request(
     tmp_path, tokenizer, options
 ):
     (tmp_path / "bad.txt").write_bytes(b"good line.\nanother good line.\nbad \xff line.\n\nmore.\n")
-    with pytest.raises(ValueError, match=r"bad\.txt:3: invalid UTF-8"):
+    with pytest.raises(ValueError, match=r"bad\.txt:3: not valid UTF-8.*--skip_invalid_utf8"):
         _run(tmp_path / "bad.txt", str(tmp_path / "o"), tokenizer, options)
     assert list(tmp_path.iterdir()) == [tmp_path / "bad.txt"]  # nothing written, no temporary left
     summary = _run(

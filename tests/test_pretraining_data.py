@@ -1,4 +1,4 @@
-"""Instance creation and masking (bert_tf.data.pretraining_data), TFRecord encoding, the reader."""
+"""Instance creation and masking (bert_tf.data.pretraining.instances), TFRecord encoding, the reader."""
 
 import collections
 import random
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import pretraining, pretraining_data, tfrecord_io
+from bert_tf.data.pretraining import encoding as tfrecord_io
+from bert_tf.data.pretraining import instances as pretraining_data
+from bert_tf.data.pretraining import reader as pretraining
 
 CLS, SEP, MASK = 2, 3, 4
 NUM_DOCUMENTS, SENTENCES_PER_DOCUMENT, TOKENS_PER_SENTENCE = 20, 15, 10

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import squad, squad_predictions
-from bert_tf.data.records import make_feature_dataset, write_records
+from bert_tf.data.feature_cache import make_feature_dataset, write_records
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 
@@ -190,7 +190,7 @@ def test_malformed_input_raises_input_error_naming_file_and_place(tmp_path, muta
 def test_malformed_json_names_file_and_line(tmp_path):
     path = tmp_path / "dev.json"
     path.write_text('{"data": [\n  {"title": "x",,}\n]}')
-    with pytest.raises(InputError, match=r"dev\.json: not valid JSON \(line 2"):
+    with pytest.raises(InputError, match=r"dev\.json:2: not valid JSON"):
         squad.read_squad_examples(str(path), is_training=False, version_2_with_negative=False)
 
 

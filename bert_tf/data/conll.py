@@ -19,10 +19,7 @@ so merging the windows gives every word one prediction.
 S = max_seq_length.
 """
 
-import codecs
 import dataclasses
-import os
-import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -30,6 +27,7 @@ import tensorflow as tf
 from bert_tf.data.packing import pad_to
 from bert_tf.data.records import int64_feature, serialize_example
 from bert_tf.errors import InputError
+from bert_tf.io import read_text, write_text
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE_LABEL = "O"
@@ -69,25 +67,6 @@ class Sentence:
     line_numbers: list
 
 
-def read_utf8_text(path):
-    """Returns a text file's content (a local path or a tf.io.gfile URL), a leading BOM dropped.
-
-    Raises:
-      InputError: if the file does not exist, or (naming the file and line) is not valid UTF-8.
-    """
-    if not tf.io.gfile.exists(path):
-        raise InputError(f"{path} does not exist")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        data = f.read()
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8) :]
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise InputError(f"{path}:{line}: not valid UTF-8 ({error.reason})") from None
-
-
 def _split_line(line, is_tab_separated):
     return line.split("\t") if is_tab_separated else line.split()
 
@@ -114,7 +93,7 @@ def read_conll(path, label_column=-1):
     sentences = []
     current = []  # (line number, columns) of the sentence being read
     layout = None  # (is_tab_separated, num_columns, label index or None, first word line)
-    for line_number, line in enumerate(read_utf8_text(path).split("\n"), start=1):
+    for line_number, line in enumerate(read_text(path).split("\n"), start=1):
         line = line.strip()
         if not line or line.split()[0] == DOCSTART:
             if current:
@@ -159,24 +138,6 @@ def _layout(path, line_number, line, label_column):
             f"column; the file has {num_columns} columns (word first)"
         )
     return is_tab_separated, num_columns, label_column % num_columns, line_number
-
-
-def find_data_files(data_dir):
-    """{"train", "dev", "test"} -> the split's file in `data_dir` (see CONLL_FILE_NAMES), or None."""
-    found = {}
-    for split, names in CONLL_FILE_NAMES.items():
-        paths = [os.path.join(data_dir, name) for name in names]
-        found[split] = next((path for path in paths if tf.io.gfile.exists(path)), None)
-    return found
-
-
-def require_data_file(data_dir, split):
-    """The path of `split`'s file in data_dir; InputError listing the accepted names if it is absent."""
-    path = find_data_files(data_dir)[split]
-    if path is None:
-        names = ", ".join(CONLL_FILE_NAMES[split])
-        raise InputError(f"{data_dir}: no {split} file (expected one of {names})")
-    return path
 
 
 def labels_from_sentences(sentences):
@@ -465,21 +426,10 @@ def write_conll_predictions(input_path, sentences, predicted_labels, output_path
                 f"sentence {index}: {len(labels)} predicted labels for {len(sentence.words)} words"
             )
         predicted_by_line.update(zip(sentence.line_numbers, labels, strict=True))
-    lines = read_utf8_text(input_path).split("\n")
+    lines = read_text(input_path).split("\n")
     for line_number, label in predicted_by_line.items():
         line = lines[line_number - 1]
         body = line.rstrip("\r")
         separator = "\t" if "\t" in body else " "
         lines[line_number - 1] = f"{body.rstrip()}{separator}{label}{line[len(body) :]}"
-    _write_text_atomically(output_path, "\n".join(lines))
-
-
-def _write_text_atomically(path, text):
-    temp_path = f"{path}.tmp-{uuid.uuid4().hex}"
-    try:
-        with tf.io.gfile.GFile(temp_path, "w") as f:
-            f.write(text)
-        tf.io.gfile.rename(temp_path, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(temp_path):
-            tf.io.gfile.remove(temp_path)
+    write_text(output_path, "\n".join(lines))

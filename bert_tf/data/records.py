@@ -1,25 +1,15 @@
-"""Fine-tuning features as TFRecords: atomic writes, reuse when the settings match, reading, bad files.
+"""TFRecords of tf.train.Examples: building them, the one decoder, and naming a file that is corrupt.
 
-Every fine-tuning script writes its features once (`train.tf_record`, `eval.tf_record`, ...) in the
-original's format (int64 / float features, fixed lengths) and records the settings that made them in
-`<file>.settings.json` beside it; a later run with the same settings reads the file instead of making it
-again, and one with other settings (flags, vocab, input file) makes it anew.
-
-B = batch, S = max_seq_length.
+Every TFRecord this project reads or writes (pretraining instances, fine-tuning features) holds the
+original's features: int64 or float lists of fixed length, one tf.train.Example per record.
 """
 
 import contextlib
-import json
-import os
-import uuid
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.pretraining import detect_compression
 from bert_tf.errors import InputError
-
-SETTINGS_SUFFIX = ".settings.json"
 
 
 def int64_feature(values):
@@ -35,66 +25,20 @@ def serialize_example(features):
     return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
 
-def file_identity(path):
-    """What identifies an input file's content cheaply: its absolute path, size and modification time."""
-    stat = tf.io.gfile.stat(path)
-    return {"path": os.path.abspath(path), "size": stat.length, "mtime_nsec": stat.mtime_nsec}
+def serialize_values(values, feature_spec):
+    """{name: number or list} -> serialized tf.train.Example bytes, of the spec's dtypes."""
+    return serialize_example(
+        {
+            name: float_feature(np.reshape(values[name], [-1]))
+            if spec.dtype == tf.float32
+            else int64_feature(np.reshape(values[name], [-1]))
+            for name, spec in feature_spec.items()
+        }
+    )
 
 
-def write_records(path, serialized_examples):
-    """Writes serialized examples to `path` via a temporary file renamed when complete; returns the count."""
-    temp_path = f"{path}.tmp-{uuid.uuid4().hex}"
-    count = 0
-    try:
-        with tf.io.TFRecordWriter(temp_path) as writer:
-            for serialized in serialized_examples:
-                writer.write(serialized)
-                count += 1
-        tf.io.gfile.rename(temp_path, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(temp_path):
-            tf.io.gfile.remove(temp_path)
-    return count
-
-
-def cached_records(path, settings, make_examples):
-    """Reuses `path` if it was written with `settings`, else writes it from `make_examples()`.
-
-    Args:
-      path: the TFRecord file.
-      settings: a JSON-serializable dict of everything the features depend on (flags, vocab, input files).
-      make_examples: () -> (iterable of serialized examples, info dict). It runs only when the file is
-        (re)made; the info dict (e.g. {"num_real_examples": n}) is saved and returned with later reuses.
-
-    Returns:
-      The info dict, plus "num_records".
-    """
-    settings = json.loads(
-        json.dumps(settings)
-    )  # the form it takes once saved (tuples become lists)
-    settings_path = path + SETTINGS_SUFFIX
-    if tf.io.gfile.exists(path) and tf.io.gfile.exists(settings_path):
-        with tf.io.gfile.GFile(settings_path) as f:
-            try:
-                saved = json.load(f)
-            except json.JSONDecodeError:
-                saved = {}
-        if saved.get("settings") == settings:
-            return saved["info"]
-    examples, info = make_examples()
-    # The old settings go first: a run killed between the two writes then makes the file again.
-    if tf.io.gfile.exists(settings_path):
-        tf.io.gfile.remove(settings_path)
-    info = {**info, "num_records": write_records(path, examples)}
-    temp_path = f"{settings_path}.tmp-{uuid.uuid4().hex}"
-    with tf.io.gfile.GFile(temp_path, "w") as f:
-        json.dump({"settings": settings, "info": info}, f, indent=2, sort_keys=True)
-    tf.io.gfile.rename(temp_path, settings_path, overwrite=True)
-    return info
-
-
-def _decode(record, feature_spec):
-    """Parses one example; int64 features become int32 (TPUs lack int64)."""
+def decode_record(record, feature_spec):
+    """Parses one serialized example by `feature_spec`; int64 features become int32 (TPUs lack int64)."""
     example = tf.io.parse_single_example(record, feature_spec)
     return {
         name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
@@ -102,118 +46,15 @@ def _decode(record, feature_spec):
     }
 
 
-def make_feature_dataset(
-    path,
-    feature_spec,
-    batch_size,
-    is_training,
-    input_context=None,
-    seed=None,
-    drop_remainder=None,
-    length_bucketing=False,
-    sequence_features=("input_ids", "input_mask", "segment_ids"),
-    bucket_window=32,
-    num_records=None,
-    padding_features=None,
-):
-    """Reads a features TFRecord written by `write_records` into batches of int32 / float32 features.
-
-    Training repeats and shuffles (seeded when `seed` is given); evaluation and prediction read the file
-    once and shard nothing, so every example is seen exactly once.
-
-    Args:
-      path: the TFRecord file.
-      feature_spec: {name: tf.io.FixedLenFeature}.
-      batch_size: examples per batch of this pipeline (per replica under tf.distribute when training).
-      is_training: shuffle, repeat and shard by `input_context`.
-      input_context: a tf.distribute.InputContext (training only).
-      seed: fixes the shuffle order.
-      drop_remainder: defaults to `is_training`.
-      length_bucketing: batch examples of similar length together and cut the `sequence_features` of
-        each batch to its longest input, rounded up to a multiple of 8: the model sees the same tokens,
-        but padding positions, which the attention mask hides, are not computed. Examples are sorted by
-        length within windows of `bucket_window` batches; training then shuffles the batches, and
-        prediction adds an int32 "example_index" feature (the position in the file) so the caller can
-        put the results back in file order.
-      sequence_features: the features whose last axis is the sequence (cut by `length_bucketing`).
-      bucket_window: batches per sorting window.
-      num_records, padding_features: evaluation and prediction only: the file's record count, and one
-        fake example ({name: list}, is_real_example 0) appended as often as it takes to fill the last
-        batch, so every batch is full (and splits evenly over replicas) and no example is dropped.
-
-    Returns:
-      A tf.data.Dataset of feature dicts, [B, ...] each.
-    """
-    drop_remainder = is_training if drop_remainder is None else drop_remainder
-    records = tf.data.TFRecordDataset(path)
-    if is_training:
-        if input_context and input_context.num_input_pipelines > 1:
-            records = records.shard(
-                input_context.num_input_pipelines, input_context.input_pipeline_id
-            )
-        records = records.repeat().shuffle(10000, seed=seed)
-    dataset = records.map(
-        lambda record: _decode(record, feature_spec),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
-    if padding_features is not None and not is_training:
-        num_padding = -num_records % batch_size
-        padding = _decode(
-            serialize_example(_as_features(padding_features, feature_spec)), feature_spec
-        )
-        dataset = dataset.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
-    if not length_bucketing:
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-        return dataset.prefetch(tf.data.AUTOTUNE)
-    if not is_training:
-        dataset = dataset.enumerate().map(
-            lambda index, features: {**features, "example_index": tf.cast(index, tf.int32)}
-        )
-    dataset = _sorted_in_windows(dataset, batch_size, bucket_window, drop_remainder)
-    if is_training:
-        dataset = dataset.shuffle(bucket_window, seed=seed)
-    dataset = dataset.map(lambda batch: _cut_to_longest(batch, sequence_features))
-    return dataset.prefetch(tf.data.AUTOTUNE)
+# A gzip stream starts with 1f 8b and the deflate method 08. A plain TFRecord starts with its first
+# record's length as a little-endian uint64, which would have to be 0x..088b1f (over 500 KB) to match.
+_GZIP_MAGIC = b"\x1f\x8b\x08"
 
 
-def _as_features(values, feature_spec):
-    """{name: list} -> {name: tf.train.Feature} of the spec's dtypes."""
-    return {
-        name: float_feature(np.reshape(values[name], [-1]))
-        if spec.dtype == tf.float32
-        else int64_feature(np.reshape(values[name], [-1]))
-        for name, spec in feature_spec.items()
-    }
-
-
-def _lengths(features):
-    mask = features["input_mask"]
-    return tf.reduce_sum(tf.reshape(mask, [tf.shape(mask)[0], -1]), axis=-1)
-
-
-def _sorted_in_windows(dataset, batch_size, bucket_window, drop_remainder):
-    """Batches of similar lengths: windows of bucket_window batches are sorted by length and cut up."""
-
-    def sort_window(window):
-        order = tf.argsort(_lengths(window), stable=True)
-        return tf.data.Dataset.from_tensor_slices(
-            tf.nest.map_structure(lambda x: tf.gather(x, order), window)
-        )
-
-    dataset = dataset.batch(batch_size * bucket_window, drop_remainder=drop_remainder)
-    return dataset.flat_map(sort_window).batch(batch_size, drop_remainder=drop_remainder)
-
-
-def _cut_to_longest(batch, sequence_features):
-    """Cuts each sequence feature to the batch's longest input (rounded up to a multiple of 8)."""
-    mask = batch["input_mask"]
-    longest = tf.reduce_max(tf.reduce_sum(mask, axis=-1))
-    length = tf.minimum((longest + 7) // 8 * 8, tf.shape(mask)[-1])
-    return {
-        name: value[..., :length] if name in sequence_features else value
-        for name, value in batch.items()
-    }
+def detect_compression(path):
+    """Returns "GZIP" for a gzip stream (e.g. `--output_compression=gzip` output), else ""."""
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return "GZIP" if f.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC else ""
 
 
 def find_corrupt_record(paths):
@@ -229,11 +70,16 @@ def find_corrupt_record(paths):
 
 
 @contextlib.contextmanager
-def reading_records(paths):
+def reading_records(paths, remedy=None):
     """Turns TensorFlow's error for a corrupt or truncated TFRecord into an InputError naming the file.
 
     TensorFlow reports a bad record with its byte offset only, deep in a traceback. On that error the
     files are read again, one by one, to find which one is bad.
+
+    Args:
+      paths: the TFRecord files the block reads.
+      remedy: what the message tells the user to do about it (e.g. that a cached file is made again
+        once deleted); default: nothing.
     """
     try:
         yield
@@ -243,6 +89,6 @@ def reading_records(paths):
             raise
         path, index, reason = found
         raise InputError(
-            f"{path}: corrupt or truncated TFRecord at record {index} ({reason}); "
-            "delete it (and its .settings.json) to have it made again"
+            f"{path}: corrupt or truncated TFRecord at record {index} ({reason})"
+            + (f"; {remedy}" if remedy else "")
         ) from error

@@ -26,7 +26,6 @@ S = max_seq_length.
 
 import collections
 import dataclasses
-import json
 
 import tensorflow as tf
 from absl import logging
@@ -34,6 +33,7 @@ from absl import logging
 from bert_tf import tokenization
 from bert_tf.data.records import int64_feature, serialize_example
 from bert_tf.errors import InputError
+from bert_tf.io import read_json
 
 FIRST_UNIQUE_ID = 1000000000  # the original's first feature id
 CLS_TOKEN = "[CLS]"
@@ -143,20 +143,10 @@ def read_squad_examples(input_file, is_training, version_2_with_negative):
       ("skipped": training answers not found in their paragraph).
 
     Raises:
-      FileNotFoundError: if `input_file` does not exist.
+      MissingFileError: if `input_file` does not exist.
       InputError: if the file is not SQuAD json; the message names the file and the question id.
     """
-    if not tf.io.gfile.exists(input_file):
-        raise FileNotFoundError(f"SQuAD file not found: {input_file}")
-    try:
-        with tf.io.gfile.GFile(input_file, "rb") as reader:
-            data = json.loads(reader.read().decode("utf-8"))
-    except UnicodeDecodeError as error:
-        raise InputError(f"{input_file}: not UTF-8 text ({error})") from error
-    except json.JSONDecodeError as error:
-        raise InputError(
-            f"{input_file}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from error
+    data = read_json(input_file)
     return read_squad_json(data, is_training, version_2_with_negative, source=input_file)
 
 

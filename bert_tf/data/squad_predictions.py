@@ -13,12 +13,11 @@ import collections
 import functools
 import json
 import math
-import uuid
 
-import tensorflow as tf
 from absl import logging
 
 from bert_tf import tokenization
+from bert_tf.io import write_text
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 _Candidate = collections.namedtuple(
@@ -281,12 +280,5 @@ def _compute_softmax(scores):
 
 
 def _write_json(path, contents):
-    """Writes `contents` as the original does (indent 4, trailing newline) via a renamed temp file."""
-    temp_path = f"{path}.tmp-{uuid.uuid4().hex}"
-    try:
-        with tf.io.gfile.GFile(temp_path, "w") as writer:
-            writer.write(json.dumps(contents, indent=4) + "\n")
-        tf.io.gfile.rename(temp_path, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(temp_path):
-            tf.io.gfile.remove(temp_path)
+    """Writes `contents` as the original does (indent 4, trailing newline), atomically."""
+    write_text(path, json.dumps(contents, indent=4) + "\n")

@@ -21,16 +21,15 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import re
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.conll import read_utf8_text
 from bert_tf.data.packing import pack_tokens, pad_to
 from bert_tf.data.records import int64_feature, serialize_example
 from bert_tf.errors import InputError
+from bert_tf.io import read_text
 
 _ENDING_COLUMN = re.compile(r"^ending(\d+)$")
 
@@ -82,7 +81,7 @@ def read_swag_csv(path, has_labels=None):
         number of fields than the header, or a label that is not an integer in [0, C); naming the file
         for a file without rows.
     """
-    reader = csv.reader(io.StringIO(read_utf8_text(path), newline=""))
+    reader = csv.reader(io.StringIO(read_text(path), newline=""))
     header = next(reader, None)
     if header is None:
         raise InputError(f"{path}: empty file (expected a header line)")
@@ -156,7 +155,7 @@ def read_multiple_choice_jsonl(path):
         label outside [0, C); naming the file for a file without examples.
     """
     examples = []
-    for line, text in enumerate(read_utf8_text(path).split("\n"), start=1):
+    for line, text in enumerate(read_text(path).split("\n"), start=1):
         if not text.strip():
             continue
         example = _jsonl_example(path, line, text, len(examples))
@@ -208,24 +207,6 @@ def read_multiple_choice_file(path):
     if path.lower().endswith(".csv"):
         return read_swag_csv(path)
     return read_multiple_choice_jsonl(path)
-
-
-def find_swag_files(data_dir):
-    """{"train", "dev", "test"} -> the split's file in `data_dir` (see SWAG_FILE_NAMES), or None."""
-    found = {}
-    for split, names in SWAG_FILE_NAMES.items():
-        paths = [os.path.join(data_dir, name) for name in names]
-        found[split] = next((path for path in paths if tf.io.gfile.exists(path)), None)
-    return found
-
-
-def require_swag_file(data_dir, split):
-    """The path of `split`'s file in data_dir; InputError listing the accepted names if it is absent."""
-    path = find_swag_files(data_dir)[split]
-    if path is None:
-        names = ", ".join(SWAG_FILE_NAMES[split])
-        raise InputError(f"{data_dir}: no {split} file (expected one of {names})")
-    return path
 
 
 def convert_example_to_multiple_choice_feature(example, max_seq_length, tokenizer):

@@ -18,11 +18,9 @@ from absl import logging
 
 from bert_tf import metrics
 from bert_tf.checkpoints import encoder_variable_names
-from bert_tf.data import classifier as data
-from bert_tf.data.records import (
-    cached_records,
-    file_identity,
-)
+from bert_tf.data import classification as data
+from bert_tf.data.classification import features as data_features
+from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import serving_signatures, write_saved_model
 from bert_tf.modeling import BertModel, _SavesBertConfig
@@ -114,40 +112,8 @@ def classification_loss(outputs, features, num_examples, is_regression):
 
 
 @dataclasses.dataclass
-class ClassifierConfig(finetuning.FineTuningConfig):
+class ClassifierConfig(finetuning.FineTuningConfig, data.DataSource):
     """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
-
-    data_dir: str | None = None
-    task_name: str | None = None
-    text_a_column: str | None = None
-    text_b_column: str | None = None
-    label_column: str | None = None
-    has_header: bool = False
-    labels: str | None = None
-    tfds_name: str | None = None
-    tfds_data_dir: str | None = None
-    xnli_language: str = "zh"
-    skip_malformed_lines: bool = False
-
-
-def make_processor(config):
-    if not config.task_name and not config.tfds_name:
-        raise InputError("--task_name (or --tfds_name) is required")
-    if config.task_name and not config.tfds_name and not config.data_dir:
-        raise InputError("--data_dir is required with --task_name")
-    return data.get_processor(
-        config.task_name,
-        text_a_column=config.text_a_column,
-        text_b_column=config.text_b_column,
-        label_column=config.label_column,
-        has_header=config.has_header,
-        labels=config.labels,
-        tfds_name=config.tfds_name,
-        tfds_data_dir=config.tfds_data_dir,
-        xnli_language=config.xnli_language,
-        data_dir=config.data_dir,
-        skip_malformed_lines=config.skip_malformed_lines,
-    )
 
 
 class ClassifierRun(finetuning.FineTuningRun):
@@ -157,12 +123,14 @@ class ClassifierRun(finetuning.FineTuningRun):
 
     def __init__(self, config):
         super().__init__(config)
-        self.processor = make_processor(config)
+        self.processor = data.get_processor(config)
         self.is_regression = self.processor.is_regression
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-        self.feature_spec = data.classifier_feature_spec(config.max_seq_length, self.is_regression)
+        self.feature_spec = data_features.classifier_feature_spec(
+            config.max_seq_length, self.is_regression
+        )
 
     # ------------------------------------------------------------------ data
 
@@ -211,8 +179,8 @@ class ClassifierRun(finetuning.FineTuningRun):
             if not examples:
                 raise InputError(f"the {split} data {sources(config.data_dir)} holds no example")
             serialized = [
-                data.serialize_classifier_feature(
-                    data.convert_example_to_feature(
+                data_features.serialize_classifier_feature(
+                    data_features.convert_example_to_feature(
                         example,
                         self.label_map,
                         config.max_seq_length,
@@ -235,7 +203,7 @@ class ClassifierRun(finetuning.FineTuningRun):
             self.feature_spec,
             batch_size,
             is_training,
-            data.padding_feature(self.config.max_seq_length, self.is_regression),
+            data_features.padding_feature(self.config.max_seq_length, self.is_regression),
             input_context=input_context,
             num_records=num_records,
         )
@@ -266,7 +234,8 @@ class ClassifierRun(finetuning.FineTuningRun):
             metric_fn=lambda outputs, features: {},
             dataset_fn=dataset_fn,
             dummy_batch_fn=lambda: finetuning.dummy_batch(
-                self.feature_spec, data.padding_feature(config.max_seq_length, is_regression)
+                self.feature_spec,
+                data_features.padding_feature(config.max_seq_length, is_regression),
             ),
         )
 

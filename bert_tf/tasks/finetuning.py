@@ -19,7 +19,7 @@ import tensorflow as tf
 from absl import flags, logging
 
 from bert_tf.checkpoints import restore_init_checkpoint
-from bert_tf.data.records import make_feature_dataset, reading_records
+from bert_tf.data.feature_cache import make_feature_dataset, reading_cached_records
 from bert_tf.distribute import STRATEGIES, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
@@ -360,7 +360,7 @@ class FineTuningRun:
         """Fine-tunes on the training features; returns Trainer.train's last progress values."""
         path, info = self.features("train")
         trainer = self.trainer(path, info["num_real_examples"])
-        with reading_records([path]):
+        with reading_cached_records([path]):
             return trainer.train()
 
     def predict_features(self, path, info, batch_size, output_keys, feature_keys=()):
@@ -380,7 +380,7 @@ class FineTuningRun:
         keys = [*feature_keys, "is_real_example"]
         if "example_index" in dataset.element_spec:
             keys.append("example_index")  # length bucketing sorted the examples
-        with reading_records([path]):
+        with reading_cached_records([path]):
             result = self.trainer().predict(dataset, output_keys=output_keys, feature_keys=keys)
         if "example_index" in result:
             order = np.argsort(result["example_index"], kind="stable")

@@ -17,10 +17,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import metrics
+from bert_tf import io, metrics
 from bert_tf.checkpoints import encoder_variable_names
 from bert_tf.data import swag
-from bert_tf.data.records import cached_records, file_identity
+from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
 from bert_tf.modeling import BertModel, _SavesBertConfig
@@ -131,7 +131,7 @@ class MultipleChoiceRun(finetuning.FineTuningRun):
     def examples(self, split):
         """(path, examples) of a split's file ("train", "dev", "test"), read once."""
         if split not in self._examples:
-            path = swag.require_swag_file(self.config.data_dir, split)
+            path = io.require_split_file(self.config.data_dir, swag.SWAG_FILE_NAMES, split)
             examples = swag.read_multiple_choice_file(path)
             if split != "test" and examples[0].label is None:
                 raise InputError(f"{path}: the {split} file has no labels")

@@ -5,7 +5,7 @@ B = batch, P = max_predictions_per_seq, V = vocabulary size.
 
 import tensorflow as tf
 
-from bert_tf.data.pretraining import make_pretraining_dataset
+from bert_tf.data.pretraining.reader import make_pretraining_dataset
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
 from bert_tf.training import Task
 

@@ -28,7 +28,7 @@ from bert_tf import squad_evaluation
 from bert_tf.checkpoints import encoder_variable_names, resolve_checkpoint
 from bert_tf.data import squad as data
 from bert_tf.data import squad_predictions
-from bert_tf.data.records import cached_records, file_identity
+from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
 from bert_tf.modeling import BertModel, _SavesBertConfig

@@ -19,10 +19,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import metrics
+from bert_tf import io, metrics
 from bert_tf.checkpoints import encoder_variable_names
 from bert_tf.data import conll
-from bert_tf.data.records import cached_records, file_identity
+from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
 from bert_tf.modeling import BertModel, _SavesBertConfig
@@ -143,7 +143,7 @@ class TaggerRun(finetuning.FineTuningRun):
     def sentences(self, split):
         """(path, sentences) of a split's CoNLL file ("train", "dev", "test"), read once."""
         if split not in self._sentences:
-            path = conll.require_data_file(self.config.data_dir, split)
+            path = io.require_split_file(self.config.data_dir, conll.CONLL_FILE_NAMES, split)
             sentences = conll.read_conll(path, self.config.label_column)
             if split != "test" and sentences[0].labels is None:
                 raise InputError(f"{path}: the {split} file has no label column")
@@ -152,7 +152,7 @@ class TaggerRun(finetuning.FineTuningRun):
 
     def _labels(self):
         """The training file's labels (saved as labels.txt), else labels.txt of an earlier run."""
-        if conll.find_data_files(self.config.data_dir)["train"]:
+        if io.split_files(self.config.data_dir, conll.CONLL_FILE_NAMES)["train"]:
             labels = conll.labels_from_sentences(self.sentences("train")[1])
             if self.is_chief:
                 finetuning.write_labels(self.config.output_dir, labels)

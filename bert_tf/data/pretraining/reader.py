@@ -12,6 +12,9 @@ Example:
 
 import tensorflow as tf
 
+from bert_tf.data.records import decode_record, detect_compression
+from bert_tf.io import expand_globs
+
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
     """Returns the original's `tf.io.parse_single_example` spec for one pretraining example."""
@@ -28,49 +31,8 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
     }
 
 
-def list_input_files(input_patterns):
-    """Expands a comma-separated string (or list) of file globs into a sorted list of files.
-
-    Raises:
-      FileNotFoundError: naming the first pattern that matches no file.
-    """
-    if isinstance(input_patterns, str):
-        input_patterns = input_patterns.split(",")
-    files = []
-    for pattern in (p.strip() for p in input_patterns):
-        if not pattern:
-            continue
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise FileNotFoundError(f"No pretraining TFRecord file matches {pattern!r}")
-        files.extend(matches)
-    if not files:
-        raise FileNotFoundError(f"No input file patterns given: {input_patterns!r}")
-    return files
-
-
-# A gzip stream starts with 1f 8b and the deflate method 08. A plain TFRecord starts with its first
-# record's length as a little-endian uint64, which would have to be 0x..088b1f (over 500 KB) to match.
-_GZIP_MAGIC = b"\x1f\x8b\x08"
-
-
-def detect_compression(path):
-    """Returns "GZIP" for a gzip stream (e.g. `--output_compression=gzip` output), else ""."""
-    with tf.io.gfile.GFile(path, "rb") as f:
-        return "GZIP" if f.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC else ""
-
-
 def _read_records(path, compression):
     return tf.data.TFRecordDataset(path, compression_type=compression)
-
-
-def _decode_record(record, feature_spec):
-    """Parses one serialized example; int64 features become int32 (TPUs lack int64)."""
-    example = tf.io.parse_single_example(record, feature_spec)
-    return {
-        name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
-        for name, value in example.items()
-    }
 
 
 def make_pretraining_dataset(
@@ -117,9 +79,9 @@ def make_pretraining_dataset(
       original parses it.
 
     Raises:
-      FileNotFoundError: if a pattern matches no file.
+      MissingFileError: if a pattern matches no file.
     """
-    input_files = list_input_files(input_patterns)
+    input_files = expand_globs(input_patterns, "--input_file")
     repeat = is_training if repeat is None else repeat
     feature_spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
     num_pipelines = input_context.num_input_pipelines if input_context else 1
@@ -157,7 +119,7 @@ def make_pretraining_dataset(
         records = records.shuffle(100, seed=seed)
 
     dataset = records.map(
-        lambda record: _decode_record(record, feature_spec),
+        lambda record: decode_record(record, feature_spec),
         num_parallel_calls=num_cpu_threads,
         deterministic=not is_training or seed is not None,
     )

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import records
+from bert_tf.data import feature_cache, records
 from bert_tf.errors import InputError
 
 SEQ = 16
@@ -44,7 +44,7 @@ LENGTHS = [3, 16, 1, 9, 5, 12, 2, 7, 4, 16, 6, 8, 10, 3, 11]
 @pytest.fixture
 def feature_file(tmp_path):
     path = str(tmp_path / "eval.tf_record")
-    records.write_records(path, [_serialized(_example(i, n)) for i, n in enumerate(LENGTHS)])
+    feature_cache.write_records(path, [_serialized(_example(i, n)) for i, n in enumerate(LENGTHS)])
     return path
 
 
@@ -59,11 +59,11 @@ def test_cached_records_reuses_the_file_while_the_settings_match(tmp_path):
 
         return make_examples
 
-    first = records.cached_records(path, {"max_seq_length": 16, "inputs": ["a"]}, make(3))
-    again = records.cached_records(path, {"max_seq_length": 16, "inputs": ("a",)}, make(5))
+    first = feature_cache.cached_records(path, {"max_seq_length": 16, "inputs": ["a"]}, make(3))
+    again = feature_cache.cached_records(path, {"max_seq_length": 16, "inputs": ("a",)}, make(5))
     assert calls == [3]
     assert first == again == {"num_real_examples": 3, "num_records": 3}
-    changed = records.cached_records(path, {"max_seq_length": 32, "inputs": ["a"]}, make(5))
+    changed = feature_cache.cached_records(path, {"max_seq_length": 32, "inputs": ["a"]}, make(5))
     assert calls == [3, 5] and changed["num_records"] == 5
     assert sum(1 for _ in tf.data.TFRecordDataset(path)) == 5
     saved = json.loads((tmp_path / "train.tf_record.settings.json").read_text())
@@ -81,16 +81,16 @@ def test_a_failed_write_leaves_no_file_and_no_settings(tmp_path):
         return examples(), {}
 
     with pytest.raises(InputError, match="train.tsv:2"):
-        records.cached_records(path, {"a": 1}, broken)
+        feature_cache.cached_records(path, {"a": 1}, broken)
     assert os.listdir(tmp_path) == []
 
 
 def test_file_identity_changes_when_the_input_changes(tmp_path):
     data = tmp_path / "train.tsv"
     data.write_text("a\t1\n")
-    before = records.file_identity(str(data))
+    before = feature_cache.file_identity(str(data))
     data.write_text("a\t1\nb\t0\n")
-    assert records.file_identity(str(data)) != before
+    assert feature_cache.file_identity(str(data)) != before
 
 
 def _read_all(dataset):
@@ -98,14 +98,16 @@ def _read_all(dataset):
 
 
 def test_prediction_input_keeps_every_example_once_and_in_order(feature_file):
-    batches = _read_all(records.make_feature_dataset(feature_file, SPEC, 4, is_training=False))
+    batches = _read_all(
+        feature_cache.make_feature_dataset(feature_file, SPEC, 4, is_training=False)
+    )
     labels = np.concatenate([b["label_ids"] for b in batches])
     np.testing.assert_array_equal(labels, np.arange(len(LENGTHS)))
 
 
 def test_padding_fills_the_last_batch_with_fake_examples(feature_file):
     fake = {**_example(0, 0), "is_real_example": 0}
-    dataset = records.make_feature_dataset(
+    dataset = feature_cache.make_feature_dataset(
         feature_file, SPEC, 4, False, num_records=len(LENGTHS), padding_features=fake
     )
     batches = _read_all(dataset)
@@ -117,7 +119,7 @@ def test_padding_fills_the_last_batch_with_fake_examples(feature_file):
 @pytest.mark.parametrize("batch_size", [2, 4])
 def test_bucketed_prediction_batches_similar_lengths_cut_to_the_longest(feature_file, batch_size):
     fake = {**_example(0, 0), "is_real_example": 0}
-    dataset = records.make_feature_dataset(
+    dataset = feature_cache.make_feature_dataset(
         feature_file, SPEC, batch_size, False, length_bucketing=True, bucket_window=2,
         num_records=len(LENGTHS), padding_features=fake,
     )  # fmt: skip
@@ -147,7 +149,7 @@ def test_bucketed_prediction_batches_similar_lengths_cut_to_the_longest(feature_
 
 def test_bucketed_training_batches_are_cut_and_seeded(feature_file):
     def first_batches(seed):
-        dataset = records.make_feature_dataset(
+        dataset = feature_cache.make_feature_dataset(
             feature_file, SPEC, 3, True, seed=seed, length_bucketing=True, bucket_window=2
         )
         return _read_all(dataset.take(6))
@@ -172,8 +174,8 @@ def test_a_bad_tfrecord_is_an_input_error_naming_the_file(feature_file, tmp_path
     with open(feature_file, "wb") as f:
         f.write(data)
     good = str(tmp_path / "good.tf_record")
-    records.write_records(good, [_serialized(_example(0, 2))])
-    dataset = records.make_feature_dataset(feature_file, SPEC, 4, is_training=False)
+    feature_cache.write_records(good, [_serialized(_example(0, 2))])
+    dataset = feature_cache.make_feature_dataset(feature_file, SPEC, 4, is_training=False)
     with pytest.raises(InputError, match=r"eval\.tf_record: corrupt or truncated TFRecord"):
         with records.reading_records([good, feature_file]):
             for _ in dataset:

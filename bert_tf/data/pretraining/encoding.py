@@ -8,11 +8,13 @@ TFRecord framing of one record (little-endian):
   uint64 length | uint32 masked_crc32c(length bytes) | data | uint32 masked_crc32c(data)
 """
 
+import contextlib
 import gzip
-import os
 import struct
 
 import numpy as np
+
+from bert_tf.io import PendingFile
 
 # Feature order in every example: the original's (any order parses the same).
 FEATURE_NAMES = (
@@ -191,7 +193,7 @@ def frame_records(datas):
 
 
 class AtomicRecordFile:
-    """A TFRecord file written under a temporary name and renamed when closed after success.
+    """A TFRecord file written under a temporary name (bert_tf.io.PendingFile), published when done.
 
     With `compression="gzip"` the whole file is one gzip stream (TF's "GZIP" compression_type).
     """
@@ -200,9 +202,9 @@ class AtomicRecordFile:
         if compression not in ("", "gzip"):
             raise ValueError(f"output compression must be '' or 'gzip', got {compression!r}")
         self.path = path
-        self.temp_path = f"{path}.tmp-{os.getpid()}"
+        self.pending = PendingFile(path)
         self.num_records = 0
-        self._raw = open(self.temp_path, "wb")  # noqa: SIM115 (closed in close/abort)
+        self._raw = open(self.pending.temp_path, "wb")  # noqa: SIM115 (closed in finish/abort)
         self._file = self._raw
         if compression == "gzip":
             # Empty name and mtime 0: the same records give byte-identical files.
@@ -220,7 +222,7 @@ class AtomicRecordFile:
 
     def publish(self):
         """Moves the finished temporary file to its final name."""
-        os.replace(self.temp_path, self.path)
+        self.pending.publish()
 
     def close(self):
         """Finishes the file and moves it to its final name."""
@@ -229,10 +231,7 @@ class AtomicRecordFile:
 
     def abort(self):
         """Closes and deletes the temporary file; the final name is never touched."""
-        try:
-            if self._file is not self._raw:
-                self._file.close()
-            self._raw.close()
-        finally:
-            if os.path.exists(self.temp_path):
-                os.remove(self.temp_path)
+        for file in {self._file, self._raw}:
+            with contextlib.suppress(OSError):
+                file.close()
+        self.pending.discard()

@@ -1,4 +1,4 @@
-"""Streaming, parallel raw text -> pretraining TFRecords (the engine of create_pretraining_data.py).
+"""Streaming, parallel raw text -> pretraining TFRecords (the engine of create_instances.py).
 
 The input is read once, in order, as a stream of *chunks*: runs of whole consecutive documents
 holding about `chunk_bytes` of text. Each chunk is one task for a worker process, which
@@ -18,8 +18,6 @@ Differences from the original, which holds the whole corpus in memory:
 """
 
 import dataclasses
-import glob
-import gzip
 import multiprocessing
 import os
 import random
@@ -27,7 +25,9 @@ import time
 
 from absl import logging
 
-from bert_tf.data import pretraining_data, tfrecord_io
+from bert_tf.data.pretraining import encoding, instances
+from bert_tf.errors import InputError
+from bert_tf.io import expand_globs, read_lines
 
 
 @dataclasses.dataclass
@@ -41,28 +41,6 @@ class Summary:
     skipped_invalid_lines: int = 0
     instances_per_file: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
-
-
-def expand_input_patterns(input_patterns):
-    """Comma-separated globs (or a list of them) -> files, each pattern's matches sorted.
-
-    Raises:
-      FileNotFoundError: naming the first pattern that matches no file.
-    """
-    if isinstance(input_patterns, str):
-        input_patterns = input_patterns.split(",")
-    files = []
-    for pattern in (p.strip() for p in input_patterns):
-        if not pattern:
-            continue
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        matches = [m for m in matches if os.path.isfile(m)]
-        if not matches:
-            raise FileNotFoundError(f"--input_file pattern {pattern!r} matches no file")
-        files.extend(matches)
-    if not files:
-        raise FileNotFoundError(f"--input_file names no file: {input_patterns!r}")
-    return files
 
 
 # A "random next" segment comes from another document of the same chunk, so a chunk holds at least
@@ -80,7 +58,7 @@ def read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8=False, summ
     accepted; files ending in ".gz" are read through gzip.
 
     Raises:
-      ValueError: on invalid UTF-8, naming the file and line (unless skip_invalid_utf8, which
+      InputError: on invalid UTF-8, naming the file and line (unless skip_invalid_utf8, which
         drops the line and counts it in `summary.skipped_invalid_lines`).
     """
     previous = None
@@ -96,34 +74,29 @@ def read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8=False, summ
 def _chunks_by_size(input_files, chunk_bytes, skip_invalid_utf8, summary):
     """read_document_chunks, but its last chunk may hold fewer than MIN_CHUNK_DOCUMENTS."""
     chunk, chunk_size = [], 0
+
+    def on_invalid(line_number, error):
+        del line_number
+        if not skip_invalid_utf8:
+            raise InputError(f"{error}, or pass --skip_invalid_utf8 to skip such lines")
+        if summary is not None:
+            summary.skipped_invalid_lines += 1
+
     for path in input_files:
         document, document_size = [], 0
-        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
-            for line_number, raw_line in enumerate(f, start=1):
-                try:
-                    line = raw_line.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    if not skip_invalid_utf8:
-                        raise ValueError(
-                            f"{path}:{line_number}: invalid UTF-8 ({e.reason} at byte {e.start});"
-                            " pass --skip_invalid_utf8 to skip such lines"
-                        ) from None
-                    if summary is not None:
-                        summary.skipped_invalid_lines += 1
-                    continue
-                line = line.lstrip("\ufeff") if line_number == 1 else line
-                line = line.strip()
-                if line:
-                    document.append(line)
-                    document_size += len(raw_line)
-                    continue
-                if document:
-                    chunk.append(document)
-                    chunk_size += document_size
-                    document, document_size = [], 0
-                if len(chunk) >= MIN_CHUNK_DOCUMENTS and chunk_size >= chunk_bytes:
-                    yield chunk
-                    chunk, chunk_size = [], 0
+        for _, line in read_lines(path, on_invalid=on_invalid):
+            line = line.strip()
+            if line:
+                document.append(line)
+                document_size += len(line.encode("utf-8")) + 1  # the line's bytes, "\n" end
+                continue
+            if document:
+                chunk.append(document)
+                chunk_size += document_size
+                document, document_size = [], 0
+            if len(chunk) >= MIN_CHUNK_DOCUMENTS and chunk_size >= chunk_bytes:
+                yield chunk
+                chunk, chunk_size = [], 0
         if document:
             chunk.append(document)
             chunk_size += document_size
@@ -139,7 +112,7 @@ class _ChunkJob:
     """Everything a worker needs besides the chunk: fixed for the run."""
 
     tokenizer: object
-    options: pretraining_data.InstanceOptions
+    options: instances.InstanceOptions
     dupe_factor: int
     random_seed: int
 
@@ -167,21 +140,21 @@ def _process_chunk(chunk_index, documents, job=None):
         if sentences:
             tokenized.append(sentences)
     rng = random.Random(f"{job.random_seed}/chunk/{chunk_index}")
-    encoder = tfrecord_io.ExampleEncoder(
+    encoder = encoding.ExampleEncoder(
         job.options.max_seq_length, job.options.max_predictions_per_seq, job.options.vocab_size
     )
     # create_instances(), but each instance is encoded at once: bytes take a third of the memory.
     examples, first_instances = [], []
     for _ in range(job.dupe_factor):
         for document_index in range(len(tokenized)):
-            for instance in pretraining_data.create_instances_from_document(
+            for instance in instances.create_instances_from_document(
                 tokenized, document_index, job.options, rng
             ):
                 examples.append(encoder.encode(instance))
                 if chunk_index == 0 and len(first_instances) < 3:
                     first_instances.append(instance)
     rng.shuffle(examples)
-    return tfrecord_io.frame_records(examples), len(tokenized), first_instances
+    return encoding.frame_records(examples), len(tokenized), first_instances
 
 
 def _chunk_results(chunks, job, num_workers):
@@ -248,7 +221,7 @@ def create_pretraining_data(
         line between documents.
       output_files: comma-separated string or list of paths; instances are dealt round-robin.
       tokenizer: a `FullTokenizer` (picklable; used in the workers).
-      options: a `pretraining_data.InstanceOptions`.
+      options: a `instances.InstanceOptions`.
       dupe_factor: passes over each document, each with different masks.
       random_seed: the seed of everything random; the output does not depend on num_workers.
       num_workers: processes making instances; None = the number of cores; <= 1 = in-process.
@@ -262,28 +235,26 @@ def create_pretraining_data(
       A `Summary`.
 
     Raises:
-      FileNotFoundError: a pattern matches nothing, or an output directory does not exist.
-      ValueError: invalid UTF-8 (file and line named), or bad flag values.
+      InputError: a pattern matches nothing, an output folder does not exist, invalid UTF-8 (file
+        and line named), or bad flag values.
     """
     start = time.monotonic()
-    input_files = expand_input_patterns(input_patterns)
+    input_files = expand_globs(input_patterns, "--input_file")
     if isinstance(output_files, str):
         output_files = [p.strip() for p in output_files.split(",") if p.strip()]
     if not output_files:
-        raise ValueError("--output_file names no file")
+        raise InputError("--output_file names no file")
     seen = set()
     for path in output_files:
         if os.path.abspath(path) in seen:
-            raise ValueError(f"--output_file names {path!r} more than once")
+            raise InputError(f"--output_file names {path!r} more than once")
         seen.add(os.path.abspath(path))
     for path in output_files:
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
-            raise FileNotFoundError(
-                f"--output_file {path!r}: directory {directory!r} does not exist"
-            )
+            raise InputError(f"--output_file={path}: the folder {directory} does not exist")
     if dupe_factor < 1:
-        raise ValueError(f"--dupe_factor must be >= 1, got {dupe_factor}")
+        raise InputError(f"--dupe_factor must be >= 1, got {dupe_factor}")
     num_workers = os.cpu_count() if num_workers is None else num_workers
     summary = Summary(input_files=input_files, output_files=list(output_files))
     logging.info(
@@ -295,7 +266,7 @@ def create_pretraining_data(
     shuffle_buffer = _ShuffleBuffer(shuffle_buffer_size, random.Random(f"{random_seed}/shuffle"))
     writers = []
     try:
-        writers = [tfrecord_io.AtomicRecordFile(path, compression) for path in output_files]
+        writers = [encoding.AtomicRecordFile(path, compression) for path in output_files]
 
         def write(records):
             for record in records:

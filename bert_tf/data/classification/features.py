@@ -1,0 +1,107 @@
+"""Classification examples -> the original run_classifier.py's features, and their TFRecord form.
+
+    tokens:      [CLS] is this jack ##son ##ville ? [SEP] no it is not . [SEP] 0 0 ...
+    segment_ids: 0     0  0    0    0     0       0 0     1  1  1  1   1 1     0 0 ...
+    input_mask:  1 for each token, 0 for the padding
+
+S = max_seq_length.
+"""
+
+import tensorflow as tf
+
+from bert_tf.data.packing import pack_tokens, pad_to
+from bert_tf.data.records import float_feature, int64_feature, serialize_example
+from bert_tf.errors import InputError
+
+
+def make_label_map(labels):
+    """{label string: id} for labels in id order."""
+    return {label: index for index, label in enumerate(labels)}
+
+
+def _label_id(example, label_map, is_regression):
+    where = example.source or example.guid
+    if is_regression:
+        try:
+            return 0.0 if example.label is None else float(example.label)
+        except ValueError:
+            raise InputError(f"{where}: the score {example.label!r} is not a number") from None
+    if example.label is None:
+        return 0  # test examples: the label is not used
+    if example.label not in label_map:
+        raise InputError(f"{where}: label {example.label!r} is not one of {list(label_map)}")
+    return label_map[example.label]
+
+
+def convert_example_to_feature(example, label_map, max_seq_length, tokenizer, is_regression=False):
+    """Tokenizes, truncates and pads one example as the original run_classifier.py does.
+
+    A text_b that is empty or tokenizes to nothing makes a single-text example, as in the original.
+
+    Args:
+      example: an `InputExample`.
+      label_map: {label: id} (or the label list); unused for regression.
+      max_seq_length: S, the tokens in all, [CLS] and [SEP]s included.
+      tokenizer: a `FullTokenizer`.
+      is_regression: the label is a float score.
+
+    Returns:
+      {"input_ids", "input_mask", "segment_ids": S ints each; "label_ids": int (float for
+      regression; 0 when the example has no label); "is_real_example": 1}.
+
+    Raises:
+      InputError: for a label outside label_map, or an S too small for the special tokens.
+    """
+    if isinstance(label_map, list | tuple):
+        label_map = make_label_map(label_map)
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+    if max_seq_length < (3 if tokens_b else 2):  # [CLS] a [SEP] (b [SEP])
+        raise InputError(f"--max_seq_length={max_seq_length} leaves no room for the text")
+    tokens, segment_ids = pack_tokens(tokens_a, tokens_b, max_seq_length)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    return {
+        "input_ids": pad_to(input_ids, max_seq_length),
+        "input_mask": pad_to([1] * len(input_ids), max_seq_length),
+        "segment_ids": pad_to(segment_ids, max_seq_length),
+        "label_ids": _label_id(example, label_map, is_regression),
+        "is_real_example": 1,
+    }
+
+
+def padding_feature(max_seq_length, is_regression=False):
+    """A feature that fills the last evaluation / prediction batch; is_real_example 0 keeps it out."""
+    zeros = [0] * max_seq_length
+    return {
+        "input_ids": zeros,
+        "input_mask": zeros,
+        "segment_ids": zeros,
+        "label_ids": 0.0 if is_regression else 0,
+        "is_real_example": 0,
+    }
+
+
+def classifier_feature_spec(max_seq_length, is_regression=False):
+    """The TFRecord features, as the original's: int64 ids [S], label_ids int64 (float32 regression)."""
+    sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    return {
+        "input_ids": sequence,
+        "input_mask": sequence,
+        "segment_ids": sequence,
+        "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
+        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
+def serialize_classifier_feature(feature, is_regression=False):
+    """A feature dict from `convert_example_to_feature` as serialized tf.train.Example bytes."""
+    label_feature = float_feature if is_regression else int64_feature
+    return serialize_example(
+        {
+            "input_ids": int64_feature(feature["input_ids"]),
+            "input_mask": int64_feature(feature["input_mask"]),
+            "segment_ids": int64_feature(feature["segment_ids"]),
+            "label_ids": label_feature([feature["label_ids"]]),
+            "is_real_example": int64_feature([feature["is_real_example"]]),
+        }
+    )

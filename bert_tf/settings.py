@@ -1,0 +1,92 @@
+"""Settings dataclasses whose fields are also the scripts' absl flags: each flag is declared once.
+
+A run's settings travel as a dataclass (so tasks run the same from flags, tests and bench/), and each of
+its `setting` fields declares the flag of the same name, its default and its help text. A script calls
+`define_flags(ItsConfig, __name__)` and later `from_flags(ItsConfig)`; nothing else restates a flag.
+
+Example:
+```python
+@dataclasses.dataclass(kw_only=True)
+class ExtractConfig:
+    layers: str = setting("-1,-2,-3,-4", "Encoder layers to write (negative: from the top).")
+    batch_size: int = setting(32, "Lines per forward pass.")
+
+define_flags(ExtractConfig, __name__)        # --layers, --batch_size, shown by --helpshort
+config = from_flags(ExtractConfig)           # after absl parsed the command line
+```
+"""
+
+import dataclasses
+import sys
+import types
+import typing
+
+from absl import flags
+
+
+def setting(default, help, *, choices=None):
+    """A dataclass field that declares a flag: its default, its help text and, for an enum, its choices."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
+def flag_fields(config_class):
+    """The fields of `config_class` that are flags (declared with `setting`)."""
+    return [field for field in dataclasses.fields(config_class) if "help" in field.metadata]
+
+
+def _flag_type(annotation):
+    """bool, int, float or str, from a field's annotation (`int | None` -> int)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(kinds) != 1:
+            raise TypeError(f"a flag field needs one type, got {annotation}")
+        annotation = kinds[0]
+    if annotation not in (bool, int, float, str):
+        raise TypeError(f"a flag field is bool, int, float or str, got {annotation}")
+    return annotation
+
+
+_DEFINE = {
+    bool: flags.DEFINE_bool,
+    int: flags.DEFINE_integer,
+    float: flags.DEFINE_float,
+    str: flags.DEFINE_string,
+}
+
+
+def script_module_name(module_name):
+    """The name absl files a script's flags under: its path (sys.argv[0]) when it runs as __main__."""
+    return sys.argv[0] if module_name == "__main__" else module_name
+
+
+def define_flags(config_class, module_name, flag_values=flags.FLAGS, **defaults):
+    """Declares one absl flag per `setting` field of `config_class`, as key flags of `module_name`.
+
+    Args:
+      config_class: a dataclass whose flag fields were declared with `setting`.
+      module_name: the script's `__name__`; its --helpshort lists these flags.
+      flag_values: the absl FlagValues to declare them in.
+      **defaults: a script's own defaults for some flags (e.g. max_seq_length=384 for SQuAD).
+    """
+    unknown = sorted(set(defaults) - {field.name for field in flag_fields(config_class)})
+    if unknown:
+        raise ValueError(f"{config_class.__name__} has no flag fields {unknown}")
+    module_name = script_module_name(module_name)
+    hints = typing.get_type_hints(config_class)
+    for field in flag_fields(config_class):
+        default = defaults.get(field.name, field.default)
+        options = dict(flag_values=flag_values, module_name=module_name)
+        if field.metadata["choices"]:
+            flags.DEFINE_enum(
+                field.name, default, field.metadata["choices"], field.metadata["help"], **options
+            )
+        else:
+            _DEFINE[_flag_type(hints[field.name])](
+                field.name, default, field.metadata["help"], **options
+            )
+
+
+def from_flags(config_class, flag_values=flags.FLAGS, **values):
+    """An instance of `config_class` from the parsed flags of its fields; `values` override some."""
+    parsed = {field.name: flag_values[field.name].value for field in flag_fields(config_class)}
+    return config_class(**{**parsed, **values})
