@@ -72,33 +72,53 @@ def load_line():
     return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min)"
 
 
-def header():
-    """Lines naming the machine, for the top of a benchmark's output."""
-    import tensorflow as tf
+def header(with_tensorflow=True):
+    """Lines naming the machine, for the top of a benchmark's output.
 
+    with_tensorflow=False leaves out the GPU and TensorFlow line, for a bench whose parent process
+    only times child processes (importing TensorFlow there would cost ~3 s and ~500 MB for nothing).
+    """
     flags = cpu_flags()
     present = ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in CPU_FLAGS)
-    return "\n".join(
-        [
-            f"CPU: {cpu_model()}, {os.cpu_count()} logical cores; {present}",
-            f"GPU: {', '.join(gpus()) or 'none'}; TensorFlow {tf.__version__}, Python {platform.python_version()}",
-            load_line(),
-        ]
-    )
+    lines = [f"CPU: {cpu_model()}, {os.cpu_count()} logical cores; {present}"]
+    if with_tensorflow:
+        import tensorflow as tf
+
+        lines.append(
+            f"GPU: {', '.join(gpus()) or 'none'}; TensorFlow {tf.__version__}, "
+            f"Python {platform.python_version()}"
+        )
+    else:
+        lines.append(f"Python {platform.python_version()}")
+    lines.append(load_line())
+    return "\n".join(lines)
 
 
 def set_threads(num_threads):
-    """The same number of compute threads for TensorFlow's ops and torch's (0 = one per core).
+    """The same thread pools for TensorFlow and torch: num_threads intra-op and num_threads inter-op.
 
-    Must run before TensorFlow executes its first op; torch is only configured when it is installed.
+    Intra-op threads split one op (a matmul); inter-op threads run independent ops at once. Both are
+    pinned, to the same number for every runner of a table (0 = one per core), so that no runner gets
+    a larger pool by its framework's default. Must run before TensorFlow executes its first op and
+    before torch runs any parallel work; torch is only configured when it is installed.
+
+    Returns:
+      The number of threads of each pool.
     """
     import tensorflow as tf
 
     num_threads = num_threads or os.cpu_count()
     tf.config.threading.set_intra_op_parallelism_threads(num_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(num_threads)
     try:
         import torch
     except ImportError:
         return num_threads
     torch.set_num_threads(num_threads)
+    torch.set_num_interop_threads(num_threads)
     return num_threads
+
+
+def threads_line(num_threads):
+    """What set_threads pinned, in the words every bench prints."""
+    return f"{num_threads} intra-op and {num_threads} inter-op threads per runner (TensorFlow and torch)"
