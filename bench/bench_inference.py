@@ -1,14 +1,18 @@
 """Encoder inference: bert_tf's BertModel vs keras-hub's BertBackbone (TF) vs transformers' BertModel (torch).
 
 BERT-base shape, float32, random weights, the same random token ids for every runner, every runner
-given the same number of compute threads:
+given the same intra-op and inter-op thread pools (machine.set_threads):
 
     .venv/bin/python bench/bench_inference.py                 # batch 16 x 128 throughput, batch-1 latency
     .venv/bin/python bench/bench_inference.py --model=bert_mini --repeats=3 --latency_calls=10   # quick
 
 * throughput: examples/s over `--repeats` timed batches of `--batch_size` x `--seq_length` (median
-  and best batch);
+  and best batch), and the CPU time of all the process's threads per batch (median);
 * latency: one example at each of `--latency_lengths`, `--latency_calls` calls, p50 and p95 in ms.
+
+Every runner is built and warmed up first; then the runners take turns batch by batch (runner A one
+batch, runner B one batch, runner C one batch, again) and call by call for the latency, so that load
+from other work on the machine falls on all of them alike.
 
 Each TensorFlow runner is a tf.function with a [None, None] input signature (traced once, as a
 server would hold it); torch runs eagerly under `torch.inference_mode()`. The peers need
@@ -144,35 +148,50 @@ BUILDERS = {
 }
 
 
-def measure(run, vocab_size):
-    """{"examples_per_sec", "best_examples_per_sec", "latency": {length: (p50 ms, p95 ms)}}."""
+def _timed(run, inputs):
+    """(wall seconds, CPU seconds of all the process's threads) of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run(inputs)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _take_turns(runs, inputs, calls):
+    """{runner: [(wall s, CPU s)] * calls}: 3 untimed calls each, then the runners take turns."""
+    for run in runs.values():
+        for _ in range(3):  # the first traces
+            run(inputs)
+    seconds = {name: [] for name in runs}
+    for _ in range(calls):
+        for name, run in runs.items():
+            seconds[name].append(_timed(run, inputs))
+    return seconds
+
+
+def measure(runs, vocab_size):
+    """{runner: {"examples_per_sec", "best_examples_per_sec", "cpu_s_per_batch", "latency"}}.
+
+    "latency" maps each of --latency_lengths to (p50 ms, p95 ms) of batch-1 calls.
+    """
     batch = _inputs(FLAGS.batch_size, FLAGS.seq_length, vocab_size, seed=1)
-    run(batch)  # traces
-    run(batch)
-    seconds = []
-    for _ in range(FLAGS.repeats):
-        start = time.perf_counter()
-        run(batch)
-        seconds.append(time.perf_counter() - start)
-    result = {
-        "examples_per_sec": FLAGS.batch_size / float(np.median(seconds)),
-        "best_examples_per_sec": FLAGS.batch_size / min(seconds),
-        "latency": {},
-    }
+    throughput = _take_turns(runs, batch, FLAGS.repeats)
+    results = {}
+    for name, calls in throughput.items():
+        walls = [wall for wall, _ in calls]
+        results[name] = {
+            "examples_per_sec": FLAGS.batch_size / float(np.median(walls)),
+            "best_examples_per_sec": FLAGS.batch_size / min(walls),
+            "cpu_s_per_batch": float(np.median([cpu for _, cpu in calls])),
+            "latency": {},
+        }
     for length in map(int, FLAGS.latency_lengths):
         one = _inputs(1, length, vocab_size, seed=2)
-        for _ in range(3):
-            run(one)
-        calls = []
-        for _ in range(FLAGS.latency_calls):
-            start = time.perf_counter()
-            run(one)
-            calls.append(time.perf_counter() - start)
-        result["latency"][length] = (
-            1e3 * float(np.percentile(calls, 50)),
-            1e3 * float(np.percentile(calls, 95)),
-        )
-    return result
+        for name, calls in _take_turns(runs, one, FLAGS.latency_calls).items():
+            walls = [wall for wall, _ in calls]
+            results[name]["latency"][length] = (
+                1e3 * float(np.percentile(walls, 50)),
+                1e3 * float(np.percentile(walls, 95)),
+            )
+    return results
 
 
 def main(argv):
@@ -190,43 +209,45 @@ def main(argv):
     print(machine.header())
     print(
         f"{FLAGS.model}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
-        f"{config.num_attention_heads} heads, random weights, {FLAGS.mixed_precision}, "
-        f"{threads} compute threads per runner\n",
+        f"{config.num_attention_heads} heads, random weights, {FLAGS.mixed_precision}; "
+        f"{machine.threads_line(threads)}; runners taking turns batch by batch\n",
         flush=True,
     )
-    results = {}
+    runs = {}
     for runner in FLAGS.runners:
         keras.utils.set_random_seed(0)
         try:
-            run = BUILDERS[runner](config)
+            runs[runner] = BUILDERS[runner](config)
         except ImportError as error:
             print(f"{NAMES[runner]}: skipped ({error}; see the module docstring)")
-            continue
-        results[runner] = measure(run, config.vocab_size)
-        print(runner, results[runner], flush=True)
+    results = measure(runs, config.vocab_size)
+    for runner, result in results.items():
+        print(runner, result, flush=True)
 
     lengths = [int(length) for length in FLAGS.latency_lengths]
     columns = [f"batch 1 x {n}: p50 / p95 ms" for n in lengths]
     print(
         f"\n| implementation | batch {FLAGS.batch_size} x {FLAGS.seq_length}: examples/s (median) | best | "
-        + " | ".join(columns)
-        + " |"
+        "CPU s per batch (median) | " + " | ".join(columns) + " |"
     )
-    print("|---|---|---|" + "---|" * len(columns))
+    print("|---|---|---|---|" + "---|" * len(columns))
     for runner, result in results.items():
         latency = " | ".join(
             f"{result['latency'][n][0]:.1f} / {result['latency'][n][1]:.1f}" for n in lengths
         )
         print(
             f"| {NAMES[runner]} | {result['examples_per_sec']:.2f} | "
-            f"{result['best_examples_per_sec']:.2f} | {latency} |"
+            f"{result['best_examples_per_sec']:.2f} | {result['cpu_s_per_batch']:.2f} | {latency} |"
         )
     if "bert_tf" in results:
         ours = results["bert_tf"]
         for runner, result in results.items():
             if runner == "bert_tf":
                 continue
-            ratios = [f"throughput {ours['examples_per_sec'] / result['examples_per_sec']:.2f}x"]
+            ratios = [
+                f"throughput {ours['examples_per_sec'] / result['examples_per_sec']:.2f}x",
+                f"CPU per batch {result['cpu_s_per_batch'] / ours['cpu_s_per_batch']:.2f}x",
+            ]
             ratios += [
                 f"seq {n} p50 latency {result['latency'][n][0] / ours['latency'][n][0]:.2f}x"
                 for n in lengths
