@@ -12,6 +12,11 @@ is timed from outside the runner's own call (Trainer.train, model.fit, a torch l
 CPU time of all the process's threads. Prints a Markdown table of training examples/s (median and best
 round) and CPU milliseconds per example.
 
+The TF runners run a round the same way: ours as one `steps_per_loop` call (a tf.function looping over
+the round's steps), keras-hub compiled with `steps_per_execution` equal to the round's steps (its own
+tf.function loop over them), so neither pays a host round trip per step that the other does not. Keras
+runs whole executions, so keras-hub's warm-up is --warmup_steps rounded up to whole rounds.
+
 `--runners=bert_tf,keras_hub,transformers` adds transformers' BertForPreTraining on torch (CPU, eager;
 `pip install -e .[compare]`), which scores the masked-LM head at every position, as that model does.
 `--mixed_precision=mixed_bfloat16` runs where bfloat16 is native (GPU, AVX512_BF16, AMX) and says why it
@@ -149,6 +154,8 @@ def keras_hub_runner(shape, jit_compile, features):
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         weighted_metrics=[],
         jit_compile=jit_compile,
+        # A round's steps in one call, as ours runs them in one steps_per_loop call.
+        steps_per_execution=FLAGS.steps,
     )
     inputs = {
         "token_ids": features["input_ids"].astype(np.int32),
@@ -162,7 +169,9 @@ def keras_hub_runner(shape, jit_compile, features):
         .repeat()
         .batch(FLAGS.batch_size, drop_remainder=True)
     )
-    model.fit(dataset, steps_per_epoch=FLAGS.warmup_steps, epochs=1, verbose=0)
+    # Keras runs whole executions: the warm-up is --warmup_steps rounded up to whole rounds.
+    warmup_rounds = -(-FLAGS.warmup_steps // FLAGS.steps)
+    model.fit(dataset, steps_per_epoch=warmup_rounds * FLAGS.steps, epochs=1, verbose=0)
 
     def run():
         model.fit(dataset, steps_per_epoch=FLAGS.steps, epochs=1, verbose=0)
@@ -234,8 +243,9 @@ def main(argv):
     print(machine.header())
     print(
         f"batch {FLAGS.batch_size}, seq {FLAGS.seq_length}, {FLAGS.max_predictions} predictions, "
-        f"{FLAGS.mixed_precision}, {threads} compute threads; {FLAGS.rounds} rounds of "
-        f"{FLAGS.steps} steps per runner after {FLAGS.warmup_steps} warm-up steps\n",
+        f"{FLAGS.mixed_precision}, {machine.threads_line(threads)}; {FLAGS.rounds} rounds of "
+        f"{FLAGS.steps} steps per runner after {FLAGS.warmup_steps} warm-up steps; keras-hub "
+        f"steps_per_execution={FLAGS.steps}\n",
         flush=True,
     )
     work_dir = tempfile.mkdtemp(prefix="bench_pretraining_")
