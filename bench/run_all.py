@@ -36,7 +36,7 @@ STEPS = {
         ("1. encoder inference", "bench_inference.py", [], ["--model=bert_mini", "--repeats=2", "--latency_calls=5"]),
     ],
     "finetune": [
-        ("2. real-length fine-tuning", "bench_finetune.py", ["--num_train=1024", "--num_dev=512", "--epochs=1"], ["--num_train=64", "--num_dev=32", "--epochs=1"]),
+        ("2. real-length fine-tuning", "bench_finetune.py", ["--num_train=1024", "--num_dev=512", "--epochs=1"], ["--num_train=64", "--num_dev=32", "--epochs=1", "--rounds=2", "--predict_passes=2"]),
     ],
     "serving": [
         ("3. serving", "bench_serving.py", ["--calls=30"], ["--models=bert_mini", "--calls=5"]),
