@@ -246,7 +246,7 @@ def _stats(path):
     """Instances, mean real length, mean predictions, fraction random next (read with tf.data)."""
     code = f"""
 import numpy as np, tensorflow as tf
-from bert_tf.data.pretraining import pretraining_feature_spec
+from bert_tf.data.pretraining.reader import pretraining_feature_spec
 spec = pretraining_feature_spec(128, 20)
 n = length = predictions = random_next = 0
 for batch in tf.data.TFRecordDataset({path!r}).batch(4096).map(lambda r: tf.io.parse_example(r, spec)):
