@@ -95,8 +95,8 @@ def _projection_forms():
         return _matmul_attention(q, k, v)
 
     return {
-        "separate q, k, v projections (3 x [H, H])": _with_gradient(separate, *kernels, *biases),
-        "fused qkv projection ([H, 3H], split)": _with_gradient(fused, fused_kernel, fused_bias),
+        "separate (3 x [H, H])": _with_gradient(separate, *kernels, *biases),
+        "fused ([H, 3H], split)": _with_gradient(fused, fused_kernel, fused_bias),
     }
 
 
