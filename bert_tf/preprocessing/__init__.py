@@ -1,0 +1,26 @@
+"""In-graph BERT tokenization and packing, id for id the same as `tokenization.FullTokenizer`.
+
+`BertPreprocessor` turns a batch of raw strings into wordpiece ids (with byte offsets) and packs
+them into `input_ids` / `input_mask` / `segment_ids`, using only TensorFlow and TensorFlow Text
+ops, so a SavedModel that holds it serves raw text with `import tensorflow, tensorflow_text`.
+
+Why not `tensorflow_text.BertTokenizer` / `FastBertTokenizer`: their normalisation differs from
+the original Python code (which control and format characters are dropped, which characters are
+whitespace, case folding instead of `str.lower`, the original's punctuation set including ASCII
+"^", "$" and "`", Python's final-sigma rule, the 200-character word limit counted in characters).
+Here every rule comes from the predicates of `bert_tf/tokenization.py` and Python's `str.lower` /
+`unicodedata`, run on every code point when the preprocessor is built, so the graph agrees with
+`FullTokenizer` on this Python's Unicode version.
+
+Modules:
+  preprocessor: `BertPreprocessor`, and the routing of each string to one of two paths
+    (ASCII; code point).
+  code_points: the code point path, for any string.
+  packing: [CLS] a [SEP] b [SEP] with the original's truncation.
+
+Invalid UTF-8 is handled as `FullTokenizer` handles `bytes`: invalid bytes are skipped.
+"""
+
+from bert_tf.preprocessing.preprocessor import BertPreprocessor
+
+__all__ = ["BertPreprocessor"]
