@@ -9,11 +9,15 @@ import textwrap
 
 import pytest
 import tensorflow as tf
+import tensorflow_text as tf_text
 
-from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.preprocessing import BertPreprocessor, normalized_path
 from bert_tf.tokenization import BasicTokenizer, FullTokenizer, load_vocab
 
+from conftest import REPO_DIR
+
 TEXT_SPEC = [tf.TensorSpec([None], tf.string)]
+BENCH_DIR = REPO_DIR / "bench"
 
 
 @functools.cache
@@ -236,6 +240,132 @@ def test_vocab_without_unk_is_refused(tmp_path):
 def test_special_ids_and_vocab_size(uncased):
     assert (uncased.cls_id, uncased.sep_id, uncased.unk_id, uncased.pad_id) == (101, 102, 100, 0)
     assert uncased.vocab_size == 30522
+
+
+# ---------------------------------------------------------------------------------------------
+# The normalized path (tensorflow-text kernels with BERT's mapping) and the code point path.
+
+
+def _takes_normalized_path(texts, do_lower_case):
+    """Whether each text matches the row pattern that admits it to the normalized path."""
+    pattern = normalized_path.normalized_path_tables(do_lower_case).row_pattern
+    return tf.strings.regex_full_match(tf.constant(texts), pattern).numpy().tolist()
+
+
+@pytest.fixture(scope="module")
+def multilingual_texts():
+    """bench/multilingual_sentences.jsonl: French, German, Greek, Russian, Chinese, control."""
+    with open(BENCH_DIR / "multilingual_sentences.jsonl", encoding="utf-8") as reader:
+        return [json.loads(line)["text"] for line in reader]
+
+
+@pytest.mark.parametrize(
+    "vocab_name, do_lower_case",
+    [("uncased fixture", True), ("bench multilingual cased", False), ("bench multilingual", True)],
+)
+def test_multilingual_sentences_give_full_tokenizer_ids(
+    fixture_vocab, multilingual_texts, vocab_name, do_lower_case
+):
+    vocab = fixture_vocab
+    if vocab_name.startswith("bench"):
+        vocab = str(BENCH_DIR / "vocab_multilingual_cased.txt")
+    reference = FullTokenizer(vocab, do_lower_case=do_lower_case)
+    got = _ids(_preprocessor(vocab, do_lower_case), multilingual_texts)
+    expected = [_reference_ids(reference, text) for text in multilingual_texts]
+    assert [t for t, g, e in zip(multilingual_texts, got, expected, strict=True) if g != e] == []
+    # Every sentence takes the normalized path (the one this test is about).
+    assert all(_takes_normalized_path(multilingual_texts, do_lower_case))
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_normalizer_model_maps_each_character_as_basic_tokenizer(do_lower_case):
+    """Every assigned code point (and CJK block) alone: the normalizer's output without the
+    spaces it puts around punctuation and ideographs is BasicTokenizer's words, joined."""
+    texts = [chr(cp) for cp in normalized_path._code_points_with_rules()]
+    model = normalized_path.normalized_path_tables(do_lower_case).model_buffer
+    normalized = tf_text.FastBertNormalizer(model_buffer=model).normalize(tf.constant(texts))
+    basic = BasicTokenizer(do_lower_case=do_lower_case)
+    mismatches = [
+        f"U+{ord(text):04X}"
+        for text, output in zip(texts, normalized.numpy(), strict=True)
+        if output.decode("utf-8").replace(" ", "") != "".join(basic.tokenize(text))
+    ]
+    assert mismatches == []
+
+
+def test_capital_sigma_takes_the_normalized_path_only_where_it_cannot_be_final(uncased):
+    texts = [
+        "\u03a3\u03ae\u03bc\u03b5\u03c1\u03b1",
+        "(\u03a3\u03b5",
+        "\u03b1 \u03a3\u03b5",
+        "\u03a3",
+    ]
+    final = [
+        "\u039f\u0394\u03a5\u03a3",
+        "\u0391\u03a3.",
+        "\u0391\u03a3\u03a3\u0391",
+        "\u0391\u200b\u03a3",
+    ]
+    assert _takes_normalized_path(texts + final, True) == [True] * 4 + [False] * 4
+    assert _takes_normalized_path(final, False) == [True] * 4  # no lower-casing, no sigma rule
+    vocab = str(BENCH_DIR / "vocab_multilingual_cased.txt")
+    reference = FullTokenizer(vocab, do_lower_case=True)
+    got = _ids(_preprocessor(vocab, True), texts + final)
+    assert got == [_reference_ids(reference, text) for text in texts + final]
+
+
+def test_invalid_utf8_never_takes_the_normalized_path():
+    # The normalizer would write a space for an invalid byte; the original skips it.
+    texts = [b"a\xffb", b"\xed\xa0\x80", b"\xc0\xaf", b"caf\xc3", b"\xe2\x82x", b"\xf4\x90\x80\x80"]
+    for do_lower_case in (True, False):
+        assert _takes_normalized_path(texts, do_lower_case) == [False] * len(texts)
+
+
+def test_a_word_over_200_bytes_takes_the_code_point_path(covering_vocab):
+    """150 "é" are 300 bytes: the kernel makes one [UNK] of them, the original splits them."""
+    reference = FullTokenizer(covering_vocab, do_lower_case=True)
+    texts = ["\u00e9" * 150, "caf\u00e9 " + "\u00e9" * 201, "na\u00efve " + "\u00e9" * 100 + " x"]
+    assert len(_reference_ids(reference, texts[0])) > 1
+    for batch in (texts, texts[:1], ["a b", *texts, "\u00e9t\u00e9"]):
+        expected = [_reference_ids(reference, text) for text in batch]
+        assert _ids(_preprocessor(covering_vocab, True), batch) == expected
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_code_point_path_alone_gives_full_tokenizer_ids(covering_vocab, fuzz_texts, do_lower_case):
+    """The path for the strings the normalized path cannot take, run on every fuzz text."""
+    preprocessor = _preprocessor(covering_vocab, do_lower_case)
+    texts = fuzz_texts[:1200]
+    pieces = tf.function(
+        lambda text: preprocessor._code_point_path.pieces(text, with_offsets=False),
+        input_signature=TEXT_SPEC,
+    )
+    row_splits, ids = pieces(tf.constant([text.encode("utf-8") for text in texts]))
+    got = tf.RaggedTensor.from_row_splits(ids, row_splits).to_list()
+    reference = FullTokenizer(covering_vocab, do_lower_case=do_lower_case)
+    expected = [_reference_ids(reference, text) for text in texts]
+    assert [t for t, g, e in zip(texts, got, expected, strict=True) if g != e] == []
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_normalized_path_offsets_equal_the_code_point_path_offsets(
+    covering_vocab, fuzz_texts, do_lower_case
+):
+    preprocessor = _preprocessor(covering_vocab, do_lower_case)
+    texts = [
+        t
+        for t, ok in zip(fuzz_texts, _takes_normalized_path(fuzz_texts, do_lower_case), strict=True)
+        if ok
+    ]
+    texts = [text for text in texts if not text.isascii()][:600]
+    pieces = tf.function(
+        lambda text: preprocessor._code_point_path.pieces(text, with_offsets=True),
+        input_signature=TEXT_SPEC,
+    )
+    row_splits, *flat = pieces(tf.constant([text.encode("utf-8") for text in texts]))
+    code_point = [tf.RaggedTensor.from_row_splits(v, row_splits).to_list() for v in flat]
+    got = _offsets(preprocessor, texts)
+    assert got == list(zip(*code_point, strict=True))
 
 
 # ---------------------------------------------------------------------------------------------

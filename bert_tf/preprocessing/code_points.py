@@ -3,7 +3,8 @@
 Every rule of `BasicTokenizer` comes from tables computed at construction time by running the
 very predicates of `bert_tf/tokenization.py` and Python's `str.lower` / `unicodedata` on every
 code point, so the graph agrees with `FullTokenizer` on this Python's Unicode version. The
-preprocessor sends here every string its ASCII path cannot take:
+preprocessor sends here only the strings its faster paths cannot take (context rules, invalid
+UTF-8, very long words, characters tensorflow-text classifies differently):
   1. `unicode_decode_with_offsets(errors="ignore")`: the code points Python's
      `bytes.decode("utf-8", "ignore")` keeps, with their byte offsets.
   2. One 32-bit "info" word per code point from a two-level table (blocks of

@@ -1,30 +1,37 @@
 """`BertPreprocessor`: raw strings to `FullTokenizer`'s wordpiece ids and packed model inputs.
 
-Each string of a batch takes one of two paths, both exact:
-  * ASCII path: printable ASCII, tab, newline and carriage return only (almost all English
-    text). `tf.strings.lower`, then one `FastWordpieceTokenizer` in end-to-end mode, whose
+Each string of a batch takes one of three paths, all exact:
+  * ASCII path: a batch of strings of printable ASCII, tab, newline and carriage return only
+    (almost all English text). `tf.strings.lower`, then one `FastWordpieceTokenizer` in end-to-end mode, whose
     whitespace and punctuation split on such text is exactly BERT's (ASCII punctuation is every
     non-alphanumeric printable character) and whose `max_bytes_per_word=200` is the
-    200-character rule. The batch is cut into `_SHARDS` slices tokenized by parallel kernels.
-    A batch of such strings runs nothing else: the other path sits in the other branch of a
-    `tf.cond`.
-  * Code point path (`code_points`), for every other string: character by character with
-    tables from the Python rules.
+    200-character rule. A batch of such strings runs nothing else: the other paths sit in the
+    other branch of a `tf.cond`.
+  * Normalized path (`normalized_path`): the strings of any other batch, ASCII or not, that
+    a regex on the string proves safe (usually all). A `FastBertNormalizer` whose model holds
+    BERT's own per-character mapping, then the same end-to-end `FastWordpieceTokenizer`: two
+    batch kernels, as in tensorflow-text's `FastBertTokenizer`.
+  * Code point path (`code_points`): the strings left (a capital sigma that may be final,
+    marks that NFD would reorder, invalid UTF-8, a word over 200 bytes), character by character
+    with tables from the Python rules; in the other branch of a `tf.cond`, run only for a batch
+    that holds such a string.
+The ASCII and normalized paths cut their strings into `_SHARDS` slices tokenized by parallel
+kernels.
 
-Shape letters: B = batch, P = wordpieces of the batch.
+Shape letters: B = batch, S = strings on the normalized path, P = wordpieces, C = code points.
 """
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf import tokenization
-from bert_tf.preprocessing import code_points, packing
+from bert_tf.preprocessing import code_points, normalized_path, packing
 
 # FastWordpieceTokenizer's limit on a vocab token's length, without its "##".
 _MAX_WORDPIECE_BYTES = 256
 # A string matching this takes the ASCII path.
 _ASCII_PATTERN = r"[\t\n\r -~]*"
-# Parallel slices of the ASCII path: its kernel is single-threaded (with
+# Parallel slices of the ASCII and normalized paths: their kernels are single-threaded (with
 # both cores of a 2-core machine free, 2 slices tokenized a batch of 1024 lines 1.7x faster).
 _SHARDS = 2
 
@@ -73,10 +80,13 @@ class BertPreprocessor(tf.Module):
         self.pad_id = vocab.get("[PAD]", 0)
 
         tokens = _tokens_by_id(vocab, self.vocab_size, vocab_file)
-        # End-to-end mode, for the ASCII path.
+        # End-to-end mode, for the ASCII and normalized paths.
         self._tokenizer = tf_text.FastWordpieceTokenizer(
             tokens, max_bytes_per_word=code_points.MAX_CHARS_PER_WORD, token_out_type=tf.int32
         )
+        tables = normalized_path.normalized_path_tables(self.do_lower_case)
+        self._normalizer = tf_text.FastBertNormalizer(model_buffer=tables.model_buffer)
+        self._normalized_row_pattern = tables.row_pattern
         word_tokenizer = tf_text.FastWordpieceTokenizer(
             tokens,
             max_bytes_per_word=4 * code_points.MAX_CHARS_PER_WORD,  # 200 characters, any script
@@ -151,24 +161,67 @@ class BertPreprocessor(tf.Module):
         row_splits, *values = tf.cond(
             tf.reduce_all(is_ascii),
             lambda: self._ascii_pieces(text, with_offsets),
-            lambda: self._mixed_pieces(text, is_ascii, with_offsets),
+            lambda: self._other_pieces(text, with_offsets),
         )
         return tuple(
             tf.RaggedTensor.from_row_splits(value, row_splits, validate=False) for value in values
         )
 
-    def _mixed_pieces(self, text, is_ascii, with_offsets):
-        """ASCII path for the ASCII rows, code point path for the others, back in input order."""
-        ascii_rows = tf.where(is_ascii)[:, 0]
-        other_rows = tf.where(~is_ascii)[:, 0]
-        ascii_pieces = self._ascii_pieces(tf.gather(text, ascii_rows), with_offsets)
-        other_pieces = self._code_point_path.pieces(tf.gather(text, other_rows), with_offsets)
-        row_splits, *values = _concat_pieces([ascii_pieces, other_pieces])
+    def _other_pieces(self, text, with_offsets):
+        """A batch with some non-ASCII string: the normalized path for every string that its row
+        pattern admits (usually all), the code point path for the others and for those with a
+        word the normalized path cannot size (see `_normalized_pieces`)."""
+        is_safe = tf.strings.regex_full_match(text, self._normalized_row_pattern)
+        all_safe = tf.reduce_all(is_safe)
+        safe_rows = tf.where(is_safe)[:, 0]
+        safe_text = tf.cond(all_safe, lambda: text, lambda: tf.gather(text, safe_rows))
+        normalized, is_long = self._normalized_pieces(safe_text, with_offsets)
+        return tf.cond(
+            all_safe & ~tf.reduce_any(is_long),
+            lambda: normalized,
+            lambda: self._mixed_pieces(text, is_safe, safe_rows, normalized, is_long, with_offsets),
+        )
+
+    def _mixed_pieces(self, text, is_safe, safe_rows, normalized, is_long, with_offsets):
+        """Normalized pieces of the safe rows where they hold no long word, code point pieces
+        of the others, back in input order.
+
+        Args:
+          text: tf.string [B].
+          is_safe: bool [B].
+          safe_rows: int64 [S], where `is_safe`.
+          normalized: `_ascii_pieces`-like tuple of the S safe rows.
+          is_long: bool [P], the normalized pieces that are [UNK]s of a word over 200 bytes.
+          with_offsets: Python bool.
+
+        Returns:
+          As `_ascii_pieces`, for the B rows.
+        """
+        num_rows = tf.size(text, out_type=tf.int64)
+        piece_row = tf.RaggedTensor.from_row_splits(is_long, normalized[0]).value_rowids()
+        num_safe = tf.size(safe_rows, out_type=tf.int64)
+        has_long_word = tf.math.unsorted_segment_max(
+            tf.cast(is_long, tf.int32), piece_row, num_safe
+        )
+        has_long_word = has_long_word > 0  # [S]
+        code_point_rows = tf.concat(
+            [tf.where(~is_safe)[:, 0], tf.gather(safe_rows, tf.where(has_long_word)[:, 0])],
+            axis=0,
+        )
+        code_point = self._code_point_path.pieces(tf.gather(text, code_point_rows), with_offsets)
+        row_splits, *values = _concat_pieces([normalized, code_point])
+        # The input row of each concatenated row; a normalized row with a long word is left out
+        # (num_rows), its code point row stands for it.
+        part_rows = tf.concat(
+            [tf.where(has_long_word, num_rows, safe_rows), code_point_rows], axis=0
+        )
+        input_order = tf.math.unsorted_segment_min(
+            tf.range(tf.size(part_rows, out_type=tf.int64)), part_rows, num_rows + 1
+        )[:-1]
         # Gather the rows back into input order, through the positions of their pieces.
         positions = tf.RaggedTensor.from_row_splits(
             tf.range(row_splits[-1]), row_splits, validate=False
         )
-        input_order = tf.math.invert_permutation(tf.concat([ascii_rows, other_rows], axis=0))
         positions = tf.gather(positions, input_order)
         return (
             positions.row_splits,
@@ -193,6 +246,67 @@ class BertPreprocessor(tf.Module):
             pieces = (ids.row_splits, ids.flat_values, starts.flat_values, ends.flat_values)
             shards.append(pieces if with_offsets else pieces[:2])
         return _concat_pieces(shards)
+
+    def _normalized_pieces(self, text, with_offsets):
+        """Normalized path, for valid UTF-8 strings that matched its row pattern.
+
+        Args:
+          text: tf.string [B].
+          with_offsets: Python bool.
+
+        Returns:
+          (pieces, is_long): pieces as `_ascii_pieces` returns them; is_long bool [P], whether
+          a piece is the [UNK] of a word over 200 bytes (the kernel's limit), which the
+          original may have tokenized (its limit is 200 characters).
+        """
+
+        def tokenize(shard):
+            if with_offsets:
+                normalized, source_bytes = self._normalizer.normalize_with_offsets(shard)
+            else:
+                normalized = self._normalizer.normalize(shard)
+            ids, starts, ends = self._tokenizer.tokenize_with_offsets(normalized)
+            is_long = (ids.flat_values == self.unk_id) & (
+                ends.flat_values - starts.flat_values > code_points.MAX_CHARS_PER_WORD
+            )
+            if not with_offsets:
+                return ids.row_splits, ids.flat_values, is_long
+            starts, ends = _source_spans(shard, source_bytes, starts, ends)
+            return ids.row_splits, ids.flat_values, starts, ends, is_long
+
+        row_splits, ids, *values, is_long = _concat_pieces([tokenize(s) for s in _shards(text)])
+        return (row_splits, ids, *values), is_long
+
+
+def _source_spans(text, source_bytes, starts, ends):
+    """Input byte spans of pieces found in normalized text, as the code point path gives them:
+    from the start of the source of the piece's first character to the end of the source of
+    its last character.
+
+    Args:
+      text: tf.string [B], the input (valid UTF-8).
+      source_bytes: tf.RaggedTensor int [B, (normalized bytes + 1)], the input byte that each
+        normalized byte came from (FastBertNormalizer's offsets).
+      starts, ends: tf.RaggedTensor int64 [B, (P)], piece offsets in the normalized text.
+
+    Returns:
+      (starts, ends): int64 [P], offsets into the input strings.
+    """
+    piece_row = starts.value_rowids()
+    map_start = tf.gather(source_bytes.row_starts(), piece_row)
+    source_flat = tf.cast(source_bytes.flat_values, tf.int64)
+    first_byte = tf.gather(source_flat, map_start + starts.flat_values)
+    last_byte = tf.gather(source_flat, map_start + ends.flat_values - 1)
+    # The source of a changed character maps each output byte to its first byte; find the end
+    # of the input character that holds `last_byte`.
+    code_point, char_starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
+    text_length = tf.cast(tf.strings.length(text), tf.int64)
+    text_start = tf.cumsum(text_length, exclusive=True)  # [B]
+    char_start = char_starts.flat_values + tf.gather(text_start, char_starts.value_rowids())
+    char_end = char_start + code_points.utf8_length(code_point.flat_values)  # [C]
+    piece_text_start = tf.gather(text_start, piece_row)
+    char = tf.searchsorted(char_start, last_byte + piece_text_start, side="right") - 1
+    return first_byte, tf.gather(char_end, char) - piece_text_start
 
 
 def _shards(text):
