@@ -1,26 +1,37 @@
 """Benchmark: in-graph BertPreprocessor against FullTokenizer and tensorflow_text.FastBertTokenizer.
 
-Tokenizes every non-empty line of ../shared/data/austen_sentences.txt to wordpiece ids with:
-  * FullTokenizer: this project's pure-Python tokenizer (the reference ids), line by line;
-  * BertPreprocessor.tokenize under tf.function([None] strings), called from Python once per batch;
-  * the same inside a tf.data pipeline (batch -> map, consumed in a graph loop: no Python per
-    batch; sequential map without prefetch, timed after one untimed pass of the same iterator);
-  * BertPreprocessor.__call__ (tokenize + pack to input_ids/input_mask/segment_ids);
-  * tensorflow_text.FastBertTokenizer(lower_case_nfd_strip_accents=True), the stock peer.
-A second, smaller table times the first 5,000 lines with a non-ASCII word appended, which sends
-every line through BertPreprocessor's general path (and FullTokenizer's per-character path).
-Runs are interleaved and repeated; a row shows the best (and median) tokens per wall-clock
-second over the repeats, and the best tokens per CPU second of this process (all its threads),
-which load from other jobs on the machine disturbs less. Also prints the rows whose ids differ
-from FullTokenizer's, on Austen and on the 950 fixture texts (../shared/fixtures/tokenization).
+Three tables, every one from runners that take turns round by round (one untimed round that also
+checks ids, then --repeats timed rounds), with TensorFlow's intra-op and inter-op pools pinned to
+the same --threads for every TF runner:
+  1. English: every non-empty line of ../shared/data/austen_sentences.txt with the uncased vocab
+     (../shared/fixtures/tokenization), through FullTokenizer (pure Python, line by line: the
+     reference ids), BertPreprocessor.tokenize under tf.function, the same in a tf.data map and
+     with packing, and FastBertTokenizer(lower_case_nfd_strip_accents=True).
+  2. Multilingual: bench/multilingual_sentences.jsonl, one row per language (French, German,
+     Greek, Russian, Chinese, lines with control and format characters, and all of them
+     shuffled together), each language's lines repeated to --multilingual_lines lines, with two
+     vocabs: the uncased fixture vocab (lower-casing on) and bench/vocab_multilingual_cased.txt
+     (lower-casing off; made by bench/make_multilingual_vocab.py). Every batch holds non-ASCII
+     lines, so BertPreprocessor takes its general paths; the table says how many lines took the
+     normalized path (tensorflow-text kernels fed BERT's own per-character mapping) and how many
+     the code point path, and times the code point path alone too (the path every non-ASCII
+     line took before the normalized path existed).
+  3. FullTokenizer's own time on Austen (one pass, and the original algorithm it speeds up).
 
-    .venv/bin/python bench/bench_tokenizer.py                       # batches 256 and 1024, 5 repeats
-    .venv/bin/python bench/bench_tokenizer.py --batch_sizes=256 --repeats=2   # quick
+Speed is given twice: tokens per wall-clock second, and tokens per CPU second of this process
+(all its threads). BertPreprocessor cuts a batch into two slices that parallel kernels tokenize,
+so with a second core free its wall-clock rate can pass its CPU rate; FullTokenizer and
+FastBertTokenizer run on one core. Ratios per CPU second compare work done; ratios per wall
+second compare latency on this machine. Every ratio is between runners of the same run.
+
+    .venv/bin/python bench/bench_tokenizer.py                       # the tables of bench/RESULTS.md
+    .venv/bin/python bench/bench_tokenizer.py --batch_sizes=256 --repeats=1   # quick
 """
 
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -33,6 +44,20 @@ SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "
 AUSTEN = os.path.join(SHARED_DIR, "data", "austen_sentences.txt")
 FIXTURES = os.path.join(SHARED_DIR, "fixtures", "tokenization")
 VOCAB = os.path.join(FIXTURES, "vocab_uncased.txt")
+MULTILINGUAL_VOCAB = os.path.join(REPO_DIR, "bench", "vocab_multilingual_cased.txt")
+SENTENCES = os.path.join(REPO_DIR, "bench", "multilingual_sentences.jsonl")
+LANGUAGES = {
+    "fr": "French",
+    "de": "German",
+    "el": "Greek",
+    "ru": "Russian",
+    "zh": "Chinese",
+    "control": "control and format characters",
+}
+FULL = "FullTokenizer (pure Python)"
+OURS = "BertPreprocessor.tokenize, tf.function"
+FAST_BERT = "tensorflow_text.FastBertTokenizer, tf.function"
+CODE_POINT = "BertPreprocessor's code point path alone"
 
 
 def _read_lines(path):
@@ -40,45 +65,66 @@ def _read_lines(path):
         return [line.strip() for line in reader if line.strip()]
 
 
-def _runners(lines, batch_sizes, all_rows=True):
-    """{name: (batch label, run, to_ids)}: `run()` tokenizes all lines into its natural output
-    (lists or tensors; the timed part), `to_ids(output)` turns that into lists of ids (or a
-    count of ids for the tf.data row) for the comparison with FullTokenizer. Without `all_rows`:
-    FullTokenizer, BertPreprocessor.tokenize and FastBertTokenizer only."""
+def _spec():
+    import tensorflow as tf
+
+    return [tf.TensorSpec([None], tf.string)]
+
+
+def _batches(lines, batch_size):
+    import tensorflow as tf
+
+    return [tf.constant(lines[i : i + batch_size]) for i in range(0, len(lines), batch_size)]
+
+
+def _per_batch(function, lines, batch_size, passes=1):
+    """run(): `function` over every batch of `lines`, `passes` times; the last pass's outputs."""
+    batches = _batches(lines, batch_size)
+
+    def run():
+        for _ in range(passes - 1):
+            for batch in batches:
+                function(batch)
+        return [function(batch) for batch in batches]
+
+    return run
+
+
+def _ragged_ids(outputs):
+    return [row for ragged in outputs for row in ragged.to_list()]
+
+
+def _tokenizers(vocab_file, do_lower_case):
+    """(FullTokenizer, BertPreprocessor, traced tokenize, traced FastBertTokenizer.tokenize)."""
     import tensorflow as tf
     import tensorflow_text as tf_text
 
     from bert_tf.preprocessing import BertPreprocessor
     from bert_tf.tokenization import FullTokenizer, load_vocab
 
-    full = FullTokenizer(VOCAB, do_lower_case=True)
-    preprocessor = BertPreprocessor(VOCAB, do_lower_case=True, max_seq_length=128)
+    full = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    preprocessor = BertPreprocessor(vocab_file, do_lower_case=do_lower_case, max_seq_length=128)
     fast_bert = tf_text.FastBertTokenizer(
-        list(load_vocab(VOCAB)), token_out_type=tf.int32, lower_case_nfd_strip_accents=True
+        list(load_vocab(vocab_file)),
+        token_out_type=tf.int32,
+        lower_case_nfd_strip_accents=do_lower_case,
     )
-    spec = [tf.TensorSpec([None], tf.string)]
-    tokenize = tf.function(preprocessor.tokenize, input_signature=spec)
-    pack = tf.function(preprocessor.__call__, input_signature=spec)
-    fast_bert_tokenize = tf.function(fast_bert.tokenize, input_signature=spec)
+    tokenize = tf.function(preprocessor.tokenize, input_signature=_spec())
+    return full, preprocessor, tokenize, tf.function(fast_bert.tokenize, input_signature=_spec())
+
+
+def _english_runners(lines, batch_sizes, all_rows=True):
+    """{name: (batch label, run, to_ids)}: `run()` tokenizes all lines into its natural output
+    (the timed part), `to_ids(output)` turns that into lists of ids (or a count of ids for the
+    tf.data row) for the comparison with FullTokenizer. Without `all_rows`: FullTokenizer,
+    BertPreprocessor.tokenize and FastBertTokenizer only."""
+    import tensorflow as tf
+
+    full, preprocessor, tokenize, fast_bert_tokenize = _tokenizers(VOCAB, True)
+    pack = tf.function(preprocessor.__call__, input_signature=_spec())
 
     def full_tokenizer():
         return [full.convert_tokens_to_ids(full.tokenize(line)) for line in lines]
-
-    def per_batch(function, batch_size):
-        batches = [tf.constant(lines[i : i + batch_size]) for i in range(0, len(lines), batch_size)]
-
-        def run():
-            return [function(batch) for batch in batches]
-
-        return run
-
-    def packed(batch_size):
-        batches = [tf.constant(lines[i : i + batch_size]) for i in range(0, len(lines), batch_size)]
-
-        def run():
-            return [pack(batch) for batch in batches]
-
-        return run
 
     def in_tf_data(batch_size):
         dataset = tf.data.Dataset.from_tensor_slices(lines).batch(batch_size)
@@ -108,9 +154,6 @@ def _runners(lines, batch_sizes, all_rows=True):
 
         return run
 
-    def ragged_ids(outputs):
-        return [row for ragged in outputs for row in ragged.to_list()]
-
     def packed_ids(outputs):
         ids = []
         for features in outputs:
@@ -119,13 +162,9 @@ def _runners(lines, batch_sizes, all_rows=True):
             ids.extend(row[1 : length - 1] for row, length in zip(rows, lengths, strict=True))
         return ids
 
-    runners = {"FullTokenizer (pure Python)": ("line by line", full_tokenizer, list)}
+    runners = {FULL: ("line by line", full_tokenizer, list)}
     for size in batch_sizes:
-        runners[f"BertPreprocessor.tokenize, tf.function [{size}]"] = (
-            str(size),
-            per_batch(tokenize, size),
-            ragged_ids,
-        )
+        runners[f"{OURS} [{size}]"] = (str(size), _per_batch(tokenize, lines, size), _ragged_ids)
         if all_rows:
             runners[f"BertPreprocessor.tokenize in tf.data map [{size}]"] = (
                 str(size),
@@ -134,36 +173,29 @@ def _runners(lines, batch_sizes, all_rows=True):
             )
             runners[f"BertPreprocessor(text) (tokenize + pack to 128) [{size}]"] = (
                 str(size),
-                packed(size),
+                _per_batch(pack, lines, size),
                 packed_ids,
             )
-        runners[f"tensorflow_text.FastBertTokenizer, tf.function [{size}]"] = (
+        runners[f"{FAST_BERT} [{size}]"] = (
             str(size),
-            per_batch(fast_bert_tokenize, size),
-            ragged_ids,
+            _per_batch(fast_bert_tokenize, lines, size),
+            _ragged_ids,
         )
     return runners
 
 
-def _fixture_mismatches(tokenize_fast_bert):
-    """(mismatching, total) fixture texts of FastBertTokenizer, lower-cased cases only."""
-    import tensorflow as tf
+def _measure(lines, runners, repeats, passes=None):
+    """Times every runner `repeats` times, taking turns round by round, after one untimed round
+    that also checks its ids against the first runner's (FullTokenizer's).
 
-    with open(os.path.join(FIXTURES, "cases.jsonl"), encoding="utf-8") as reader:
-        cases = [json.loads(line) for line in reader]
-    cases = [case for case in cases if case["do_lower_case"]]
-    got = tokenize_fast_bert(tf.constant([case["text"] for case in cases]))
-    return sum(ids != case["ids"] for ids, case in zip(got, cases, strict=True)), len(cases)
-
-
-def _measure(lines, runners, repeats):
-    """Times every runner `repeats` times, interleaved, after one untimed pass that also checks
-    its ids against the first runner's (FullTokenizer's).
+    Args:
+      passes: {name: passes per timed run} for runners that repeat their pass (default 1).
 
     Returns:
       (wall rates, CPU rates, matches, number of wordpieces): rates are {name: [tokens/s]},
       matches {name: share of lines with the reference ids, as text}.
     """
+    passes = passes or {}
     reference = None
     rates = {name: [] for name in runners}  # tokens per wall-clock second
     cpu_rates = {name: [] for name in runners}  # tokens per CPU second of this process
@@ -187,30 +219,174 @@ def _measure(lines, runners, repeats):
                     matches[name] = "(count only)" if ids == num_tokens else f"count {ids}"
                 else:
                     same = sum(a == b for a, b in zip(ids, expected, strict=True))
-                    matches[name] = f"{same / len(lines):.3%}"
+                    matches[name] = f"{same / len(lines):.1%}"
                 continue
-            rates[name].append(num_tokens / seconds)
-            cpu_rates[name].append(num_tokens / cpu_seconds)
+            work = num_tokens * passes.get(name, 1)
+            rates[name].append(work / seconds)
+            cpu_rates[name].append(work / cpu_seconds)
     return rates, cpu_rates, matches, num_tokens
 
 
 def _print_table(runners, rates, cpu_rates, matches):
-    full_rate = max(rates["FullTokenizer (pure Python)"])
-    full_cpu_rate = max(cpu_rates["FullTokenizer (pure Python)"])
+    """English table: every runner against FullTokenizer, per wall second and per CPU second."""
+    full_rate = statistics.median(rates[FULL])
+    full_cpu_rate = statistics.median(cpu_rates[FULL])
     print(
-        "| tokenizer | batch | tokens/s, best (median) | vs FullTokenizer | tokens per CPU-s, best "
-        "| vs FullTokenizer | lines with FullTokenizer's ids |"
+        "| tokenizer | batch | tokens/s (wall), median (best) | vs FullTokenizer | tokens per "
+        "CPU-s, median | vs FullTokenizer | lines with FullTokenizer's ids |"
     )
     print("|---|---|---|---|---|---|---|")
     for name, (batch, _, _) in runners.items():
-        best, median = max(rates[name]), statistics.median(rates[name])
-        cpu_best = max(cpu_rates[name])
+        median, best = statistics.median(rates[name]), max(rates[name])
+        cpu = statistics.median(cpu_rates[name])
         label = name.rsplit(" [", 1)[0]
         print(
-            f"| {label} | {batch} | {best / 1e6:.2f} M ({median / 1e6:.2f} M) | "
-            f"{best / full_rate:.2f}x | {cpu_best / 1e6:.2f} M | {cpu_best / full_cpu_rate:.2f}x | "
+            f"| {label} | {batch} | {median / 1e6:.2f} M ({best / 1e6:.2f} M) | "
+            f"{median / full_rate:.2f}x | {cpu / 1e6:.2f} M | {cpu / full_cpu_rate:.2f}x | "
             f"{matches[name]} |"
         )
+
+
+def _multilingual_lines(num_lines):
+    """{label: lines}: each language's sentences repeated to `num_lines`, and all of them
+    shuffled together (seed 0) to as many."""
+    with open(SENTENCES, encoding="utf-8") as reader:
+        records = [json.loads(line) for line in reader]
+    by_language = {
+        label: [r["text"] for r in records if r["language"] == code]
+        for code, label in LANGUAGES.items()
+    }
+    every = [r["text"] for r in records]
+    random.Random(0).shuffle(every)
+    by_language["all of the above, shuffled"] = every
+    return {
+        label: (texts * (num_lines // len(texts) + 1))[:num_lines]
+        for label, texts in by_language.items()
+    }
+
+
+def _multilingual_table(vocab_file, do_lower_case, lines_by_language, batch_size, repeats, passes):
+    """Table 2 for one vocab: rows per language, ours against FastBertTokenizer and FullTokenizer."""
+    import tensorflow as tf
+
+    full, preprocessor, tokenize, fast_bert_tokenize = _tokenizers(vocab_file, do_lower_case)
+    code_point_pieces = tf.function(
+        lambda text: preprocessor._code_point_path.pieces(text, with_offsets=False),
+        input_signature=_spec(),
+    )
+
+    def code_point_ids(outputs):
+        return [
+            row
+            for row_splits, ids in outputs
+            for row in tf.RaggedTensor.from_row_splits(ids, row_splits).to_list()
+        ]
+
+    print(
+        "| text | lines on the normalized / code point path | wordpieces | ours, tokens/s wall "
+        "(median) | ours, tokens per CPU-s | FastBertTokenizer, wall | FastBertTokenizer, CPU | "
+        "FullTokenizer, wall | FullTokenizer, CPU | ours / FastBert, wall | ours / FastBert, CPU "
+        "| ours / FullTokenizer, CPU | code point path alone, CPU | lines with FullTokenizer's "
+        "ids: ours / FastBert / code point path |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, lines in lines_by_language.items():
+        runners = {
+            FULL: (
+                "",
+                lambda lines=lines: [full.convert_tokens_to_ids(full.tokenize(x)) for x in lines],
+                list,
+            ),
+            OURS: ("", _per_batch(tokenize, lines, batch_size, passes), _ragged_ids),
+            FAST_BERT: ("", _per_batch(fast_bert_tokenize, lines, batch_size, passes), _ragged_ids),
+            CODE_POINT: ("", _per_batch(code_point_pieces, lines, batch_size), code_point_ids),
+        }
+        rates, cpu_rates, matches, num_tokens = _measure(
+            lines, runners, repeats, passes={OURS: passes, FAST_BERT: passes}
+        )
+        wall = {name: statistics.median(rates[name]) for name in runners}
+        cpu = {name: statistics.median(cpu_rates[name]) for name in runners}
+        # Which path each line takes (the pattern BertPreprocessor matches before tokenizing).
+        normalized = int(
+            tf.reduce_sum(
+                tf.cast(
+                    tf.strings.regex_full_match(
+                        tf.constant(lines), preprocessor._normalized_row_pattern
+                    ),
+                    tf.int32,
+                )
+            )
+        )
+        print(
+            f"| {label} | {normalized} / {len(lines) - normalized} | {num_tokens} | "
+            f"{wall[OURS] / 1e6:.2f} M | {cpu[OURS] / 1e6:.2f} M | {wall[FAST_BERT] / 1e6:.2f} M | "
+            f"{cpu[FAST_BERT] / 1e6:.2f} M | {wall[FULL] / 1e6:.3f} M | {cpu[FULL] / 1e6:.3f} M | "
+            f"{wall[OURS] / wall[FAST_BERT]:.0%} | {cpu[OURS] / cpu[FAST_BERT]:.0%} | "
+            f"{cpu[OURS] / cpu[FULL]:.1f}x | {cpu[CODE_POINT] / 1e6:.2f} M | "
+            f"{matches[OURS]} / {matches[FAST_BERT]} / {matches[CODE_POINT]} |"
+        )
+
+
+def _original_wordpiece(vocab, words, unk_token="[UNK]", max_chars=200):
+    """The original `WordpieceTokenizer.tokenize` loop (no cache, every substring length tried)."""
+    output = []
+    for word in words:
+        chars = list(word)
+        if len(chars) > max_chars:
+            output.append(unk_token)
+            continue
+        pieces, start, is_bad = [], 0, False
+        while start < len(chars):
+            end, piece = len(chars), None
+            while start < end:
+                candidate = "".join(chars[start:end])
+                if start > 0:
+                    candidate = "##" + candidate
+                if candidate in vocab:
+                    piece = candidate
+                    break
+                end -= 1
+            if piece is None:
+                is_bad = True
+                break
+            pieces.append(piece)
+            start = end
+        output.extend([unk_token] if is_bad else pieces)
+    return output
+
+
+def _full_tokenizer_times(lines, repeats):
+    """Table 3: seconds for one pass over `lines` (median of `repeats` + 1 rounds, taking turns)."""
+    from bert_tf.tokenization import FullTokenizer
+
+    full = FullTokenizer(VOCAB, do_lower_case=True)
+    basic = full.basic_tokenizer
+    runs = {
+        "FullTokenizer.tokenize + convert_tokens_to_ids (table 1's row)": lambda: [
+            full.convert_tokens_to_ids(full.tokenize(line)) for line in lines
+        ],
+        "FullTokenizer.tokenize only": lambda: [full.tokenize(line) for line in lines],
+        "BasicTokenizer.tokenize only (words, no WordPiece)": lambda: [
+            basic.tokenize(line) for line in lines
+        ],
+        "the original algorithm: per-character BasicTokenizer, uncached WordPiece": lambda: [
+            _original_wordpiece(full.vocab, basic._tokenize_per_char(line)) for line in lines
+        ],
+    }
+    seconds = {name: [] for name in runs}
+    cpu_seconds = {name: [] for name in runs}
+    for _ in range(repeats + 1):
+        for name, run in runs.items():
+            start, cpu_start = time.perf_counter(), time.process_time()
+            run()
+            seconds[name].append(time.perf_counter() - start)
+            cpu_seconds[name].append(time.process_time() - cpu_start)
+    print("| what runs over every Austen line | wall s, median | CPU s, median |")
+    print("|---|---|---|")
+    for name in runs:
+        wall = statistics.median(seconds[name][1:] or seconds[name])
+        cpu = statistics.median(cpu_seconds[name][1:] or cpu_seconds[name])
+        print(f"| {name} | {wall:.3f} | {cpu:.3f} |")
 
 
 def main():
@@ -218,48 +394,87 @@ def main():
     parser.add_argument(
         "--batch_sizes", default="256,1024", help="comma-separated; default 256,1024"
     )
-    parser.add_argument("--repeats", type=int, default=5, help="timed passes per row; default 5")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds per table; default 5")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="TF intra- and inter-op threads; 0 (default): cores"
+    )
+    parser.add_argument(
+        "--multilingual_lines", type=int, default=2048, help="lines per language; default 2048"
+    )
+    parser.add_argument(
+        "--passes",
+        type=int,
+        default=5,
+        help="passes over the lines per timed run of a TF runner in table 2; default 5",
+    )
     args = parser.parse_args()
     batch_sizes = [int(size) for size in args.batch_sizes.split(",") if size]
-
-    lines = _read_lines(AUSTEN)
-    runners = _runners(lines, batch_sizes)
-    rates, cpu_rates, matches, num_tokens = _measure(lines, runners, args.repeats)
-    # Lines with a non-ASCII word take the general (code point) path; FullTokenizer's
-    # per-character path is slow, so a fifth of the lines is enough.
-    accented = [line + " Caf\u00e9" for line in lines[:5000]]
-    accented_runners = _runners(accented, batch_sizes[-1:], all_rows=False)
-    accented_results = _measure(accented, accented_runners, args.repeats)
+    threads = machine.set_threads(args.threads)
 
     import tensorflow as tf
     import tensorflow_text as tf_text
 
     from bert_tf.tokenization import load_vocab
 
+    print(machine.header())
+    print(machine.threads_line(threads))
+    print()
+    lines = _read_lines(AUSTEN)
+    runners = _english_runners(lines, batch_sizes)
+    rates, cpu_rates, matches, num_tokens = _measure(lines, runners, args.repeats)
+    print(
+        f"1. Austen: {len(lines)} non-empty lines, {num_tokens} wordpieces; {args.repeats} rounds"
+    )
+    print()
+    _print_table(runners, rates, cpu_rates, matches)
+    print()
+    print(machine.load_line())
+    print()
+    lines_by_language = _multilingual_lines(args.multilingual_lines)
+    for vocab_file, do_lower_case in ((VOCAB, True), (MULTILINGUAL_VOCAB, False)):
+        print(
+            f"2. Multilingual, {os.path.basename(vocab_file)}, do_lower_case={do_lower_case}: "
+            f"{args.multilingual_lines} lines per row, batch {batch_sizes[-1]}, "
+            f"{args.repeats} rounds, {args.passes} passes per TF run"
+        )
+        print()
+        _multilingual_table(
+            vocab_file,
+            do_lower_case,
+            lines_by_language,
+            batch_sizes[-1],
+            args.repeats,
+            args.passes,
+        )
+        print()
+        print(machine.load_line())
+        print()
+    print(f"3. FullTokenizer's own time on the {len(lines)} Austen lines ({num_tokens} wordpieces)")
+    print()
+    _full_tokenizer_times(lines, max(args.repeats // 2, 1))
+    print()
     fast_bert = tf_text.FastBertTokenizer(
         list(load_vocab(VOCAB)), token_out_type=tf.int32, lower_case_nfd_strip_accents=True
     )
     fixture_bad, fixture_total = _fixture_mismatches(
         lambda text: fast_bert.tokenize(text).to_list()
     )
-
-    print(machine.header())
-    print(f"Austen: {len(lines)} non-empty lines, {num_tokens} wordpieces; {args.repeats} repeats")
-    print()
-    _print_table(runners, rates, cpu_rates, matches)
-    print()
-    print(
-        f'The first {len(accented)} lines with " Caf\u00e9" appended ({accented_results[3]} '
-        "wordpieces): every line takes BertPreprocessor's general path and FullTokenizer's "
-        "per-character path."
-    )
-    print()
-    _print_table(accented_runners, *accented_results[:3])
-    print()
     print(
         f"FastBertTokenizer on the fixture texts (lower-cased): {fixture_bad} of {fixture_total} "
         f"({fixture_bad / fixture_total:.1%}) differ from the original's ids."
     )
+    print(machine.load_line())
+
+
+def _fixture_mismatches(tokenize_fast_bert):
+    """(mismatching, total) fixture texts of FastBertTokenizer, lower-cased cases only."""
+    import tensorflow as tf
+
+    with open(os.path.join(FIXTURES, "cases.jsonl"), encoding="utf-8") as reader:
+        cases = [json.loads(line) for line in reader]
+    cases = [case for case in cases if case["do_lower_case"]]
+    got = tokenize_fast_bert(tf.constant([case["text"] for case in cases]))
+    return sum(ids != case["ids"] for ids, case in zip(got, cases, strict=True)), len(cases)
 
 
 if __name__ == "__main__":
