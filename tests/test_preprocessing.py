@@ -281,9 +281,11 @@ def test_multilingual_sentences_give_full_tokenizer_ids(
 def test_normalizer_model_maps_each_character_as_basic_tokenizer(do_lower_case):
     """Every assigned code point (and CJK block) alone: the normalizer's output without the
     spaces it puts around punctuation and ideographs is BasicTokenizer's words, joined."""
-    texts = [chr(cp) for cp in normalized_path._code_points_with_rules()]
+    with_rules = list(normalized_path._code_points_with_rules())
+    texts = [chr(cp) for cp in with_rules]
     model = normalized_path.normalized_path_tables(do_lower_case).model_buffer
-    normalized = tf_text.FastBertNormalizer(model_buffer=model).normalize(tf.constant(texts))
+    normalizer = tf_text.FastBertNormalizer(model_buffer=model)
+    normalized = normalizer.normalize(tf.constant(texts))
     basic = BasicTokenizer(do_lower_case=do_lower_case)
     mismatches = [
         f"U+{ord(text):04X}"
@@ -291,6 +293,10 @@ def test_normalizer_model_maps_each_character_as_basic_tokenizer(do_lower_case):
         if output.decode("utf-8").replace(" ", "") != "".join(basic.tokenize(text))
     ]
     assert mismatches == []
+    # The rest (unassigned, private use) are not in the trie: the normalizer leaves them alone.
+    others = sorted(set(range(0x110000)) - set(with_rules) - set(range(0xD800, 0xE000)))
+    others = tf.constant([chr(cp) for cp in others])
+    assert int(tf.reduce_sum(tf.cast(normalizer.normalize(others) != others, tf.int32))) == 0
 
 
 def test_capital_sigma_takes_the_normalized_path_only_where_it_cannot_be_final(uncased):

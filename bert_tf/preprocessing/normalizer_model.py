@@ -58,7 +58,7 @@ def build_model(mapping, lower_case_nfd_strip_accents):
         if code_point == 0:
             data_for_code_point_zero = data  # a trie cannot hold the key b"\0"
         else:
-            keys.append((chr(code_point).encode("utf-8", "surrogatepass"), data))
+            keys.append((chr(code_point).encode("utf-8"), data))
     trie = darts_clone_trie(keys)
     return _flatbuffer(lower_case_nfd_strip_accents, trie, data_for_code_point_zero, bytes(pool))
 
