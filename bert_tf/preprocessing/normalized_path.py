@@ -62,14 +62,15 @@ def kernel_char_classes():
     code_point = np.array(
         [cp for cp in range(code_points.NUM_CODE_POINTS) if cp not in _SURROGATES]
     )
-    probes = tf.constant(["a" + chr(cp) for cp in code_point.tolist()])
-    tokenizer = tf_text.FastWordpieceTokenizer(["[UNK]", "a"], token_out_type=tf.int32)
-    ids, starts, ends = tokenizer.tokenize_with_offsets(probes)
-    num_pieces = ids.row_lengths().numpy()  # at least 1: "a"
-    last = ids.row_limits().numpy() - 1
-    last_start = starts.flat_values.numpy()[last]
-    last_end = ends.flat_values.numpy()[last]
-    char_bytes = tf.strings.length(probes).numpy() - 1
+    with tf.init_scope():  # eager, even when a preprocessor is built inside a tf.function
+        probes = tf.constant(["a" + chr(cp) for cp in code_point.tolist()])
+        tokenizer = tf_text.FastWordpieceTokenizer(["[UNK]", "a"], token_out_type=tf.int32)
+        ids, starts, ends = tokenizer.tokenize_with_offsets(probes)
+        num_pieces = ids.row_lengths().numpy()  # at least 1: "a"
+        last = ids.row_limits().numpy() - 1
+        last_start = starts.flat_values.numpy()[last]
+        last_end = ends.flat_values.numpy()[last]
+        char_bytes = tf.strings.length(probes).numpy() - 1
     classes = np.full(code_points.NUM_CODE_POINTS, _OTHER, np.int8)
     joined = (num_pieces == 1) & (last_start == 0) & (last_end == 1 + char_bytes)
     split = (num_pieces == 2) & (last_start == 1) & (last_end == 1 + char_bytes)
