@@ -299,6 +299,24 @@ def test_normalizer_model_maps_each_character_as_basic_tokenizer(do_lower_case):
     assert int(tf.reduce_sum(tf.cast(normalizer.normalize(others) != others, tf.int32))) == 0
 
 
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_unicode_fuzz_on_the_normalized_path_gives_full_tokenizer_ids(
+    covering_vocab, fuzz_texts, do_lower_case
+):
+    """The fuzz without what sends a string to the code point path (capital sigma, characters
+    refused alone), so that nearly every string goes through the normalized path."""
+    texts = [text.replace("\u03a3", "\u0391") for text in fuzz_texts]
+    chars = sorted({char for text in texts for char in text})
+    admitted = _takes_normalized_path(chars, do_lower_case)
+    refused = {char for char, ok in zip(chars, admitted, strict=True) if not ok}
+    texts = ["".join(char for char in text if char not in refused) for text in texts]
+    assert sum(_takes_normalized_path(texts, do_lower_case)) > 0.95 * len(texts)
+    reference = FullTokenizer(covering_vocab, do_lower_case=do_lower_case)
+    got = _ids(_preprocessor(covering_vocab, do_lower_case), texts)
+    expected = [_reference_ids(reference, text) for text in texts]
+    assert [t for t, g, e in zip(texts, got, expected, strict=True) if g != e] == []
+
+
 def test_capital_sigma_takes_the_normalized_path_only_where_it_cannot_be_final(uncased):
     texts = [
         "\u03a3\u03ae\u03bc\u03b5\u03c1\u03b1",
