@@ -9,11 +9,9 @@ lead the dict) or writes it to --out-file. The scoring is bert_tf/squad_evaluati
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 
-from bert_tf import squad_evaluation
+from bert_tf import io, squad_evaluation
 from bert_tf.errors import InputError
 
 
@@ -60,18 +58,10 @@ def _parser():
 
 
 def _write_json_atomically(path, value):
-    """Writes `value` as JSON to a temporary file beside `path`, then renames it over `path`."""
-    temp_path = None
+    """Writes `value` as JSON to `path` (bert_tf.io.atomic_write: whole or not at all)."""
     try:
-        descriptor, temp_path = tempfile.mkstemp(
-            dir=os.path.dirname(os.path.abspath(path)), prefix=".eval-", suffix=".tmp"
-        )
-        with os.fdopen(descriptor, "w", encoding="utf-8") as f:
-            json.dump(value, f)
-        os.replace(temp_path, path)
+        io.write_text(path, json.dumps(value))
     except OSError as error:
-        if temp_path and os.path.exists(temp_path):
-            os.unlink(temp_path)
         raise InputError(f"{path}: cannot write it: {error.strerror or error}") from None
 
 

@@ -1,22 +1,34 @@
-"""Google TF1 checkpoints (bert_model.ckpt.*) <-> our Keras weights, and --init_checkpoint loading.
+"""Google TF1 checkpoints <-> our Keras weights, and THE restore path every script uses.
 
-Google's names (`bert/encoder/layer_0/attention/self/query/kernel`, `cls/predictions/output_bias`, ...) map
-one to one onto our weights, with the same shapes: dense kernels are [in, out] in both.
+Google's names (`bert/encoder/layer_0/attention/self/query/kernel`, `cls/predictions/output_bias`,
+`output_weights`, ...) map one to one onto our weights, with the same shapes: dense kernels are [in, out]
+in both. `restore_init_checkpoint` fills a model from any checkpoint a user hands `--init_checkpoint`:
+a Google release or fine-tuned checkpoint, or one of our training checkpoints (`tf.train.Checkpoint`
+object graphs, read by the path of each weight in the model). It restores every part of the model the
+checkpoint holds: the encoder always, and a head when the checkpoint is a trained model of the same
+kind (a task head of the same task, or the pretraining heads).
 """
 
+import collections
+import dataclasses
 import os
-import uuid
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from bert_tf import io
+from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel, BertPretrainingModel
 
 # Checkpoint entries that are training state, not weights: never reported as unused.
 _TRAINING_STATE_SUFFIXES = ("/adam_m", "/adam_v", "/Momentum", "/Adam", "/Adam_1")
 _TRAINING_STATE_NAMES = ("global_step",)
+# The file next to our training checkpoints that names the task of their head (tasks/run_files.py).
+_TASK_FILE = "task.json"
+# How `restore_init_checkpoint` treats a model's heads.
+HEADS = ("optional", "required", "skip")
 
 
 def _dense(prefix, layer):
@@ -27,7 +39,10 @@ def _layer_norm(prefix, layer):
     return {f"{prefix}/gamma": layer.gamma, f"{prefix}/beta": layer.beta}
 
 
-def _encoder_variables(bert):
+def encoder_variable_names(bert):
+    """{Google checkpoint name: Keras variable} of a BertModel's weights (bert/*), built if needed."""
+    if not bert.built:
+        bert(bert.dummy_inputs(), training=False)
     embeddings = bert.embeddings
     names = {
         "bert/embeddings/word_embeddings": embeddings.word_embeddings,
@@ -50,7 +65,7 @@ def _encoder_variables(bert):
     return names
 
 
-def _head_variables(model):
+def _pretraining_head_names(model):
     masked_lm, next_sentence = model.masked_lm, model.next_sentence
     return {
         **_dense("cls/predictions/transform/dense", masked_lm.transform),
@@ -61,145 +76,51 @@ def _head_variables(model):
     }
 
 
-def encoder_variable_names(bert):
-    """{Google checkpoint name: Keras variable} of a BertModel's weights (bert/*), built if needed."""
-    if not bert.built:
-        bert(bert.dummy_inputs(), training=False)
-    return _encoder_variables(bert)
+@dataclasses.dataclass
+class _Part:
+    """One part of a model as a checkpoint holds it: the encoder, or a head."""
+
+    name: str  # for messages: "encoder", "classifier head", "pretraining heads"
+    variables: dict  # {Google name: Keras variable}
+    is_head: bool
 
 
-def google_variable_names(model):
-    """{Google checkpoint name: Keras variable} for a BertModel, a BertPretrainingModel, or a task model.
-
-    A task model (classifier, SQuAD, tagger, ...) names its own weights in a `google_variables()` method:
-    its encoder's bert/* names plus the names the original gave its head (e.g. `output_weights`).
-    """
-    if hasattr(model, "google_variables"):
-        return model.google_variables()
-    if not isinstance(model, BertModel | BertPretrainingModel):
-        raise TypeError(f"Expected a BertModel or BertPretrainingModel, got {type(model).__name__}")
+def _parts(model):
+    """The parts of a BertModel, a BertPretrainingModel, or a task model (`.bert` and `.head`)."""
     if not model.built:
         model(model.dummy_inputs(), training=False)
     if isinstance(model, BertModel):
-        return _encoder_variables(model)
-    return {**_encoder_variables(model.bert), **_head_variables(model)}
+        return [_Part("encoder", encoder_variable_names(model), False)]
+    parts = [_Part("encoder", encoder_variable_names(model.bert), False)]
+    if isinstance(model, BertPretrainingModel):
+        parts.append(_Part("pretraining heads", _pretraining_head_names(model), True))
+    elif hasattr(model, "head"):
+        parts.append(_Part(f"{model.task_name} head", model.head.google_variables(), True))
+    else:
+        raise TypeError(f"{type(model).__name__} has neither a BertModel's weights nor a .head")
+    return parts
+
+
+def google_variable_names(model):
+    """{Google checkpoint name: Keras variable} of a BertModel, a BertPretrainingModel or a task model.
+
+    A task model's head has the names the original gave it (`output_weights` for run_classifier.py,
+    `cls/squad/output_weights` for run_squad.py, ...; see bert_tf.tasks.heads.BertHead).
+    """
+    return {name: v for part in _parts(model) for name, v in part.variables.items()}
 
 
 def _is_training_state(name):
     return name in _TRAINING_STATE_NAMES or name.endswith(_TRAINING_STATE_SUFFIXES)
 
 
-def load_google_checkpoint(model, ckpt_prefix, allow_missing_heads=False):
-    """Assigns the weights of a Google-format checkpoint to `model` by name and shape.
-
-    Args:
-      model: a BertModel (reads bert/*) or BertPretrainingModel (bert/* and cls/*).
-      ckpt_prefix: checkpoint prefix, e.g. ".../uncased_L-12_H-768_A-12/bert_model.ckpt".
-      allow_missing_heads: keep the initial cls/* weights of a BertPretrainingModel when the checkpoint has
-        none (an encoder-only checkpoint, e.g. one converted from Hugging Face) instead of failing.
-
-    Returns:
-      The sorted names of checkpoint weights that nothing in `model` used (optimizer slots excluded).
+def resolve_checkpoint(path):
+    """A checkpoint prefix from a prefix, or a folder holding bert_model.ckpt.* or our checkpoints.
 
     Raises:
-      FileNotFoundError: if no checkpoint exists at `ckpt_prefix`.
-      ValueError: naming the variable, if one is missing from the checkpoint or has another shape.
+      MissingFileError: naming the path, when it holds no checkpoint.
     """
-    reader = _reader(ckpt_prefix)
-    shapes = reader.get_variable_to_shape_map()
-    targets = google_variable_names(model)
-    missing = [name for name in targets if name not in shapes]
-    skipped = []
-    if missing and allow_missing_heads and all(name.startswith("cls/") for name in missing):
-        skipped, missing = missing, []
-    if missing:
-        raise ValueError(
-            f"Checkpoint {ckpt_prefix} lacks {len(missing)} variable(s) the model needs, "
-            f"first {missing[0]!r}: {missing[:5]}"
-        )
-    values = {}
-    for name, variable in targets.items():
-        if name in skipped:
-            continue
-        if list(shapes[name]) != list(variable.shape):
-            raise ValueError(
-                f"Checkpoint {ckpt_prefix}: variable {name!r} has shape {shapes[name]} but the model "
-                f"expects {list(variable.shape)} (is bert_config.json the checkpoint's own?)"
-            )
-        values[name] = reader.get_tensor(name)
-    for name, value in values.items():
-        targets[name].assign(value)
-    if skipped:
-        logging.warning(
-            "Checkpoint %s has no pretraining heads: %d cls/* variables keep their initial values",
-            ckpt_prefix,
-            len(skipped),
-        )
-    unused = sorted(name for name in shapes if name not in targets and not _is_training_state(name))
-    unused_encoder = [name for name in unused if name.startswith("bert/")]
-    if unused_encoder:
-        # Unused heads are normal (a BertModel from a pretraining checkpoint); unused encoder
-        # weights mean the config is not the checkpoint's (e.g. fewer layers).
-        logging.warning(
-            "%d encoder variables of %s were not loaded, first %s: is the BertConfig the "
-            "checkpoint's own?",
-            len(unused_encoder),
-            ckpt_prefix,
-            unused_encoder[0],
-        )
-    logging.info(
-        "Loaded %d variables from %s%s",
-        len(values),
-        ckpt_prefix,
-        f"; unused: {unused}" if unused else "",
-    )
-    return unused
-
-
-def save_google_checkpoint(model, ckpt_prefix):
-    """Writes `model`'s weights under Google's names, readable by the original TF1 code and other tools.
-
-    Writes `ckpt_prefix.index` and `ckpt_prefix.data-00000-of-00001` under temporary names first and
-    renames them when complete. Works for models built under any tf.distribute strategy (values are read
-    in cross-replica context). Returns `ckpt_prefix`.
-    """
-    names = google_variable_names(model)
-    directory = os.path.dirname(ckpt_prefix) or "."
-    tf.io.gfile.makedirs(directory)
-    # tempfile cannot make folders on gs:// and other tf.io.gfile file systems.
-    temp_dir = os.path.join(directory, f".save-{uuid.uuid4().hex}")
-    tf.io.gfile.makedirs(temp_dir)
-    try:
-        temp_prefix = os.path.join(temp_dir, os.path.basename(ckpt_prefix))
-        tensor_names = sorted(names)
-        with tf.device("CPU:0"):
-            tensors = [
-                tf.constant(np.asarray(names[name].numpy(), np.float32)) for name in tensor_names
-            ]
-            tf.raw_ops.SaveV2(
-                prefix=temp_prefix,
-                tensor_names=tensor_names,
-                shape_and_slices=[""] * len(tensor_names),
-                tensors=tensors,
-            )
-        for path in tf.io.gfile.glob(temp_prefix + ".*"):
-            target = ckpt_prefix + path[len(temp_prefix) :]
-            tf.io.gfile.rename(path, target, overwrite=True)
-    finally:
-        tf.io.gfile.rmtree(temp_dir)
-    logging.info("Wrote %d variables to %s", len(tensor_names), ckpt_prefix)
-    return ckpt_prefix
-
-
-def _reader(ckpt_prefix):
-    try:
-        return tf.train.load_checkpoint(ckpt_prefix)
-    except (tf.errors.NotFoundError, ValueError) as e:
-        raise FileNotFoundError(f"No checkpoint found at {ckpt_prefix}: {e}") from e
-
-
-def resolve_checkpoint(path):
-    """A checkpoint prefix from a prefix, or a folder holding bert_model.ckpt.* or our checkpoints."""
+    path = os.fspath(path)
     if tf.io.gfile.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest:
@@ -207,70 +128,269 @@ def resolve_checkpoint(path):
         google = os.path.join(path, "bert_model.ckpt")
         if tf.io.gfile.exists(google + ".index"):
             return google
-        raise FileNotFoundError(f"{path} holds neither bert_model.ckpt.* nor a tf.train checkpoint")
+        raise io.MissingFileError(
+            f"{path} holds neither bert_model.ckpt.* nor a training checkpoint"
+        )
     if not tf.io.gfile.exists(path + ".index"):
-        raise FileNotFoundError(f"No checkpoint found at {path} (no {path}.index)")
+        raise io.MissingFileError(f"no checkpoint at {path} (no {path}.index)")
     return path
 
 
-def _saved_model_children(prefix):
-    """Names of the children of `model` in a tf.train checkpoint's object graph.
-
-    The object graph, not the tensor keys: a variable is keyed by its shortest path, which for a
-    fine-tuned model's encoder runs through the optimizer's variable list, not through model/bert/.
-    """
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(
-        tf.train.load_checkpoint(prefix).get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH")
-    )
-    for child in graph.nodes[0].children:
-        if child.local_name == "model":
-            return {grandchild.local_name for grandchild in graph.nodes[child.node_id].children}
-    return set()
-
-
 def is_google_checkpoint(ckpt_prefix):
+    """Whether the checkpoint names its weights as the original does (bert/..., not an object graph)."""
     return any(name.startswith("bert/") for name, _ in tf.train.list_variables(ckpt_prefix))
 
 
-def restore_init_checkpoint(model, path):
-    """Initializes `model` from a Google release checkpoint or a checkpoint of our training loop.
+def _object_paths(root):
+    """{id(object): [path, ...]}: every path of object names from `root` to each object it tracks."""
+    view = tf.train.TrackableView(root)
+    paths = collections.defaultdict(list)
+
+    def visit(parent, parent_path, ancestors):
+        for name, child in view.children(parent).items():
+            if id(child) not in ancestors:
+                path = f"{parent_path}/{name}" if parent_path else name
+                paths[id(child)].append(path)
+                visit(child, path, ancestors | {id(child)})
+
+    visit(root, "", {id(root)})
+    return paths
+
+
+def _checkpoint_paths(reader):
+    """{path below the checkpoint's "model": tensor key} of one of our training checkpoints."""
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    keys = {}
+
+    def visit(node_id, node_path, ancestors):
+        node = graph.nodes[node_id]
+        for attribute in node.attributes:
+            if attribute.name == "VARIABLE_VALUE":
+                keys[node_path] = attribute.checkpoint_key
+        for child in node.children:
+            if child.node_id not in ancestors:
+                path = f"{node_path}/{child.local_name}" if node_path else child.local_name
+                visit(child.node_id, path, ancestors | {child.node_id})
+
+    for child in graph.nodes[0].children:
+        if child.local_name == "model":
+            visit(child.node_id, "", {0, child.node_id})
+    return keys
+
+
+def _checkpoint_task(prefix):
+    """The model_type of the task.json beside one of our checkpoints, or None."""
+    path = os.path.join(os.path.dirname(prefix), _TASK_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    info = io.read_json(path)
+    return info.get("model_type") if isinstance(info, dict) else None
+
+
+class _Checkpoint:
+    """A checkpoint's weights under the names of one model: {Google name: checkpoint key}."""
+
+    def __init__(self, prefix, model, resuming):
+        self.prefix = prefix
+        self.reader = tf.train.load_checkpoint(prefix)
+        self.shapes = self.reader.get_variable_to_shape_map()
+        self.is_google = any(name.startswith("bert/") for name in self.shapes)
+        self.task = None
+        if not self.is_google:
+            # A run's own checkpoint holds its own model; another's task is in its task.json.
+            self.task = getattr(model, "task_name", None) if resuming else _checkpoint_task(prefix)
+        self.keys = {}
+        if self.is_google:
+            self.keys = {name: name for name in google_variable_names(model) if name in self.shapes}
+        else:
+            self._map_object_paths(model)
+
+    def _map_object_paths(self, model):
+        stored = _checkpoint_paths(self.reader)
+        parts = _parts(model)  # builds the model: its object paths then lead to every weight
+        paths = _object_paths(model)
+        for part in parts:
+            for name, variable in part.variables.items():
+                for path in paths[id(variable)]:
+                    candidates = [path]
+                    if isinstance(model, BertModel):  # a task or pretraining model's encoder
+                        candidates.insert(0, f"bert/{path}")
+                    if path.startswith("head/"):  # heads written before BertHead: model/<weight>
+                        candidates.append(path.removeprefix("head/"))
+                    key = next((stored[c] for c in candidates if c in stored), None)
+                    if key is not None:
+                        self.keys[name] = key
+                        break
+
+    def why_no_head(self, part, model):
+        """Why the checkpoint gives `part` (a head) nothing, or None if it holds that head."""
+        found = [name for name in part.variables if name in self.keys]
+        if self.is_google:
+            return None if found else f"the checkpoint has no {next(iter(part.variables))}"
+        if isinstance(model, BertPretrainingModel):
+            return None if found else "the checkpoint holds no pretraining heads"
+        if self.task != model.task_name:
+            if self.task is None:
+                return f"no {_TASK_FILE} beside it says which task its head is for"
+            return f"the checkpoint is a {self.task} model"
+        return None if found else f"the checkpoint holds no {part.name}"
+
+    def unused(self, model):
+        """Google checkpoints: the names of weights nothing in `model` reads (training state aside)."""
+        if not self.is_google:
+            return []
+        used = set(google_variable_names(model))
+        return sorted(n for n in self.shapes if n not in used and not _is_training_state(n))
+
+
+@dataclasses.dataclass
+class RestoreReport:
+    """What `restore_init_checkpoint` did.
+
+    Attributes:
+      prefix: the checkpoint read.
+      restored: the parts it restored ("encoder", "classifier head", ...).
+      new: the parts that keep their initial values, each with the reason.
+      unused: Google checkpoints: the names of weights nothing in the model read.
+    """
+
+    prefix: str
+    restored: list
+    new: list
+    unused: list
+
+    def summary(self):
+        """One line: what was restored from where, and what starts new."""
+        line = f"Initialized from {self.prefix}: restored the {' and the '.join(self.restored)}"
+        return line + (f"; starts new: the {', the '.join(self.new)}" if self.new else "")
+
+
+def restore_init_checkpoint(model, path, heads="optional", dry_run=False, resuming=False):
+    """Fills `model` with every part of it that a checkpoint holds; THE restore path of every script.
 
     Args:
-      model: a BertModel or BertPretrainingModel.
-      path: a checkpoint prefix or a folder holding one (the latest tf.train checkpoint wins over
-        bert_model.ckpt).
+      model: a BertModel, a BertPretrainingModel or a task model of bert_tf.tasks (built if need be).
+      path: a checkpoint prefix, or a folder holding bert_model.ckpt.* or our checkpoints (the latest
+        training checkpoint wins over bert_model.ckpt).
+      heads: "optional": a head the checkpoint holds (the same task's, or the pretraining heads) is
+        restored, else it starts new; "required": a head the checkpoint lacks is an error (an export,
+        a resumed run); "skip": heads start new (--restore_head=false).
+      dry_run: check names and shapes only; change and log nothing.
+      resuming: `path` is a checkpoint of this very run (its heads are this model's).
 
     Returns:
-      The checkpoint prefix that was read.
+      A RestoreReport.
+
+    Raises:
+      MissingFileError: if there is no checkpoint at `path`.
+      InputError: naming the checkpoint, the weight and both shapes, if the encoder is incomplete or a
+        weight's shape is not the model's (a head's mismatch names --restore_head=false).
     """
+    if heads not in HEADS:
+        raise ValueError(f"heads must be one of {HEADS}, got {heads!r}")
     prefix = resolve_checkpoint(path)
-    if is_google_checkpoint(prefix):
-        load_google_checkpoint(model, prefix, allow_missing_heads=True)
-    else:
-        if not model.built:
-            model(model.dummy_inputs(), training=False)
-        # Our training checkpoints hold tf.train.Checkpoint(model=..., optimizer=...); a BertModel takes
-        # the encoder of a pretraining or fine-tuned model's checkpoint, which holds it as model.bert.
-        root = tf.train.Checkpoint(model=model)
-        if isinstance(model, BertModel) and "bert" in _saved_model_children(prefix):
-            root = tf.train.Checkpoint(model=tf.train.Checkpoint(bert=model))
-        root.restore(prefix).expect_partial().assert_existing_objects_matched()
-    logging.info("Initialized %s from %s", model.name, prefix)
-    return prefix
+    checkpoint = _Checkpoint(prefix, model, resuming)
+    values, restored, new = {}, [], []
+    for part in _parts(model):
+        if part.is_head:
+            why = "--restore_head=false" if heads == "skip" else checkpoint.why_no_head(part, model)
+            if why is not None:
+                if heads == "required":
+                    raise InputError(f"{prefix}: no {part.name} to restore: {why}")
+                new.append(f"{part.name} ({why})")
+                continue
+        missing = [name for name in part.variables if name not in checkpoint.keys]
+        if missing:
+            raise InputError(
+                f"{prefix} lacks {len(missing)} weight(s) of the {part.name}, first {missing[0]!r}"
+                + ("" if part.is_head else ": is it a BERT checkpoint?")
+            )
+        for name, variable in part.variables.items():
+            key = checkpoint.keys[name]
+            shape, expected = list(checkpoint.shapes[key]), list(variable.shape)
+            if shape != expected:
+                remedy = (
+                    "; pass --restore_head=false to start a fresh head instead"
+                    if part.is_head
+                    else " (is the BERT config the checkpoint's own?)"
+                )
+                raise InputError(
+                    f"{prefix}: {name} of the {part.name} has shape {shape} in the checkpoint but "
+                    f"{expected} in the model{remedy}"
+                )
+            values[name] = (variable, key)
+        restored.append(part.name)
+    report = RestoreReport(prefix, restored, new, checkpoint.unused(model))
+    if dry_run:
+        return report
+    for variable, key in values.values():
+        variable.assign(checkpoint.reader.get_tensor(key))
+    unused_encoder = [name for name in report.unused if name.startswith("bert/")]
+    if unused_encoder:
+        # Unused heads are normal (a BertModel from a pretraining checkpoint); unused encoder
+        # weights mean the config is not the checkpoint's (e.g. fewer layers).
+        logging.warning(
+            "%d encoder variables of %s were not loaded, first %s: is the BERT config the "
+            "checkpoint's own?",
+            len(unused_encoder),
+            prefix,
+            unused_encoder[0],
+        )
+    logging.info(report.summary())
+    return report
+
+
+def load_google_checkpoint(model, ckpt_prefix, allow_missing_heads=False):
+    """Assigns the weights of a Google-format checkpoint to `model` by name and shape.
+
+    Args:
+      model: a BertModel (reads bert/*), a BertPretrainingModel (bert/* and cls/*) or a task model.
+      ckpt_prefix: checkpoint prefix, e.g. ".../uncased_L-12_H-768_A-12/bert_model.ckpt".
+      allow_missing_heads: keep the initial head weights when the checkpoint has none (an
+        encoder-only checkpoint, e.g. one converted from Hugging Face) instead of failing.
+
+    Returns:
+      The sorted names of checkpoint weights that nothing in `model` used (optimizer slots excluded).
+
+    Raises:
+      FileNotFoundError: if no checkpoint exists at `ckpt_prefix`.
+      InputError (a ValueError): naming the weight, if one is missing or has another shape.
+    """
+    if not tf.io.gfile.exists(ckpt_prefix + ".index") or not is_google_checkpoint(ckpt_prefix):
+        raise io.MissingFileError(f"no Google-format checkpoint at {ckpt_prefix}")
+    report = restore_init_checkpoint(
+        model, ckpt_prefix, heads="optional" if allow_missing_heads else "required"
+    )
+    return report.unused
+
+
+def save_google_checkpoint(model, ckpt_prefix):
+    """Writes `model`'s weights under Google's names, readable by the original TF1 code and other tools.
+
+    Writes `ckpt_prefix.index` and `ckpt_prefix.data-00000-of-00001` atomically (bert_tf.io.atomic_files).
+    Works for models built under any tf.distribute strategy (values are read in cross-replica context).
+    Returns `ckpt_prefix`.
+    """
+    names = google_variable_names(model)
+    tf.io.gfile.makedirs(os.path.dirname(ckpt_prefix) or ".")
+    tensor_names = sorted(names)
+    with io.atomic_files(ckpt_prefix) as temp_prefix, tf.device("CPU:0"):
+        tensors = [
+            tf.constant(np.asarray(names[name].numpy(), np.float32)) for name in tensor_names
+        ]
+        tf.raw_ops.SaveV2(
+            prefix=temp_prefix,
+            tensor_names=tensor_names,
+            shape_and_slices=[""] * len(tensor_names),
+            tensors=tensors,
+        )
+    logging.info("Wrote %d variables to %s", len(tensor_names), ckpt_prefix)
+    return ckpt_prefix
 
 
 def export_google_checkpoint(model, bert_config, output_dir):
-    """Writes output_dir/bert_model.ckpt.* + bert_config.json in Google's format, via a temp dir + rename."""
-    temp_dir = os.path.join(output_dir, f".export-{uuid.uuid4().hex}")
-    tf.io.gfile.makedirs(temp_dir)
-    save_google_checkpoint(model, os.path.join(temp_dir, "bert_model.ckpt"))
-    with tf.io.gfile.GFile(os.path.join(temp_dir, "bert_config.json"), "w") as f:
-        f.write(bert_config.to_json_string())
-    for name in tf.io.gfile.listdir(temp_dir):
-        # A TF1 Saver also writes a "checkpoint" state file: it must not replace the training one.
-        if name.startswith(("bert_model.ckpt.", "bert_config.json")):
-            target = os.path.join(output_dir, name)
-            tf.io.gfile.rename(os.path.join(temp_dir, name), target, overwrite=True)
-    tf.io.gfile.rmtree(temp_dir)
+    """Writes output_dir/bert_model.ckpt.* and bert_config.json in Google's format, each atomically."""
+    save_google_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"))
+    io.write_text(os.path.join(output_dir, "bert_config.json"), bert_config.to_json_string())
     logging.info("Wrote Google-format checkpoint %s", os.path.join(output_dir, "bert_model.ckpt"))

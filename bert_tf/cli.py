@@ -1,29 +1,92 @@
-"""Running the top-level absl scripts as installed console commands (`bert-run-pretraining`, ...)."""
+"""Running a top-level script: its flags from its settings dataclass, one-line errors, quiet devices.
 
+Every script is the same few lines: `load_tensorflow_quietly()` before its imports, then
+`main(ItsConfig, its_run_function, __name__)`. This module imports no TensorFlow itself; it
+declares the dataclass's flags (bert_tf.settings), parses the command line, builds the settings and
+calls the run function. Bad input raises `InputError` anywhere below; it ends the program with one
+`error: ...` line on stderr and exit status 1, not a traceback.
+"""
+
+import os
+import re
 import sys
+import threading
 
-from absl import app, flags
+# What TensorFlow writes to stderr while it looks for CUDA on a machine that has no NVIDIA GPU.
+_CUDA_PROBE_LINES = re.compile(
+    rb"cuInit|cuda_|cudart|CUDA|TensorRT|TF-TRT|GPU will not be used|absl::InitializeLog"
+    rb"|cpu_feature_guard|To enable the following instructions"
+)
 
-from bert_tf.errors import InputError
+
+def _has_nvidia_device():
+    return any(os.path.exists(path) for path in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"))
 
 
-def run(main, module_name):
-    """`app.run(main)`, with the flags of `module_name` shown by `--helpshort` and `--help`.
+def load_tensorflow_quietly():
+    """Imports TensorFlow and lets it probe for GPUs, without its CUDA errors on a machine with none.
 
-    absl lists the flags of the module that `sys.argv[0]` names. For a console command that is the
-    command's own wrapper (e.g. `.venv/bin/bert-run-pretraining`), which defines no flags, so the
-    script module's flags are registered under that name as well.
-
-    An `InputError` from `main` (bad data or settings, with the file and line in its message) ends the
-    program with that one line on stderr and exit status 1, not a traceback.
+    On a machine without an NVIDIA device, TensorFlow's import and first device listing print
+    "failed call to cuInit" and similar lines. For that window only, stderr (file descriptor 2)
+    passes through a filter that drops those lines; everything else goes through unchanged, and the
+    filter is gone before the script's work starts. A machine with a GPU is left alone. Scripts call
+    this before their other imports.
     """
-    for flag in flags.FLAGS.get_key_flags_for_module(module_name):
-        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    if "tensorflow" in sys.modules or _has_nvidia_device():
+        return
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    saved_stderr = os.dup(2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
 
-    def main_with_input_errors(argv):
+    def forward():
+        with os.fdopen(read_end, "rb") as lines:
+            for line in lines:
+                if not _CUDA_PROBE_LINES.search(line):
+                    os.write(saved_stderr, line)
+
+    forwarder = threading.Thread(target=forward, daemon=True)
+    forwarder.start()
+    try:
+        import tensorflow as tf
+
+        tf.config.list_physical_devices("GPU")
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved_stderr, 2)  # closes the pipe's last write end: the forwarder drains and ends
+        forwarder.join(timeout=10)
+        os.close(saved_stderr)
+
+
+def main(config_class, run_function, module_name, **flag_defaults):
+    """Declares `config_class`'s flags, parses argv and runs `run_function(config)`.
+
+    Args:
+      config_class: the script's settings dataclass (fields declared with bert_tf.settings.setting).
+      run_function: (config) -> anything (not the exit status); the script's work.
+      module_name: the script's `__name__`: --helpshort lists its flags.
+      **flag_defaults: the script's own defaults for some flags.
+    """
+    from absl import app, flags
+
+    from bert_tf.errors import InputError
+    from bert_tf.settings import define_flags, from_flags, script_module_name
+
+    define_flags(config_class, module_name, **flag_defaults)
+    # absl lists the flags of the module that sys.argv[0] names. For a console command that is its
+    # wrapper (e.g. .venv/bin/bert-run-pretraining), which defines none: file them under it too.
+    name = script_module_name(module_name)
+    if name != sys.argv[0]:
+        for flag in flags.FLAGS.get_key_flags_for_module(name):
+            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+    def run(argv):
+        if len(argv) > 1:
+            raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
         try:
-            return main(argv)
+            run_function(from_flags(config_class))
         except InputError as error:
             sys.exit(f"error: {error}")
 
-    app.run(main_with_input_errors)
+    app.run(run)

@@ -93,7 +93,7 @@ def _tpu_strategy(tpu_name, tpu_zone, gcp_project, num_tpu_cores):
         )
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
-    except (ValueError, tf.errors.OpError, RuntimeError) as error:
+    except (ValueError, OSError, tf.errors.OpError, RuntimeError) as error:  # OSError: URLError
         raise ValueError(
             f"no TPU reachable for --tpu_name={tpu_name!r} (--tpu_zone={tpu_zone!r}, "
             f"--gcp_project={gcp_project!r}): {error}"

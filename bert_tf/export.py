@@ -15,12 +15,12 @@ B = batch, S = sequence length (padded to the longest input of the batch, at mos
 
 import os
 import re
-import uuid
 
 import keras
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import io
 from bert_tf.errors import InputError
 
 ID_FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -144,16 +144,10 @@ def write_saved_model(export_dir, module, signatures, version=None, assets=None)
         )
     tf.io.gfile.makedirs(export_dir)
     # TF Serving only loads folders named by a number: the temporary one is invisible to it.
-    temp_path = os.path.join(export_dir, f".tmp-{version}-{uuid.uuid4().hex}")
-    try:
+    with io.atomic_path(final_path) as temp_path:
         tf.saved_model.save(_servable(module), temp_path, signatures=signatures)
         for name, text in (assets or {}).items():
-            with tf.io.gfile.GFile(os.path.join(temp_path, "assets", name), "w") as f:
-                f.write(text)
-        tf.io.gfile.rename(temp_path, final_path)
-    finally:
-        if tf.io.gfile.exists(temp_path):
-            tf.io.gfile.rmtree(temp_path)
+            io.write_text(os.path.join(temp_path, "assets", name), text)
     logging.info(
         "Exported SavedModel %s (signatures: %s)", final_path, ", ".join(sorted(signatures))
     )

@@ -286,3 +286,28 @@ def read_json(path):
         raise InputError(
             f"{path}:{error.lineno}: not valid JSON (column {error.colno}: {error.msg})"
         ) from None
+
+
+@contextlib.contextmanager
+def atomic_files(prefix):
+    """Yields a temporary prefix for a writer of several files `<prefix>.*` (a TF checkpoint).
+
+    The files are written in a temporary folder beside `prefix`; when the block succeeds each is
+    renamed to its final name (replacing one there), and the folder is removed either way.
+    """
+    prefix = os.fspath(prefix)
+    folder, name = os.path.split(prefix)
+    temp_folder = temporary_name(os.path.join(folder, name + ".files"))
+    if is_url(temp_folder):
+        _gfile().makedirs(temp_folder)
+    else:
+        os.makedirs(temp_folder)
+    try:
+        temp_prefix = os.path.join(temp_folder, name)
+        yield temp_prefix
+        written = _gfile().listdir(temp_folder) if is_url(temp_folder) else os.listdir(temp_folder)
+        for file_name in written:
+            if file_name.startswith(name):
+                _rename(os.path.join(temp_folder, file_name), prefix + file_name[len(name) :])
+    finally:
+        _remove(temp_folder)

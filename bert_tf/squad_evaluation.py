@@ -15,12 +15,12 @@ total (as in v1.1; the v2.0 script crashes with a KeyError instead), and a warni
 """
 
 import collections
-import json
 import re
 import string
 
 from absl import logging
 
+from bert_tf import io
 from bert_tf.errors import InputError
 
 _PUNCTUATION = frozenset(string.punctuation)  # ASCII only: “ ” ’ « » — and accents stay
@@ -79,22 +79,15 @@ def _token_f1(gold_tokens, predicted_tokens):
 
 
 def load_json(path):
-    """The parsed JSON file at `path`.
+    """The parsed JSON file at `path` (bert_tf.io.read_json).
 
     Raises:
       InputError: the file is missing, unreadable or not JSON (the message names it and the line).
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except json.JSONDecodeError as error:
-        raise InputError(
-            f"{path}: not valid JSON (line {error.lineno} column {error.colno}: {error.msg})"
-        ) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: cannot read it: {error}") from None
+        return io.read_json(path)
+    except OSError as error:
+        raise InputError(f"{path}: cannot read it: {error.strerror or error}") from None
 
 
 def _field(container, key, kind, where):

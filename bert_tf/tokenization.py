@@ -18,8 +18,10 @@ Example:
 """
 
 import collections
+import re
 import unicodedata
 
+from bert_tf.errors import InputError
 from bert_tf.io import read_lines
 
 # Code point blocks the original treats as CJK ideographs (each becomes a word of its own).
@@ -37,6 +39,42 @@ _CJK_RANGES = (
 
 # Words whose wordpieces are remembered; the cache is emptied when it reaches this size.
 _WORD_CACHE_SIZE = 1 << 17
+
+
+# Google's released checkpoints by folder name, and whether their vocab is lower-cased.
+_LOWER_CASED_RELEASES = (
+    "uncased_L-24_H-1024_A-16",
+    "uncased_L-12_H-768_A-12",
+    "multilingual_L-12_H-768_A-12",
+    "chinese_L-12_H-768_A-12",
+)
+_CASED_RELEASES = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16", "multi_cased_L-12_H-768_A-12")
+_RELEASE_FOLDER = re.compile(r"^.*?([A-Za-z0-9_-]+)/bert_model\.ckpt")
+
+
+def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
+    """Refuses a --do_lower_case that contradicts a known Google release, as the original does.
+
+    Only checkpoints inside a folder named as Google released them are checked (e.g.
+    .../uncased_L-12_H-768_A-12/bert_model.ckpt); any other path passes.
+
+    Raises:
+      InputError: naming both flags and the release.
+    """
+    match = _RELEASE_FOLDER.match(init_checkpoint or "")
+    if match is None:
+        return
+    release = match.group(1)
+    if release in _LOWER_CASED_RELEASES and not do_lower_case:
+        actual, case_name, opposite = "False", "uncased", "True"
+    elif release in _CASED_RELEASES and do_lower_case:
+        actual, case_name, opposite = "True", "cased", "False"
+    else:
+        return
+    raise InputError(
+        f"--do_lower_case={actual} but --init_checkpoint={init_checkpoint} is the {case_name} "
+        f"release {release}: pass --do_lower_case={opposite} (the original refuses this too)"
+    )
 
 
 def convert_to_unicode(text):

@@ -22,9 +22,12 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
+from bert_tf import io
 from bert_tf.distribute import is_chief
 
 MIXED_PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+# Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
+CHECKPOINT_NAME = "model.ckpt"
 
 
 @dataclasses.dataclass
@@ -86,8 +89,10 @@ class Trainer:
     ```
     """
 
-    def __init__(self, task, strategy, optimizer_fn, config, init_fn=None):
+    def __init__(self, task, strategy, optimizer_fn, config, init_fn=None, resume_fn=None):
         """Builds everything and restores the latest checkpoint in config.model_dir, if any.
+
+        Checkpoints are config.model_dir/model.ckpt-<step>, as the original's Estimator names them.
 
         Args:
           task: a Task.
@@ -95,6 +100,9 @@ class Trainer:
           optimizer_fn: () -> keras optimizer (called in the strategy scope).
           config: a TrainConfig.
           init_fn: (model) -> None, loads initial weights (e.g. --init_checkpoint); skipped when resuming.
+          resume_fn: (model, checkpoint prefix) -> None, restores the model's weights when resuming
+            (bert_tf.checkpoints reads them by path, checkpoints of earlier layouts included); by
+            default every object of the model must match the checkpoint.
 
         Raises:
           ValueError: on batch sizes that the replicas and accumulation steps do not divide, or an unknown
@@ -118,8 +126,9 @@ class Trainer:
             config.model_dir if self._chief else tempfile.mkdtemp(prefix="worker_ckpt_"),
             max_to_keep=config.max_checkpoints_to_keep,
             step_counter=self.optimizer.iterations,
+            checkpoint_name=CHECKPOINT_NAME,
         )
-        self._restore_or_init(init_fn)
+        self._restore_or_init(init_fn, resume_fn)
         self._train_loop_fn = None
         self._eval_step_fn = None
         self._predict_step_fn = None
@@ -154,10 +163,15 @@ class Trainer:
         model(self.task.dummy_batch(), training=False)
         optimizer.build(model.trainable_variables)
 
-    def _restore_or_init(self, init_fn):
+    def _restore_or_init(self, init_fn, resume_fn):
         latest = tf.train.latest_checkpoint(self.config.model_dir)
         if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            status = self.checkpoint.restore(latest)
+            if resume_fn is None:
+                status.assert_existing_objects_matched()
+            else:
+                status.expect_partial()
+                resume_fn(self.model, latest)
             logging.info("Resumed from %s at global step %d", latest, self.global_step)
         elif init_fn is not None:
             init_fn(self.model)
@@ -454,12 +468,9 @@ class Trainer:
 
 
 def write_eval_results(path, results):
-    """Writes `key = value` lines (sorted, the original's eval_results.txt format) via a temp file + rename."""
+    """Writes `key = value` lines (sorted, the original's eval_results.txt format), atomically."""
     lines = [f"{key} = {results[key]}" for key in sorted(results)]
-    temp_path = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(temp_path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    tf.io.gfile.rename(temp_path, path, overwrite=True)
+    io.write_text(path, "\n".join(lines) + "\n")
     for line in lines:
         logging.info("  %s", line)
 

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from conftest import REPO_DIR, SAMPLE_DIR, SHARED_DIR
+from conftest import REPO_DIR, SAMPLE_DIR
 
 DEMO = REPO_DIR / "scripts" / "demo.py"
 TASK_DIR = SAMPLE_DIR / "word_order"
@@ -85,7 +85,10 @@ def test_every_step_leaves_its_outputs(demo):
 
 def test_the_pretrained_run_starts_from_the_pretraining_checkpoint_and_the_other_does_not(demo):
     log = (demo["dir"] / "logs" / "finetune_pretrained.log").read_text()
-    assert f"Initialized bert from {demo['dir'] / 'pretraining' / 'bert_model.ckpt'}" in log
+    prefix = demo["dir"] / "pretraining" / "bert_model.ckpt"
+    assert (
+        f"Initialized from {prefix}: restored the encoder; starts new: the classifier head" in log
+    )
     commands = {
         step: json.loads((demo["dir"] / ".demo" / f"{step}.json").read_text())["command"]
         for step in ("finetune_pretrained", "finetune_random")
@@ -225,10 +228,8 @@ def _load_task_script():
     return module
 
 
-def test_the_script_makes_the_shipped_task_files_byte_for_byte():
-    source = SHARED_DIR / "data" / "austen_sentences.txt"
-    if not source.exists():
-        pytest.skip(f"{source} is absent (set BERT_TF_SHARED_DIR to the shared folder)")
+def test_the_script_makes_the_shipped_task_files_byte_for_byte(austen_sentences_path):
+    source = austen_sentences_path
     files = _load_task_script().build(str(source))
     assert sorted(files) == ["dev.tsv", "test.tsv", "train.tsv"]
     for name, text in files.items():

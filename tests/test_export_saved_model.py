@@ -19,12 +19,21 @@ from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.data.packing import pack_tokens
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
-from bert_tf.tasks.exporting import export_checkpoint
+from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
+
+
+def _export(prefix, export_dir, **settings):
+    """export_saved_model.py's settings for a checkpoint, the sample vocab and an export folder."""
+    return ExportConfig(
+        init_checkpoint=prefix, export_dir=str(export_dir), vocab_file=VOCAB, **settings
+    )
+
+
 MAX_SEQ_LENGTH = 24
 TEXTS_A = [
     "Emma Woodhouse, handsome, clever, and rich.",
@@ -203,13 +212,13 @@ def test_saved_model_cli_shows_every_signature(exported):
 
 def test_an_existing_version_and_wrong_settings_are_refused(release, tmp_path):
     prefix = str(release["folder"] / "bert_model.ckpt")
-    assert export_checkpoint(prefix, str(tmp_path), VOCAB, max_seq_length=16) == str(tmp_path / "1")
+    assert export_checkpoint(_export(prefix, tmp_path, max_seq_length=16)) == str(tmp_path / "1")
     with pytest.raises(InputError, match="--version=1"):
-        export_checkpoint(prefix, str(tmp_path), VOCAB, version=1)
+        export_checkpoint(_export(prefix, tmp_path, version=1))
     with pytest.raises(InputError, match="--model_type=classifier"):
-        export_checkpoint(prefix, str(tmp_path), VOCAB, model_type="classifier")
+        export_checkpoint(_export(prefix, tmp_path, model_type="classifier"))
     with pytest.raises(InputError, match="max_position_embeddings"):
-        export_checkpoint(prefix, str(tmp_path), VOCAB, max_seq_length=1000)
+        export_checkpoint(_export(prefix, tmp_path, max_seq_length=1000))
     assert sorted(os.listdir(tmp_path)) == ["1"]
 
 
@@ -223,7 +232,13 @@ def test_real_minilm_weights_serve_the_same_outputs_as_bert_model(tmp_path):
     release = tmp_path / "minilm"
     convert_checkpoint.convert(package.get_model_path(), str(release))
     vocab = str(release / "vocab.txt")
-    path = export_checkpoint(str(release / "bert_model.ckpt"), str(tmp_path / "export"), vocab)
+    path = export_checkpoint(
+        ExportConfig(
+            init_checkpoint=str(release / "bert_model.ckpt"),
+            export_dir=str(tmp_path / "export"),
+            vocab_file=vocab,
+        )
+    )
     loaded = tf.saved_model.load(path)  # keep a reference: the signatures read its variables
     served = loaded.signatures
     config = BertConfig.from_json_file(str(release / "bert_config.json"))

@@ -105,6 +105,35 @@ def test_fine_tuning_learns_the_task_and_writes_the_original_outputs(trained):
     assert not [name for name in os.listdir(out) if ".tmp" in name]
 
 
+def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the_run_s_results(
+    trained, tmp_path
+):
+    # The original README's "Prediction from classifier": --init_checkpoint=$TRAINED_CLASSIFIER
+    # names the training dir's model.ckpt-<step>, and the new output dir holds nothing yet.
+    out = trained["root"] / "out"
+    checkpoint = tf.train.latest_checkpoint(str(out))
+    assert os.path.basename(checkpoint) == "model.ckpt-48"
+    result = subprocess.run(
+        [
+            sys.executable, os.path.join(REPO_DIR, "run_classifier.py"), "--task_name=tsv",
+            "--do_predict=true", f"--data_dir={trained['root'] / 'data'}", f"--vocab_file={VOCAB}",
+            f"--bert_config_file={TINY_CONFIG}", f"--init_checkpoint={checkpoint}",
+            "--max_seq_length=32", "--text_a_column=0", "--label_column=1",
+            f"--output_dir={tmp_path / 'predicted'}",
+        ],
+        capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "restored the encoder and the classifier head" in result.stderr
+
+    def probabilities(folder):
+        rows = (folder / "test_results.tsv").read_text().splitlines()
+        return np.array([[float(p) for p in row.split("\t")] for row in rows])
+
+    # Probabilities printed to 6 decimals; an untrained head is off by 0.01 to 0.5.
+    np.testing.assert_allclose(probabilities(tmp_path / "predicted"), probabilities(out), atol=1e-5)
+
+
 def test_feature_files_have_the_original_names_and_padding(trained):
     out = trained["root"] / "out"
     example = tf.train.Example.FromString(
@@ -209,9 +238,12 @@ def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(trained):
 
 
 def test_export_saved_model_script_rebuilds_the_classifier_from_the_run(trained, tmp_path):
-    from bert_tf.tasks.exporting import export_checkpoint
+    from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 
-    path = export_checkpoint(str(trained["root"] / "out"), str(tmp_path), VOCAB)
+    out = str(trained["root"] / "out")
+    path = export_checkpoint(
+        ExportConfig(init_checkpoint=out, export_dir=str(tmp_path), vocab_file=VOCAB)
+    )
     assert path == str(tmp_path / "1")
     loaded = tf.saved_model.load(path)
     original = tf.saved_model.load(trained["outcome"]["export"])
@@ -374,6 +406,7 @@ def test_a_corrupt_cached_feature_file_is_one_line_naming_it(trained, tmp_path):
             f"--data_dir={data}", "--text_a_column=0", "--label_column=1", "--max_seq_length=32",
             f"--bert_config_file={TINY_CONFIG}", f"--vocab_file={VOCAB}",
             f"--output_dir={tmp_path / 'out'}", "--do_eval",
+            f"--init_checkpoint={trained['root'] / 'out'}",
         ],
         capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
     )  # fmt: skip

@@ -6,6 +6,7 @@ are PER and some of her places LOC, tagged IOB2 in CoNLL-2003's four-column layo
 scores entity F1 0.
 """
 
+import dataclasses
 import json
 import os
 import random
@@ -23,7 +24,7 @@ from bert_tf.data import conll
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import exporting, tagging
+from bert_tf.tasks import TASKS, exporting, tagging, tagging_serving
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import REPO_DIR, SAMPLE_DIR, finish, start_python
@@ -214,6 +215,20 @@ _LOAD_EXPORT = textwrap.dedent(
 )
 
 
+def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the_run_s_labels(
+    trained, tmp_path
+):
+    out = trained["root"] / "out"
+    checkpoint = tf.train.latest_checkpoint(str(out))
+    predicted = tagging.run(
+        ner_config(trained["root"] / "data", tmp_path, do_predict=True, init_checkpoint=checkpoint)
+    )["predict"]
+    assert (tmp_path / "test_predictions.txt").read_text() == (
+        out / "test_predictions.txt"
+    ).read_text()
+    assert predicted == trained["outcome"]["predict"]
+
+
 @pytest.fixture(scope="module")
 def started(trained, tmp_path_factory):
     """The two checks that run in a new process, started together: their imports of TensorFlow
@@ -284,7 +299,7 @@ def test_the_export_labels_every_word_like_test_predictions_in_a_tensorflow_only
 @pytest.mark.parametrize("max_seq_length, doc_stride", [(6, None), (8, 2), (5, 1)])
 def test_in_graph_windows_are_the_windows_of_run_ners_features(max_seq_length, doc_stride):
     tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
-    preprocessor = tagging.TaggingPreprocessor(
+    preprocessor = tagging_serving.TaggingPreprocessor(
         BertPreprocessor(VOCAB, True, max_seq_length), doc_stride
     )
     pool = "Emma Woodhouse , handsome clever Hartfield Knightley unbelievably . héllo 東京".split()
@@ -317,18 +332,28 @@ def test_export_saved_model_rebuilds_the_run_s_tagger_from_task_json(
     trained, tmp_path, monkeypatch
 ):
     exported = {}
-    monkeypatch.setattr(
-        tagging, "export_model", lambda model, info, *args: exported.update(model=model, info=info)
+    monkeypatch.setitem(
+        TASKS,
+        "tagger",
+        dataclasses.replace(
+            tagging.SPEC,
+            export_model=lambda model, info, *args: exported.update(model=model, info=info),
+        ),
     )
-    exporting.export_checkpoint(str(trained["root"] / "out"), str(tmp_path), VOCAB)
+    out = str(trained["root"] / "out")
+    exporting.export_checkpoint(
+        exporting.ExportConfig(init_checkpoint=out, export_dir=str(tmp_path), vocab_file=VOCAB)
+    )
     info = exported["info"]
-    assert (info["labels"], info["doc_stride"]) == (["O", "B-LOC", "B-PER", "I-PER"], None)
+    assert (info.labels, info.doc_stride) == (["O", "B-LOC", "B-PER", "I-PER"], None)
     # The rebuilt model holds the run's weights: eager tagging_outputs on the in-graph windows gives
     # the labels of test_predictions.txt.
-    preprocessor = tagging.TaggingPreprocessor(BertPreprocessor(VOCAB, True, MAX_SEQ_LENGTH))
+    preprocessor = tagging_serving.TaggingPreprocessor(
+        BertPreprocessor(VOCAB, True, MAX_SEQ_LENGTH)
+    )
     words = trained["test_words"][-3:]
     _, features = preprocessor(tf.constant([" ".join(sentence) for sentence in words]))
-    outputs = tagging.tagging_outputs(exported["model"], info["labels"], features)
+    outputs = tagging_serving.tagging_outputs(exported["model"], info.labels, features)
     predicted = _predicted_sentences(trained["root"] / "out" / "test_predictions.txt")[-3:]
     for row, sentence in enumerate(predicted):
         labels = [label.decode() for label in outputs["labels"][row].numpy()]
@@ -433,10 +458,10 @@ def test_the_google_format_head_is_cls_tagging_and_export_finds_it(tmp_path):
     shapes = dict(tf.train.list_variables(prefix))
     assert shapes["cls/tagging/output_weights"] == [5, config.hidden_size]
     assert shapes["cls/tagging/output_bias"] == [5]
-    assert exporting.MODEL_TYPES["tagger"] == "bert_tf.tasks.tagging"
-    info = tagging.head_info_from_google_checkpoint(shapes)
-    assert info == {"labels": ["0", "1", "2", "3", "4"]}
-    loaded = tagging.build_export_model(config, info)
+    assert TASKS["tagger"].google_head == "cls/tagging/output_weights"
+    info = exporting._infer_from_google(prefix)
+    assert (info.model_type, info.labels) == ("tagger", ["0", "1", "2", "3", "4"])
+    loaded = TASKS["tagger"].build_model(config, info)
     load_google_checkpoint(loaded, prefix)
     inputs = {"input_ids": tf.constant([[101, 5616, 3536, 102]])}
     np.testing.assert_array_equal(

@@ -14,13 +14,12 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags
 
 import run_pretraining
 from bert_tf.errors import InputError
+from bert_tf.tasks.pretraining import PretrainingConfig
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FLAGS = flags.FLAGS
 EVAL_KEYS = {
     "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
     "next_sentence_loss",
@@ -65,9 +64,7 @@ def no_dropout_config(tmp_path, google_ckpt_dir):
 
 def run(**flag_values):
     """Runs run_pretraining in this process with the given flags; returns (trainer, eval results)."""
-    FLAGS.unparse_flags()
-    FLAGS(["run_pretraining"] + [f"--{name}={value}" for name, value in flag_values.items()])
-    trainer = run_pretraining.run_from_flags()
+    trainer = run_pretraining.run(PretrainingConfig(**flag_values))
     results_path = os.path.join(flag_values["output_dir"], "eval_results.txt")
     results = None
     if flag_values.get("do_eval") and os.path.exists(results_path):
@@ -195,8 +192,8 @@ def test_restart_resumes_from_the_latest_checkpoint(tmp_path, no_dropout_config,
     assert results["global_step"] == 4
     checkpoint_state = tf.train.get_checkpoint_state(str(out))
     assert [os.path.basename(p) for p in checkpoint_state.all_model_checkpoint_paths] == [
-        "ckpt-2",
-        "ckpt-4",
+        "model.ckpt-2",
+        "model.ckpt-4",
     ]
 
 

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -20,7 +21,7 @@ from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.tasks import squad
-from bert_tf.tasks.exporting import export_checkpoint
+from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV, assert_float32_close
 
@@ -125,7 +126,11 @@ def overfit(tmp_path_factory, bert_config_file, version_2):
     outcome = squad.run(config)
     if version_2:
         outcome["export"] = export_checkpoint(
-            config.output_dir, str(folder / "export"), config.vocab_file
+            ExportConfig(
+                init_checkpoint=config.output_dir,
+                export_dir=str(folder / "export"),
+                vocab_file=config.vocab_file,
+            )
         )
     return {"config": config, "data_file": data_file, "output_dir": config.output_dir, **outcome}
 
@@ -342,7 +347,7 @@ def test_run_squad_script_predicts_from_a_fine_tuned_checkpoint(v1_run, tmp_path
     flags = {
         "bert_config_file": config.bert_config_file,
         "vocab_file": config.vocab_file,
-        "init_checkpoint": config.output_dir,
+        "init_checkpoint": tf.train.latest_checkpoint(config.output_dir),
         "output_dir": str(tmp_path / "predict"),
         "predict_file": v1_run["data_file"],
         "max_seq_length": 64,
@@ -360,7 +365,19 @@ def test_run_squad_script_predicts_from_a_fine_tuned_checkpoint(v1_run, tmp_path
         env=SUBPROCESS_ENV,
     )
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "restored the encoder and the squad head" in result.stderr
     assert read_json(tmp_path / "predict", "predictions.json") == EXPECTED
+    # The same n-best lists as the training run's own predictions, to float32 rounding.
+    nbest = read_json(tmp_path / "predict", "nbest_predictions.json")
+    expected = read_json(config.output_dir, "nbest_predictions.json")
+    assert list(nbest) == list(expected)
+    for qas_id, answers in expected.items():
+        assert [a["text"] for a in nbest[qas_id]] == [a["text"] for a in answers]
+        np.testing.assert_allclose(
+            [a["probability"] for a in nbest[qas_id]],
+            [a["probability"] for a in answers],
+            atol=1e-5,
+        )
     assert read_json(tmp_path / "predict", "task.json")["max_seq_length"] == 64
 
 
@@ -419,7 +436,7 @@ def _one_question(context="Some text.", **qa):
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ('{"data": [}', r"data\.json: not valid JSON \(line 1, column 11"),
+        ('{"data": [}', r"data\.json:1: not valid JSON \(column 11"),
         (_one_question(id="q7", answers=[]), r"question id 'q7': missing key \"question\""),
         (
             _one_question(id="q8", question="?", answers=[{"text": "far", "answer_start": 90}]),

@@ -7,6 +7,7 @@ newline, as SWAG's do.
 """
 
 import csv
+import dataclasses
 import json
 import os
 import random
@@ -22,7 +23,7 @@ from bert_tf.data import swag
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import exporting, multiple_choice
+from bert_tf.tasks import TASKS, exporting, multiple_choice
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import REPO_DIR, SAMPLE_DIR, finish, start_python
@@ -167,6 +168,19 @@ _LOAD_EXPORT = textwrap.dedent(
 )
 
 
+def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the_run_s_results(
+    trained, tmp_path
+):
+    checkpoint = tf.train.latest_checkpoint(str(trained["root"] / "out"))
+    multiple_choice.run(
+        swag_config(trained["root"] / "data", tmp_path, do_predict=True, init_checkpoint=checkpoint)
+    )
+    rows = (tmp_path / "test_results.tsv").read_text().splitlines()
+    predicted = np.array([[float(p) for p in row.split("\t")] for row in rows])
+    # Probabilities printed to 6 decimals; an untrained head is off by 0.01 or more.
+    np.testing.assert_allclose(predicted, _test_results(trained), rtol=0, atol=1e-5)
+
+
 @pytest.fixture(scope="module")
 def started(trained, tmp_path_factory):
     """The two checks that run in a new process, started together: their imports of TensorFlow
@@ -246,10 +260,17 @@ def test_in_graph_packing_is_the_packing_of_run_swags_features():
 
 def test_export_saved_model_rebuilds_the_run_s_model_from_task_json(trained, tmp_path, monkeypatch):
     exported = {}
-    monkeypatch.setattr(
-        multiple_choice, "export_model", lambda model, info, *args: exported.update(model=model)
+    monkeypatch.setitem(
+        TASKS,
+        "multiple_choice",
+        dataclasses.replace(
+            multiple_choice.SPEC, export_model=lambda model, *args: exported.update(model=model)
+        ),
     )
-    exporting.export_checkpoint(str(trained["root"] / "out"), str(tmp_path), VOCAB)
+    out = str(trained["root"] / "out")
+    exporting.export_checkpoint(
+        exporting.ExportConfig(init_checkpoint=out, export_dir=str(tmp_path), vocab_file=VOCAB)
+    )
     # The rebuilt model holds the run's weights: it scores the test rows as test_results.tsv does.
     rows = trained["test_rows"][:4]
     features = multiple_choice.pack_choices(
@@ -354,10 +375,10 @@ def test_the_google_format_head_is_cls_multiple_choice_and_export_finds_it(tmp_p
     shapes = dict(tf.train.list_variables(prefix))
     assert shapes["cls/multiple_choice/output_weights"] == [1, config.hidden_size]
     assert shapes["cls/multiple_choice/output_bias"] == [1]
-    assert exporting.MODEL_TYPES["multiple_choice"] == "bert_tf.tasks.multiple_choice"
-    info = multiple_choice.head_info_from_google_checkpoint(shapes)
-    assert info == {} and multiple_choice.head_info_from_google_checkpoint({}) is None
-    loaded = multiple_choice.build_export_model(config, info)
+    assert TASKS["multiple_choice"].google_head == "cls/multiple_choice/output_weights"
+    info = exporting._infer_from_google(prefix)
+    assert info.model_type == "multiple_choice"
+    loaded = TASKS["multiple_choice"].build_model(config, info)
     load_google_checkpoint(loaded, prefix)
     inputs = {"input_ids": tf.constant([[[101, 5616, 102], [101, 3536, 102]]])}
     np.testing.assert_array_equal(

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.checkpoints import save_google_checkpoint
+from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
 from bert_tf.data import squad as data
 from bert_tf.data import squad_predictions
 from bert_tf.modeling import BertConfig
@@ -259,13 +259,14 @@ def test_google_format_squad_checkpoint_is_recognised_and_loads_with_its_head(tm
     shapes = dict(tf.train.list_variables(prefix))
     assert shapes["cls/squad/output_weights"] == [2, 64] and shapes["cls/squad/output_bias"] == [2]
     # export_saved_model.py infers the model type from the head's names (SQuAD 1.1 defaults).
-    model_type, info = exporting._infer_from_google(prefix)
-    assert model_type == "squad"
-    assert info["version_2_with_negative"] is False and info["max_seq_length"] == 384
-    # --init_checkpoint: make_trainer loads the encoder, restore_head the head.
+    info = exporting._infer_from_google(prefix)
+    assert info.model_type == "squad"
+    assert info.version_2_with_negative is False and info.max_seq_length == 384
+    # --init_checkpoint: the one restore path gives the encoder and the head.
     model = squad.BertSquad(config)
-    model(model.dummy_inputs())
-    assert squad.restore_head(model, prefix)
-    np.testing.assert_array_equal(model.output_weights.numpy(), fine_tuned.output_weights.numpy())
-    np.testing.assert_array_equal(model.output_bias.numpy(), fine_tuned.output_bias.numpy())
-    assert squad.head_info_from_google_checkpoint({"output_weights": [2, 64]}) is None
+    report = restore_init_checkpoint(model, prefix)
+    assert report.restored == ["encoder", "squad head"] and report.new == []
+    for name in ("output_weights", "output_bias"):
+        np.testing.assert_array_equal(
+            getattr(model.head, name).numpy(), getattr(fine_tuned.head, name).numpy()
+        )

@@ -1,5 +1,25 @@
-"""One module per fine-tuning or pretraining task: its model, loss, metrics, input and export signatures.
+"""The tasks: every one has the same shape, and this registry is where the rest of the project finds them.
 
-Scripts parse flags and call a task; bench/ and the demo import tasks, never scripts. Each task hands
-`bert_tf.training.Trainer` a `Task` and `bert_tf.export` its serving signatures.
+Each task module holds its model (BertModel + a `heads.BertHead`), its settings dataclass (the flags),
+its run (a `run.FineTuningRun`: data, loss, outputs) and its in-graph serving, and registers a
+`spec.TaskSpec` here. Scripts parse flags and call a task's run; export_saved_model.py and
+--init_checkpoint find a checkpoint's task through TASKS. bench/ and the demo import tasks, never
+scripts. A new task is one module here (and one in bert_tf/data/), added to TASKS.
 """
+
+from bert_tf.errors import InputError
+from bert_tf.tasks import classification, encoder, multiple_choice, squad, tagging
+
+TASKS = {
+    spec.name: spec
+    for spec in (encoder.SPEC, classification.SPEC, squad.SPEC, tagging.SPEC, multiple_choice.SPEC)
+}
+
+
+def get_task(name):
+    """The TaskSpec of a model_type (task.json) or --model_type; a pretraining run exports its encoder."""
+    if name == "pretraining":
+        name = encoder.SPEC.name
+    if name not in TASKS:
+        raise InputError(f"--model_type must be one of {sorted(TASKS)}, got {name!r}")
+    return TASKS[name]

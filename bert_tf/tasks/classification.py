@@ -1,9 +1,9 @@
 """Sentence and sentence-pair classification and regression (GLUE, XNLI, users' TSV/CSV, TFDS).
 
 The model is the original run_classifier.py's: BertModel, dropout 0.1 on the pooled output, then logits
-= pooled @ output_weights^T + output_bias, with output_weights [num_labels, H] and output_bias
-[num_labels] under those very names in Google's format (so the original's fine-tuned checkpoints load).
-Regression (STS-B) has one output and a mean squared error loss.
+= pooled @ output_weights^T + output_bias (a BertHead), with output_weights [num_labels, H] and
+output_bias [num_labels] under those very names in Google's format (so the original's fine-tuned
+checkpoints load, for prediction too). Regression (STS-B) has one output and a mean squared error loss.
 
 B = batch, S = sequence length, H = hidden size, L = number of labels (1 for regression).
 """
@@ -16,24 +16,24 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import metrics
-from bert_tf.checkpoints import encoder_variable_names
+from bert_tf import io, metrics
 from bert_tf.data import classification as data
 from bert_tf.data.classification import features as data_features
 from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import serving_signatures, write_saved_model
-from bert_tf.modeling import BertModel, _SavesBertConfig
-from bert_tf.tasks import finetuning
+from bert_tf.tasks.heads import BertTaskModel
+from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
+from bert_tf.tasks.run_files import LABELS_FILE, labels_text
+from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tokenization import FullTokenizer
-from bert_tf.training import Task, write_eval_results
 
 MODEL_TYPE = "classifier"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(_SavesBertConfig, keras.Model):
-    """BertModel + dropout + a dense layer over the pooled output.
+class BertClassifier(BertTaskModel):
+    """BertModel + a BertHead over the pooled output (dropout, then L logits).
 
     Inputs: BertModel's ("input_ids", "input_mask", "segment_ids", int32 [B, S]); other keys are ignored.
     Outputs: {"logits": float32 [B, L]} plus, for classification, "probabilities" (softmax) [B, L].
@@ -45,51 +45,19 @@ class BertClassifier(_SavesBertConfig, keras.Model):
     ```
     """
 
+    task_name = MODEL_TYPE
+
     def __init__(self, config, num_labels, is_regression=False, **kwargs):
         kwargs.setdefault("name", "bert_classifier")
-        super().__init__(**kwargs)
-        self.bert = BertModel(config, dtype=self.dtype_policy)
-        self.config = self.bert.config
         self.num_labels = 1 if is_regression else num_labels
         self.is_regression = is_regression
-        self.dropout = keras.layers.Dropout(
-            self.config.hidden_dropout_prob, dtype=self.dtype_policy
-        )
-
-    def build(self, input_shape=None):
-        self.bert.build()
-        self.output_weights = self.add_weight(
-            shape=(self.num_labels, self.config.hidden_size),
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-            name="output_weights",
-        )
-        self.output_bias = self.add_weight(
-            shape=(self.num_labels,), initializer="zeros", name="output_bias"
-        )
-        self.built = True
+        super().__init__(config, self.num_labels, "pooled_output", **kwargs)
 
     def call(self, inputs, training=None):
-        pooled_output = self.bert(inputs, training=training)["pooled_output"]  # [B, H]
-        pooled_output = self.dropout(pooled_output, training=training)
-        weights = tf.cast(self.output_weights, self.compute_dtype)
-        logits = tf.matmul(pooled_output, weights, transpose_b=True)  # [B, L]
-        logits = tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+        logits = self.logits(inputs, training=training)  # [B, L]
         if self.is_regression:
             return {"logits": logits}
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
-
-    def dummy_inputs(self):
-        return self.bert.dummy_inputs()
-
-    def google_variables(self):
-        """{Google checkpoint name: variable}: the original's names, bert/* plus output_weights/bias."""
-        if not self.built:
-            self(self.dummy_inputs(), training=False)
-        return {
-            **encoder_variable_names(self.bert),
-            "output_weights": self.output_weights,
-            "output_bias": self.output_bias,
-        }
 
     def get_config(self):
         return {
@@ -111,61 +79,140 @@ def classification_loss(outputs, features, num_examples, is_regression):
     return tf.reduce_sum(per_example) / num_examples
 
 
-@dataclasses.dataclass
-class ClassifierConfig(finetuning.FineTuningConfig, data.DataSource):
+# ---------------------------------------------------------------------------------- the export
+
+
+def build_model(bert_config, info):
+    """The classifier of a run's TaskInfo (its labels, regression or not)."""
+    return BertClassifier(
+        bert_config, max(len(info.labels or []), 1), is_regression=info.is_regression
+    )
+
+
+def export_model(model, info, vocab_file, export_dir, version=None):
+    """Writes the classifier as a SavedModel serving raw text (DESIGN.md's serving contract).
+
+    serving_default: text_a (and text_b for pair tasks) -> "probabilities" [B, L] and "label" [B]
+    (the label string); for regression, "predictions" [B]. labels.txt lands in assets/.
+    """
+    from bert_tf.preprocessing import BertPreprocessor
+
+    labels = list(info.labels or [])
+    module = tf.Module()
+    module.model = model
+    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
+    label_strings = tf.constant(labels or [""], tf.string)
+
+    def outputs_fn(features):
+        outputs = model(features, training=False)
+        if model.is_regression:
+            return {"predictions": outputs["logits"][:, 0]}
+        probabilities = outputs["probabilities"]
+        best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        return {"probabilities": probabilities, "label": tf.gather(label_strings, best)}
+
+    signatures = serving_signatures(module.preprocessor, outputs_fn, pair=info.is_pair)
+    assets = {LABELS_FILE: labels_text(labels)} if labels else None
+    return write_saved_model(export_dir, module, signatures, version=version, assets=assets)
+
+
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    export_model=export_model,
+    google_head="output_weights",
+    # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
+    info_from_google_head=lambda shape: {
+        "labels": [str(i) for i in range(shape[0])],
+        "is_pair": True,
+    },
+)
+
+
+# ---------------------------------------------------------------------------------- the run
+
+
+@dataclasses.dataclass(kw_only=True)
+class ClassifierConfig(FineTuningConfig, data.DataSource):
     """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
 
 
-class ClassifierRun(finetuning.FineTuningRun):
+class ClassifierRun(FineTuningRun):
     """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
 
-    model_type = MODEL_TYPE
+    spec = SPEC
 
     def __init__(self, config):
         super().__init__(config)
+        if config.task_name and not config.tfds_name and not config.data_dir:
+            raise InputError("--data_dir is required with --task_name")
         self.processor = data.get_processor(config)
         self.is_regression = self.processor.is_regression
+        self._examples = {}
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-        self.feature_spec = data_features.classifier_feature_spec(
-            config.max_seq_length, self.is_regression
-        )
 
     # ------------------------------------------------------------------ data
 
+    _SPLITS = {"train": "train", "eval": "dev", "predict": "test"}
+
     def _labels(self):
-        """The label strings: the processor's, else labels.txt of an earlier run in output_dir."""
+        """The label strings: the processor's, else those of an earlier run (labels.txt)."""
         if self.is_regression:
             return []
         try:
             labels = list(self.processor.get_labels())
         except FileNotFoundError:
-            labels = finetuning.read_labels(self.config.output_dir)
+            labels = self.earlier_labels()
             if labels is None:
                 raise
         if not labels:
             raise InputError("no labels: the training data holds none (or pass --labels=a,b,c)")
-        if self.is_chief:
-            finetuning.write_labels(self.config.output_dir, labels)
         return labels
+
+    def examples(self, split):
+        """The InputExamples of "train", "eval" or "predict", read once."""
+        if split not in self._examples:
+            processor, data_dir = self.processor, self.config.data_dir
+            read = {
+                "train": processor.get_train_examples,
+                "eval": processor.get_dev_examples,
+                "predict": processor.get_test_examples,
+            }[split]
+            examples = read(data_dir)
+            if not examples:
+                raise InputError(f"the {self._SPLITS[split]} data holds no example")
+            self._examples[split] = examples
+        return self._examples[split]
+
+    def check_data(self):
+        """Reads the splits the steps need and checks their labels against the label set."""
+        config = self.config
+        for split, needed in (
+            ("train", config.do_train),
+            ("eval", config.do_eval),
+            ("predict", config.do_predict),
+        ):
+            if needed:
+                for example in self.examples(split):
+                    if split != "predict":
+                        data_features.label_id(example, self.label_map, self.is_regression)
 
     def features(self, split):
         """Writes (or reuses) output_dir/{train,eval,predict}.tf_record; returns (path, info)."""
         processor, config = self.processor, self.config
-        get_examples, sources = {
-            "train": (processor.get_train_examples, processor.train_source),
-            "eval": (processor.get_dev_examples, processor.dev_source),
-            "predict": (processor.get_test_examples, processor.test_source),
+        sources = {
+            "train": processor.train_source,
+            "eval": processor.dev_source,
+            "predict": processor.test_source,
         }[split]
         path = os.path.join(config.output_dir, f"{split}.tf_record")
         settings = {
             "format": "bert_tf classifier features 1",
             "task_name": config.task_name,
             "tfds_name": config.tfds_name,
-            "inputs": [
-                file_identity(p) if tf.io.gfile.exists(p) else p for p in sources(config.data_dir)
-            ],
+            "inputs": [file_identity(p) if io.exists(p) else p for p in sources(config.data_dir)],
             "vocab": file_identity(config.vocab_file),
             "do_lower_case": config.do_lower_case,
             "max_seq_length": config.max_seq_length,
@@ -175,9 +222,7 @@ class ClassifierRun(finetuning.FineTuningRun):
         }
 
         def make_examples():
-            examples = get_examples(config.data_dir)
-            if not examples:
-                raise InputError(f"the {split} data {sources(config.data_dir)} holds no example")
+            examples = self.examples(split)
             serialized = [
                 data_features.serialize_classifier_feature(
                     data_features.convert_example_to_feature(
@@ -197,47 +242,27 @@ class ClassifierRun(finetuning.FineTuningRun):
         logging.info("%s: %d examples", path, info["num_real_examples"])
         return path, info
 
-    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
-        return self.feature_dataset(
-            path,
-            self.feature_spec,
-            batch_size,
-            is_training,
-            data_features.padding_feature(self.config.max_seq_length, self.is_regression),
-            input_context=input_context,
-            num_records=num_records,
-        )
+    def feature_spec(self, is_training, path=None):
+        return data_features.classifier_feature_spec(self.config.max_seq_length, self.is_regression)
+
+    def padding_feature(self, is_training, path=None):
+        return data_features.padding_feature(self.config.max_seq_length, self.is_regression)
 
     # ------------------------------------------------------------------ model and loop
 
-    def task(self, train_path=None):
-        config = self.config
-        is_regression = self.is_regression
+    def loss(self, outputs, features, normalizers):
+        return {
+            "loss": classification_loss(
+                outputs, features, normalizers["examples"], self.is_regression
+            )
+        }
 
-        def dataset_fn(input_context, batch_size, is_training):
-            if train_path is None:
-                raise ValueError("no training features")
-            return self.dataset(train_path, batch_size, is_training, input_context)
-
-        return Task(
-            build_model=lambda: BertClassifier(
-                self.bert_config, len(self.labels), is_regression=is_regression
-            ),
-            loss_fn=lambda outputs, features, normalizers: {
-                "loss": classification_loss(
-                    outputs, features, normalizers["examples"], is_regression
-                )
-            },
-            normalizer_fn=lambda features: {
-                "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)
-            },
-            metric_fn=lambda outputs, features: {},
-            dataset_fn=dataset_fn,
-            dummy_batch_fn=lambda: finetuning.dummy_batch(
-                self.feature_spec,
-                data_features.padding_feature(config.max_seq_length, is_regression),
-            ),
-        )
+    def head_info(self):
+        return {
+            "labels": self.labels,
+            "is_pair": self.processor.is_pair,
+            "is_regression": self.is_regression,
+        }
 
     # ------------------------------------------------------------------ the steps
 
@@ -249,35 +274,18 @@ class ClassifierRun(finetuning.FineTuningRun):
         results = evaluation_results(
             result["logits"], result["label_ids"], self.processor.task_name, self.is_regression
         )
-        results["global_step"] = self.trainer().global_step
-        if self.is_chief:
-            write_eval_results(os.path.join(self.config.output_dir, "eval_results.txt"), results)
-        return results
+        return self.evaluation_done(results)
 
     def predict_test(self):
         path, info = self.features("predict")
-        logits = self.predict_features(path, info, self.config.predict_batch_size, ["logits"])[
-            "logits"
-        ]
+        logits = self.predict_features(path, info, self.config.predict_batch_size, ["logits"])
+        logits = logits["logits"]
         if self.is_regression:
             rows = [f"{value:.6f}" for value in logits[:, 0]]
         else:
             rows = ["\t".join(f"{p:.6f}" for p in row) for row in metrics.softmax(logits)]
-        if self.is_chief:
-            finetuning.write_text_atomically(
-                os.path.join(self.config.output_dir, "test_results.tsv"),
-                "".join(f"{row}\n" for row in rows),
-            )
+        self.write_output("test_results.tsv", "".join(f"{row}\n" for row in rows))
         return logits
-
-    def task_info(self):
-        return {
-            "labels": self.labels,
-            "is_pair": self.processor.is_pair,
-            "is_regression": self.is_regression,
-            "do_lower_case": self.config.do_lower_case,
-            "max_seq_length": self.config.max_seq_length,
-        }
 
 
 def run(config):
@@ -301,51 +309,3 @@ def evaluation_results(logits, label_ids, task_name, is_regression):
         results[f"eval_{name}"] = value
     results["loss"] = results["eval_loss"]
     return results
-
-
-# ---------------------------------------------------------------------------------- the export
-
-
-def head_info_from_google_checkpoint(shapes):
-    """The head settings a Google-format fine-tuned classifier checkpoint implies, or None if not one.
-
-    The original's run_classifier.py names its head output_weights [num_labels, H] and output_bias.
-    """
-    if "output_weights" not in shapes:
-        return None
-    num_labels = shapes["output_weights"][0]
-    return {"labels": [str(i) for i in range(num_labels)], "is_pair": True, "is_regression": False}
-
-
-def build_export_model(bert_config, info):
-    """The model export_saved_model.py loads a classifier checkpoint into."""
-    return BertClassifier(
-        bert_config, max(len(info.get("labels") or []), 1), is_regression=info["is_regression"]
-    )
-
-
-def export_model(model, info, vocab_file, do_lower_case, max_seq_length, export_dir, version=None):
-    """Writes the classifier as a SavedModel serving raw text (DESIGN.md's serving contract).
-
-    serving_default: text_a (and text_b for pair tasks) -> "probabilities" [B, L] and "label" [B]
-    (the label string); for regression, "predictions" [B]. labels.txt lands in assets/.
-    """
-    from bert_tf.preprocessing import BertPreprocessor
-
-    labels = list(info.get("labels") or [])
-    module = tf.Module()
-    module.model = model
-    module.preprocessor = BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
-    label_strings = tf.constant(labels or [""], tf.string)
-
-    def outputs_fn(features):
-        outputs = model(features, training=False)
-        if model.is_regression:
-            return {"predictions": outputs["logits"][:, 0]}
-        probabilities = outputs["probabilities"]
-        best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        return {"probabilities": probabilities, "label": tf.gather(label_strings, best)}
-
-    signatures = serving_signatures(module.preprocessor, outputs_fn, pair=info["is_pair"])
-    assets = {finetuning.LABELS_FILE: "".join(f"{label}\n" for label in labels)} if labels else None
-    return write_saved_model(export_dir, module, signatures, version=version, assets=assets)

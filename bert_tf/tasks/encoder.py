@@ -9,6 +9,7 @@ B = batch, S = sequence length, H = hidden size, T = tokens in all.
 """
 
 import collections
+import dataclasses
 import json
 import os
 import re
@@ -21,9 +22,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import io
+from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.data.packing import pack_tokens
 from bert_tf.errors import InputError
-from bert_tf.modeling import BertModel
+from bert_tf.modeling import BertConfig, BertModel
+from bert_tf.settings import setting
+from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tokenization import FullTokenizer, validate_case_matches_checkpoint
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 OUTPUT_FORMATS = ("json", "npz")
@@ -35,14 +41,11 @@ def read_sentences(input_file):
     Raises:
       InputError: naming the file and line, for a line that is not UTF-8.
     """
-    with tf.io.gfile.GFile(input_file, "rb") as reader:
-        for index, raw in enumerate(reader):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError as error:
-                raise InputError(f"{input_file}:{index + 1}: not valid UTF-8 ({error})") from None
-            match = _PAIR.match(line)
-            yield (index, line, None) if match is None else (index, match.group(1), match.group(2))
+    for number, line in io.read_lines(input_file):
+        line = line.strip()
+        match = _PAIR.match(line)
+        index = number - 1
+        yield (index, line, None) if match is None else (index, match.group(1), match.group(2))
 
 
 def parse_layers(layers, num_hidden_layers):
@@ -225,27 +228,27 @@ def extract_features(
         encoder_outputs = model(features, training=False)["encoder_outputs"]
         return [tf.cast(encoder_outputs[i], tf.float32) for i in layer_indexes]
 
-    temp_path = f"{output_file}.tmp-{os.getpid()}"
-    writer = (_JsonWriter if output_format == "json" else _NpzWriter)(temp_path, layer_indexes)
     num_lines, start, last_log = 0, time.time(), time.time()
-    try:
-        sentences = read_sentences(input_file)
-        for batch in _batches(sentences, tokenizer, max_seq_length, batch_size):
-            ids = _padded([ids for _, _, ids, _ in batch])
-            outputs = layers_of(ids, _real(batch, ids.shape[1]), _padded([s for *_, s in batch]))
-            outputs = [output.numpy() for output in outputs]
-            for row, (line_index, tokens, _, _) in enumerate(batch):
-                writer.write(line_index, tokens, [output[row, : len(tokens)] for output in outputs])
-            num_lines += len(batch)
-            if time.time() - last_log > 10:
-                last_log = time.time()
-                logging.info("%d lines, %.1f lines/s", num_lines, num_lines / (last_log - start))
-        writer.close()
-        tf.io.gfile.rename(temp_path, output_file, overwrite=True)
-    finally:
-        writer.abort()
-        if tf.io.gfile.exists(temp_path):
-            tf.io.gfile.remove(temp_path)
+    with io.atomic_path(output_file) as temp_path:
+        writer = (_JsonWriter if output_format == "json" else _NpzWriter)(temp_path, layer_indexes)
+        try:
+            sentences = read_sentences(input_file)
+            for batch in _batches(sentences, tokenizer, max_seq_length, batch_size):
+                ids = _padded([ids for _, _, ids, _ in batch])
+                mask, segments = _real(batch, ids.shape[1]), _padded([s for *_, s in batch])
+                outputs = [output.numpy() for output in layers_of(ids, mask, segments)]
+                for row, (line_index, tokens, _, _) in enumerate(batch):
+                    values = [output[row, : len(tokens)] for output in outputs]
+                    writer.write(line_index, tokens, values)
+                num_lines += len(batch)
+                if time.time() - last_log > 10:
+                    last_log = time.time()
+                    logging.info(
+                        "%d lines, %.1f lines/s", num_lines, num_lines / (last_log - start)
+                    )
+            writer.close()
+        finally:
+            writer.abort()
     logging.info("Wrote %s: %d lines in %.1f s", output_file, num_lines, time.time() - start)
     return num_lines
 
@@ -256,40 +259,99 @@ def _real(batch, length):
     return (np.arange(length)[None, :] < lengths[:, None]).astype(np.int32)
 
 
+# ---------------------------------------------------------------------------------- the script
+
+
+@dataclasses.dataclass(kw_only=True)
+class ExtractConfig:
+    """extract_features.py's settings: the original's flags, plus --output_format."""
+
+    input_file: str | None = setting(None, "Text to encode: one text, or `a ||| b`, per line.")
+    output_file: str | None = setting(None, "Where to write the features.")
+    layers: str = setting("-1,-2,-3,-4", "Encoder layers to write (negative: from the top).")
+    bert_config_file: str | None = setting(None, "bert_config.json of the model.")
+    max_seq_length: int = setting(128, "Longest WordPiece sequence; longer lines are cut.")
+    init_checkpoint: str | None = setting(None, "Weights: a Google checkpoint or one of ours.")
+    vocab_file: str | None = setting(None, "vocab.txt the model was trained with.")
+    do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
+    batch_size: int = setting(32, "Lines per forward pass.")
+    use_tpu: bool = setting(False, "Accepted for compatibility; runs on the local devices.")
+    master: str | None = setting(None, "Accepted for compatibility; unused.")
+    num_tpu_cores: int = setting(8, "Accepted for compatibility; unused.")
+    use_one_hot_embeddings: bool = setting(False, "Accepted for compatibility; unused.")
+    output_format: str = setting(
+        "json", "json (the original's JSON lines) or npz.", choices=OUTPUT_FORMATS
+    )
+
+
+def run_extract_features(config):
+    """extract_features.py: checks every input first, then writes --output_file; returns the lines."""
+    for name in ("input_file", "output_file", "bert_config_file", "init_checkpoint", "vocab_file"):
+        if not getattr(config, name):
+            raise InputError(f"--{name} is required")
+    validate_case_matches_checkpoint(config.do_lower_case, config.init_checkpoint)
+    for name in ("input_file", "bert_config_file", "vocab_file"):
+        if not io.exists(getattr(config, name)):
+            raise InputError(f"--{name}={getattr(config, name)} does not exist")
+    try:
+        bert_config = BertConfig.from_json_file(config.bert_config_file)
+    except ValueError as error:
+        raise InputError(f"--bert_config_file: {error}") from None
+    if config.max_seq_length > bert_config.max_position_embeddings:
+        raise InputError(
+            f"--max_seq_length={config.max_seq_length} exceeds max_position_embeddings="
+            f"{bert_config.max_position_embeddings} of --bert_config_file={config.bert_config_file}"
+        )
+    if config.batch_size <= 0:
+        raise InputError(f"--batch_size must be positive, got {config.batch_size}")
+    folder = os.path.dirname(os.path.abspath(config.output_file))
+    if not io.is_url(config.output_file) and not os.path.isdir(folder):
+        raise InputError(f"--output_file={config.output_file}: the folder {folder} does not exist")
+    layer_indexes = parse_layers(config.layers, bert_config.num_hidden_layers)
+    for _ in read_sentences(config.input_file):  # a bad line is an error before any work
+        pass
+    tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+    model = BertModel(bert_config)
+    try:
+        restore_init_checkpoint(model, config.init_checkpoint)
+    except (InputError, FileNotFoundError) as error:
+        raise InputError(f"--init_checkpoint: {error}") from None
+    return extract_features(
+        model,
+        tokenizer,
+        config.input_file,
+        config.output_file,
+        layer_indexes,
+        max_seq_length=config.max_seq_length,
+        batch_size=config.batch_size,
+        output_format=config.output_format,
+    )
+
+
 # ---------------------------------------------------------------------------------- the export
 
 MODEL_TYPE = "encoder"
 
 
-def build_export_model(bert_config, info):
-    """The model export_saved_model.py loads the checkpoint into."""
+def build_model(bert_config, info):
+    """The encoder alone (any checkpoint's encoder loads into it)."""
     del info
     return BertModel(bert_config)
 
 
-def export_model(
-    model,
-    info,
-    vocab_file,
-    do_lower_case,
-    max_seq_length,
-    export_dir,
-    version=None,
-    encoder_layers=False,
-):
+def export_model(model, info, vocab_file, export_dir, version=None, encoder_layers=False):
     """Writes the encoder as a SavedModel serving raw text (DESIGN.md's serving contract).
 
     serving_default: text_a -> "pooled_output" [B, H], "sequence_output" [B, S, H], "input_mask"
     [B, S]; serving_pair: text_a, text_b -> the same; with encoder_layers, also "encoder_layer_<i>"
     [B, S, H] for every layer i.
     """
-    del info
     from bert_tf.export import serving_signatures, write_saved_model
     from bert_tf.preprocessing import BertPreprocessor
 
     module = tf.Module()
     module.model = model
-    module.preprocessor = BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
+    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
 
     def outputs_fn(features):
         outputs = model(features, training=False)
@@ -305,3 +367,6 @@ def export_model(
 
     signatures = serving_signatures(module.preprocessor, outputs_fn, serve_pair=True)
     return write_saved_model(export_dir, module, signatures, version=version)
+
+
+SPEC = TaskSpec(name=MODEL_TYPE, build_model=build_model, export_model=export_model)

@@ -1,7 +1,7 @@
 """Multiple choice (SWAG): a score per choice from the pooled output, softmax over the choices.
 
 Each choice is packed as `[CLS] context [SEP] start_ending ending [SEP]` (bert_tf/data/swag.py) and
-scored by logit = pooled_output @ output_weights^T + output_bias, with output_weights [1, H] and
+scored by logit = pooled_output @ output_weights^T + output_bias (a BertHead), with output_weights [1, H] and
 output_bias [1] under the Google-format names `cls/multiple_choice/output_weights` and
 `cls/multiple_choice/output_bias`; the choices' logits go through a softmax. The head does not depend
 on the number of choices, so files (and serving requests) may have any number of them.
@@ -18,25 +18,24 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import io, metrics
-from bert_tf.checkpoints import encoder_variable_names
 from bert_tf.data import swag
 from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
-from bert_tf.modeling import BertModel, _SavesBertConfig
-from bert_tf.tasks import finetuning
+from bert_tf.settings import setting
+from bert_tf.tasks.heads import BertTaskModel
+from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
+from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tokenization import FullTokenizer
-from bert_tf.training import Task, write_eval_results
 
 MODEL_TYPE = "multiple_choice"
-_WEIGHTS_NAME = "cls/multiple_choice/output_weights"
-_BIAS_NAME = "cls/multiple_choice/output_bias"
+GOOGLE_SCOPE = "cls/multiple_choice/"
 _ID_FEATURES = ("input_ids", "input_mask", "segment_ids")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertMultipleChoice(_SavesBertConfig, keras.Model):
-    """BertModel + dropout + one score per choice from the pooled output, softmax over the choices.
+class BertMultipleChoice(BertTaskModel):
+    """BertModel + a BertHead of one score per choice from the pooled output, softmax over the choices.
 
     Inputs: "input_ids", "input_mask", "segment_ids", int32 [B, C, S]; other keys are ignored.
     Outputs: {"logits": float32 [B, C], "probabilities": float32 [B, C]}.
@@ -48,54 +47,25 @@ class BertMultipleChoice(_SavesBertConfig, keras.Model):
     ```
     """
 
+    task_name = MODEL_TYPE
+
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_multiple_choice")
-        super().__init__(**kwargs)
-        self.bert = BertModel(config, dtype=self.dtype_policy)
-        self.config = self.bert.config
-        self.dropout = keras.layers.Dropout(
-            self.config.hidden_dropout_prob, dtype=self.dtype_policy
-        )
-
-    def build(self, input_shape=None):
-        self.bert.build()
-        self.output_weights = self.add_weight(
-            shape=(1, self.config.hidden_size),
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-            name="output_weights",
-        )
-        self.output_bias = self.add_weight(shape=(1,), initializer="zeros", name="output_bias")
-        self.built = True
+        super().__init__(config, 1, "pooled_output", google_scope=GOOGLE_SCOPE, **kwargs)
 
     def call(self, inputs, training=None):
-        input_ids = inputs["input_ids"]
-        shape = tf.shape(input_ids)  # [B, C, S]
+        shape = tf.shape(inputs["input_ids"])  # [B, C, S]
         # Every choice is one BERT input: [B, C, S] -> [B * C, S].
         flat = {
             name: tf.reshape(inputs[name], [-1, shape[2]])
             for name in _ID_FEATURES
             if name in inputs
         }
-        pooled_output = self.bert(flat, training=training)["pooled_output"]  # [B * C, H]
-        pooled_output = self.dropout(pooled_output, training=training)
-        weights = tf.cast(self.output_weights, self.compute_dtype)
-        logits = tf.matmul(pooled_output, weights, transpose_b=True)  # [B * C, 1]
-        logits = tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
-        logits = tf.reshape(logits, shape[:2])  # [B, C]
+        logits = tf.reshape(self.logits(flat, training=training), shape[:2])  # [B, C]
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
     def dummy_inputs(self):
         return {name: value[:, None] for name, value in self.bert.dummy_inputs().items()}
-
-    def google_variables(self):
-        """{Google checkpoint name: variable}: bert/* plus cls/multiple_choice/output_weights, _bias."""
-        if not self.built:
-            self(self.dummy_inputs(), training=False)
-        return {
-            **encoder_variable_names(self.bert),
-            _WEIGHTS_NAME: self.output_weights,
-            _BIAS_NAME: self.output_bias,
-        }
 
 
 def multiple_choice_loss(outputs, features, num_examples):
@@ -106,25 +76,121 @@ def multiple_choice_loss(outputs, features, num_examples):
     return tf.reduce_sum(per_example) / num_examples
 
 
-@dataclasses.dataclass
-class MultipleChoiceConfig(finetuning.FineTuningConfig):
+# ---------------------------------------------------------------------------------- the export
+
+
+def build_model(bert_config, info):
+    """The multiple-choice model (its head does not depend on the number of choices)."""
+    del info
+    return BertMultipleChoice(bert_config)
+
+
+def pack_choices(preprocessor, context, choices):
+    """[CLS] context [SEP] choice [SEP] for every choice, as bert_tf.data.swag packs them.
+
+    Args:
+      preprocessor: a BertPreprocessor.
+      context: tf.string [B].
+      choices: tf.string [B, C]; for SWAG, sent2 + " " + ending.
+
+    Returns:
+      {"input_ids", "input_mask", "segment_ids"}: int32 [B, C, S'], S' the longest packed choice.
+    """
+    shape = tf.shape(choices)
+    context_ids = preprocessor.tokenize(context)  # [B, (P)]
+    context_ids = tf.gather(context_ids, tf.repeat(tf.range(shape[0]), shape[1]))  # [B * C, (P)]
+    choice_ids = preprocessor.tokenize(tf.reshape(choices, [-1]))  # [B * C, (P)]
+    # A choice without pieces packs as a single text, as the data module (and the original) packs it.
+    pair = preprocessor.pack([context_ids, choice_ids])  # [B * C, S']
+    length = tf.shape(pair["input_ids"])[1]
+    return {name: tf.reshape(pair[name], [shape[0], shape[1], length]) for name in _ID_FEATURES}
+
+
+def export_model(model, info, vocab_file, export_dir, version=None):
+    """Writes the multiple-choice model as a SavedModel serving raw text (DESIGN.md's contract).
+
+    serving_default: context [B] and choices [B, C] -> "probabilities" float32 [B, C] and "choice"
+    int32 [B] (the most probable). preprocess: the same inputs -> "input_ids", "input_mask",
+    "segment_ids" int32 [B, C, S]; serve_ids: those three -> the same outputs.
+    """
+    from bert_tf.preprocessing import BertPreprocessor
+
+    module = tf.Module()
+    module.model = model
+    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
+
+    def serve_ids(input_ids, input_mask, segment_ids):
+        features = dict(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
+        probabilities = model(features, training=False)["probabilities"]
+        return {
+            "probabilities": probabilities,
+            "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32),
+        }
+
+    def preprocess(context, choices):
+        return pack_choices(module.preprocessor, context, choices)
+
+    def serve(context, choices):
+        return serve_ids(**preprocess(context, choices))
+
+    text_specs = [
+        tf.TensorSpec([None], tf.string, name="context"),
+        tf.TensorSpec([None, None], tf.string, name="choices"),
+    ]
+    ids_specs = [tf.TensorSpec([None, None, None], tf.int32, name=name) for name in _ID_FEATURES]
+    signatures = {
+        "serving_default": tf.function(serve, input_signature=text_specs),
+        "preprocess": tf.function(preprocess, input_signature=text_specs),
+        "serve_ids": tf.function(serve_ids, input_signature=ids_specs),
+    }
+    return write_saved_model(export_dir, module, signatures, version=version)
+
+
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    export_model=export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    info_from_google_head=lambda shape: {},
+)
+
+
+# ---------------------------------------------------------------------------------- the run
+
+
+@dataclasses.dataclass(kw_only=True)
+class MultipleChoiceConfig(FineTuningConfig):
     """run_swag.py's settings: the shared fine-tuning ones plus the data folder."""
 
-    data_dir: str | None = None
+    data_dir: str | None = setting(
+        None,
+        "Folder with SWAG's train.csv, val.csv and test.csv, or train.jsonl, dev.jsonl and "
+        'test.jsonl of {"context", "choices", "label", "question" (optional)}.',
+    )
 
 
-class MultipleChoiceRun(finetuning.FineTuningRun):
+class MultipleChoiceRun(FineTuningRun):
     """One run_swag.py invocation: features, training, evaluation, prediction and export."""
 
-    model_type = MODEL_TYPE
+    spec = SPEC
+    required_flags = ("data_dir",)
 
     def __init__(self, config):
         super().__init__(config)
-        if not config.data_dir:
-            raise InputError("--data_dir is required")
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
         self._examples = {}
         self._num_choices = {}  # {features path: C}
+
+    def check_data(self):
+        """Reads the files of the steps the flags ask for (errors name the file and line)."""
+        config = self.config
+        for split, needed in (
+            ("train", config.do_train),
+            ("dev", config.do_eval),
+            ("test", config.do_predict),
+        ):
+            if needed:
+                self.examples(split)
 
     # ------------------------------------------------------------------ data
 
@@ -172,45 +238,19 @@ class MultipleChoiceRun(finetuning.FineTuningRun):
         logging.info("%s: %d examples of %d choices", path, len(examples), info["num_choices"])
         return path, info
 
-    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
-        num_choices, max_seq_length = self._num_choices[path], self.config.max_seq_length
-        return self.feature_dataset(
-            path,
-            swag.multiple_choice_feature_spec(num_choices, max_seq_length),
-            batch_size,
-            is_training,
-            swag.multiple_choice_padding_feature(num_choices, max_seq_length),
-            input_context=input_context,
-            num_records=num_records,
-        )
+    def feature_spec(self, is_training, path=None):
+        # The weights do not depend on the number of choices: one choice builds them.
+        num_choices = self._num_choices[path] if path else 1
+        return swag.multiple_choice_feature_spec(num_choices, self.config.max_seq_length)
+
+    def padding_feature(self, is_training, path=None):
+        num_choices = self._num_choices[path] if path else 1
+        return swag.multiple_choice_padding_feature(num_choices, self.config.max_seq_length)
 
     # ------------------------------------------------------------------ model and loop
 
-    def task(self, train_path=None):
-        def dataset_fn(input_context, batch_size, is_training):
-            if train_path is None:
-                raise ValueError("no training features")
-            return self.dataset(train_path, batch_size, is_training, input_context)
-
-        def dummy_batch():
-            # The weights do not depend on the number of choices: one choice builds them.
-            return finetuning.dummy_batch(
-                swag.multiple_choice_feature_spec(1, self.config.max_seq_length),
-                swag.multiple_choice_padding_feature(1, self.config.max_seq_length),
-            )
-
-        return Task(
-            build_model=lambda: BertMultipleChoice(self.bert_config),
-            loss_fn=lambda outputs, features, normalizers: {
-                "loss": multiple_choice_loss(outputs, features, normalizers["examples"])
-            },
-            normalizer_fn=lambda features: {
-                "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)
-            },
-            metric_fn=lambda outputs, features: {},
-            dataset_fn=dataset_fn,
-            dummy_batch_fn=dummy_batch,
-        )
+    def loss(self, outputs, features, normalizers):
+        return {"loss": multiple_choice_loss(outputs, features, normalizers["examples"])}
 
     # ------------------------------------------------------------------ the steps
 
@@ -219,11 +259,7 @@ class MultipleChoiceRun(finetuning.FineTuningRun):
         result = self.predict_features(
             path, info, self.config.eval_batch_size, ["logits"], ["label_ids"]
         )
-        results = evaluation_results(result["logits"], result["label_ids"])
-        results["global_step"] = self.trainer().global_step
-        if self.is_chief:
-            write_eval_results(os.path.join(self.config.output_dir, "eval_results.txt"), results)
-        return results
+        return self.evaluation_done(evaluation_results(result["logits"], result["label_ids"]))
 
     def predict_test(self):
         path, info = self.features("predict")
@@ -231,18 +267,9 @@ class MultipleChoiceRun(finetuning.FineTuningRun):
             "logits"
         ]
         probabilities = metrics.softmax(logits)
-        if self.is_chief:
-            finetuning.write_text_atomically(
-                os.path.join(self.config.output_dir, "test_results.tsv"),
-                "".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in probabilities),
-            )
+        rows = ("\t".join(f"{p:.6f}" for p in row) + "\n" for row in probabilities)
+        self.write_output("test_results.tsv", "".join(rows))
         return probabilities
-
-    def task_info(self):
-        return {
-            "do_lower_case": self.config.do_lower_case,
-            "max_seq_length": self.config.max_seq_length,
-        }
 
 
 def run(config):
@@ -257,77 +284,3 @@ def evaluation_results(logits, label_ids):
     loss = float(-np.mean(log_probs[np.arange(len(labels)), labels]))
     accuracy = metrics.accuracy(np.asarray(logits).argmax(axis=-1), labels)
     return {"eval_accuracy": accuracy, "eval_loss": loss, "loss": loss}
-
-
-# ---------------------------------------------------------------------------------- the export
-
-
-def head_info_from_google_checkpoint(shapes):
-    """{} for a Google-format checkpoint with a cls/multiple_choice head, else None."""
-    return {} if _WEIGHTS_NAME in shapes else None
-
-
-def build_export_model(bert_config, info):
-    """The model export_saved_model.py loads a multiple-choice checkpoint into."""
-    return BertMultipleChoice(bert_config)
-
-
-def pack_choices(preprocessor, context, choices):
-    """[CLS] context [SEP] choice [SEP] for every choice, as bert_tf.data.swag packs them.
-
-    Args:
-      preprocessor: a BertPreprocessor.
-      context: tf.string [B].
-      choices: tf.string [B, C]; for SWAG, sent2 + " " + ending.
-
-    Returns:
-      {"input_ids", "input_mask", "segment_ids"}: int32 [B, C, S'], S' the longest packed choice.
-    """
-    shape = tf.shape(choices)
-    context_ids = preprocessor.tokenize(context)  # [B, (P)]
-    context_ids = tf.gather(context_ids, tf.repeat(tf.range(shape[0]), shape[1]))  # [B * C, (P)]
-    choice_ids = preprocessor.tokenize(tf.reshape(choices, [-1]))  # [B * C, (P)]
-    # A choice without pieces packs as a single text, as the data module (and the original) packs it.
-    pair = preprocessor.pack([context_ids, choice_ids])  # [B * C, S']
-    length = tf.shape(pair["input_ids"])[1]
-    return {name: tf.reshape(pair[name], [shape[0], shape[1], length]) for name in _ID_FEATURES}
-
-
-def export_model(model, info, vocab_file, do_lower_case, max_seq_length, export_dir, version=None):
-    """Writes the multiple-choice model as a SavedModel serving raw text (DESIGN.md's contract).
-
-    serving_default: context [B] and choices [B, C] -> "probabilities" float32 [B, C] and "choice"
-    int32 [B] (the most probable). preprocess: the same inputs -> "input_ids", "input_mask",
-    "segment_ids" int32 [B, C, S]; serve_ids: those three -> the same outputs.
-    """
-    from bert_tf.preprocessing import BertPreprocessor
-
-    module = tf.Module()
-    module.model = model
-    module.preprocessor = BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
-
-    def serve_ids(input_ids, input_mask, segment_ids):
-        features = dict(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
-        probabilities = model(features, training=False)["probabilities"]
-        return {
-            "probabilities": probabilities,
-            "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32),
-        }
-
-    def preprocess(context, choices):
-        return pack_choices(module.preprocessor, context, choices)
-
-    def serve(context, choices):
-        return serve_ids(**preprocess(context, choices))
-
-    text_specs = [
-        tf.TensorSpec([None], tf.string, name="context"),
-        tf.TensorSpec([None, None], tf.string, name="choices"),
-    ]
-    ids_specs = [tf.TensorSpec([None, None, None], tf.int32, name=name) for name in _ID_FEATURES]
-    signatures = {
-        "serving_default": tf.function(serve, input_signature=text_specs),
-        "preprocess": tf.function(preprocess, input_signature=text_specs),
-        "serve_ids": tf.function(serve_ids, input_signature=ids_specs),
-    }
-    return write_saved_model(export_dir, module, signatures, version=version)

@@ -1,13 +1,26 @@
-"""Masked-LM + next-sentence pretraining: the Task that run_pretraining.py trains.
+"""Masked-LM + next-sentence pretraining: run_pretraining.py's settings, its Task and its run.
 
 B = batch, P = max_predictions_per_seq, V = vocabulary size.
 """
 
-import tensorflow as tf
+import dataclasses
 
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import io
+from bert_tf.checkpoints import export_google_checkpoint
 from bert_tf.data.pretraining.reader import make_pretraining_dataset
+from bert_tf.data.records import reading_records
+from bert_tf.errors import InputError
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
+from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
+from bert_tf.settings import setting
+from bert_tf.tasks.run import Run, RunConfig
+from bert_tf.tasks.run_files import TaskInfo, write_task_info
 from bert_tf.training import Task
+
+MODEL_TYPE = "pretraining"
 
 
 def pretraining_task(bert_config, input_file, max_seq_length, max_predictions_per_seq, seed=None):
@@ -64,3 +77,93 @@ def pretraining_metrics(outputs, features):
         "next_sentence_accuracy": (tf.cast(nsp_correct, tf.float32), ones),
         "next_sentence_loss": (nsp_nll, ones),
     }
+
+
+@dataclasses.dataclass(kw_only=True)
+class PretrainingConfig(RunConfig):
+    """run_pretraining.py's settings: the original's flags, and the TF2 ones every run shares."""
+
+    input_file: str | None = setting(
+        None, "Comma-separated TFRecord files or globs (create_pretraining_data.py)."
+    )
+    max_seq_length: int = setting(128, "Sequence length S the TFRecords were written with.")
+    max_predictions_per_seq: int = setting(20, "Masked positions P per sequence in the TFRecords.")
+    do_eval: bool = setting(False, "Evaluate on --input_file after training.")
+    num_train_steps: int = setting(
+        100000, "Optimizer updates in all (the run stops at this global step)."
+    )
+    num_warmup_steps: int = setting(10000, "Steps of linear learning-rate warmup from 0.")
+    max_eval_steps: int = setting(100, "Eval batches; the eval input repeats, as in the original.")
+    num_accumulation_steps: int = setting(
+        1, "Micro-batches per update; train_batch_size is split into them."
+    )
+    optimizer: str = setting("adamw", "adamw (the original's) or lamb.", choices=OPTIMIZER_TYPES)
+
+
+class PretrainingRun(Run):
+    """One run_pretraining.py invocation: checks, training, the Google-format export, evaluation."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        if not (config.do_train or config.do_eval):
+            raise InputError("At least one of --do_train or --do_eval must be True")
+        if not config.input_file:
+            raise InputError("--input_file is required")
+        if config.num_train_steps <= 0 and config.do_train:
+            raise InputError(f"--num_train_steps must be positive, got {config.num_train_steps}")
+        if config.num_warmup_steps < 0:
+            raise InputError(f"--num_warmup_steps must be >= 0, got {config.num_warmup_steps}")
+        self.input_files = io.expand_globs(config.input_file, "--input_file")
+
+    def build_model(self):
+        return BertPretrainingModel(self.bert_config)
+
+    def trainer(self):
+        """The Trainer (built on first use, resuming from output_dir's latest checkpoint)."""
+        if self._trainer is None:
+            config = self.config
+            task = pretraining_task(
+                self.bert_config,
+                self.input_files,
+                config.max_seq_length,
+                config.max_predictions_per_seq,
+                config.seed,
+            )
+            self._trainer = self.make_trainer(
+                task,
+                lambda: create_optimizer(
+                    config.learning_rate,
+                    config.num_train_steps,
+                    config.num_warmup_steps,
+                    config.optimizer,
+                ),
+                self.train_config(
+                    config.num_train_steps, num_accumulation_steps=config.num_accumulation_steps
+                ),
+            )
+        return self._trainer
+
+    def run(self):
+        """Trains and/or evaluates as the flags say; returns the Trainer."""
+        config = self.config
+        self.check_init_checkpoint(needs_head=False)
+        if not config.do_train and not config.init_checkpoint and not self.resumes():
+            logging.warning("Evaluating the initial (random) weights: no checkpoint to read")
+        if self.is_chief:
+            info = TaskInfo(
+                model_type=MODEL_TYPE,
+                bert_config=self.bert_config,
+                max_seq_length=config.max_seq_length,
+            )
+            write_task_info(config.output_dir, info)
+        trainer = self.trainer()
+        if config.do_train:
+            with reading_records(self.input_files):
+                trainer.train()
+            if self.is_chief:
+                export_google_checkpoint(trainer.model, self.bert_config, config.output_dir)
+        if config.do_eval:
+            with reading_records(self.input_files):
+                results = trainer.evaluate(max_steps=config.max_eval_steps)
+            self.write_eval_results(results)
+        return trainer

@@ -1,7 +1,7 @@
 """SQuAD 1.1 / 2.0 extractive question answering: the original run_squad.py's model, loss and steps.
 
 The model is the original's: BertModel, then start and end logits = sequence_output @
-output_weights^T + output_bias, with output_weights [2, H] and output_bias [2] named
+output_weights^T + output_bias (a BertHead), with output_weights [2, H] and output_bias [2] named
 `cls/squad/output_weights` and `cls/squad/output_bias` in Google's format (so the original's
 fine-tuned checkpoints load, for prediction too). The loss is the mean of the start and end
 cross-entropies. Reading, windowing and the n-best answer texts are bert_tf/data/squad.py's; the
@@ -25,27 +25,28 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import squad_evaluation
-from bert_tf.checkpoints import encoder_variable_names, resolve_checkpoint
 from bert_tf.data import squad as data
 from bert_tf.data import squad_predictions
 from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
-from bert_tf.modeling import BertModel, _SavesBertConfig
-from bert_tf.tasks import finetuning, squad_serving
+from bert_tf.settings import setting
+from bert_tf.tasks import squad_serving
+from bert_tf.tasks.heads import BertTaskModel
+from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
+from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tokenization import FullTokenizer
-from bert_tf.training import Task
 
 MODEL_TYPE = "squad"
-GOOGLE_HEAD = {"output_weights": "cls/squad/output_weights", "output_bias": "cls/squad/output_bias"}
+GOOGLE_SCOPE = "cls/squad/"
 TFDS_SPLITS = {"train": "train", "predict": "validation"}
 # The original shuffles the training examples with this seed before writing them.
 _TRAIN_SHUFFLE_SEED = 12345
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertSquad(_SavesBertConfig, keras.Model):
-    """BertModel + a dense layer of 2 over every token: start and end logits.
+class BertSquad(BertTaskModel):
+    """BertModel + a BertHead of 2 over every token: start and end logits.
 
     Inputs: BertModel's ("input_ids", "input_mask", "segment_ids", int32 [B, S]); other keys are ignored.
     Outputs: {"start_logits", "end_logits"}: float32 [B, S] (padding positions included, as the
@@ -58,44 +59,17 @@ class BertSquad(_SavesBertConfig, keras.Model):
     ```
     """
 
+    task_name = MODEL_TYPE
+
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "bert_squad")
-        super().__init__(**kwargs)
-        self.bert = BertModel(config, dtype=self.dtype_policy)
-        # The head reads sequence_output only: the pooler gets no gradient, and the original leaves
-        # it as loaded. Frozen, it is left alone without the optimizer warning about it every run.
-        self.bert.pooler.trainable = False
-        self.config = self.bert.config
-
-    def build(self, input_shape=None):
-        self.bert.build()
-        self.output_weights = self.add_weight(
-            shape=(2, self.config.hidden_size),
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-            name="output_weights",
+        super().__init__(
+            config, 2, "sequence_output", google_scope=GOOGLE_SCOPE, dropout=False, **kwargs
         )
-        self.output_bias = self.add_weight(shape=(2,), initializer="zeros", name="output_bias")
-        self.built = True
 
     def call(self, inputs, training=None):
-        sequence_output = self.bert(inputs, training=training)["sequence_output"]  # [B, S, H]
-        weights = tf.cast(self.output_weights, self.compute_dtype)
-        logits = tf.matmul(sequence_output, weights, transpose_b=True)  # [B, S, 2]
-        logits = tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+        logits = self.logits(inputs, training=training)  # [B, S, 2]
         return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
-
-    def dummy_inputs(self):
-        return self.bert.dummy_inputs()
-
-    def google_variables(self):
-        """{Google checkpoint name: variable}: bert/* plus cls/squad/output_weights and output_bias."""
-        if not self.built:
-            self(self.dummy_inputs(), training=False)
-        return {
-            **encoder_variable_names(self.bert),
-            GOOGLE_HEAD["output_weights"]: self.output_weights,
-            GOOGLE_HEAD["output_bias"]: self.output_bias,
-        }
 
 
 def squad_loss(outputs, features, num_examples):
@@ -109,22 +83,81 @@ def squad_loss(outputs, features, num_examples):
     return tf.reduce_sum((start_loss + end_loss) / 2.0) / num_examples
 
 
-@dataclasses.dataclass
-class SquadConfig(finetuning.FineTuningConfig):
+# ---------------------------------------------------------------------------------- the export
+
+
+def build_model(bert_config, info):
+    """The SQuAD model (its head has no settings)."""
+    del info
+    return BertSquad(bert_config)
+
+
+def export_model(model, info, vocab_file, export_dir, version=None):
+    """Writes the SQuAD model as a SavedModel that answers raw questions (DESIGN.md's contract).
+
+    serving_default: question, context (string [B]) -> answer (string [B], cut from the context),
+    score (float32 [B], the answer's start + end logit) and, for SQuAD 2.0 models,
+    null_score_diff (float32 [B], null_odds.json's value); `preprocess` and `serve_ids` as
+    `squad_serving.qa_signatures` says. Tokenization, windowing and span selection run in the
+    graph, with the windowing and n-best settings of `info` (task.json).
+    """
+    from bert_tf.preprocessing import BertPreprocessor
+
+    settings = squad_serving.QaSettings.from_info(info)
+    module = tf.Module()
+    module.model = model
+    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
+
+    def logits_fn(features):
+        outputs = model(features, training=False)
+        return outputs["start_logits"], outputs["end_logits"]
+
+    signatures = squad_serving.qa_signatures(module.preprocessor, logits_fn, settings)
+    return write_saved_model(export_dir, module, signatures, version=version)
+
+
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    export_model=export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
+    # it is exported with the original's defaults as a SQuAD 1.1 model.
+    info_from_google_head=lambda shape: {"max_seq_length": 384, "doc_stride": 128},
+)
+
+
+# ---------------------------------------------------------------------------------- the run
+
+
+@dataclasses.dataclass(kw_only=True)
+class SquadConfig(FineTuningConfig):
     """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384) plus SQuAD's own."""
 
-    max_seq_length: int = 384
-    train_file: str | None = None
-    predict_file: str | None = None
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    verbose_logging: bool = False
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
-    tfds_name: str | None = None
-    tfds_data_dir: str | None = None
+    max_seq_length: int = setting(384, "Longest WordPiece sequence: question, window and 3 tokens.")
+    train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
+    predict_file: str | None = setting(
+        None, "SQuAD json for predictions, e.g. dev-v1.1.json or dev-v2.0.json."
+    )
+    doc_stride: int = setting(128, "Wordpieces between the starts of a long context's windows.")
+    max_query_length: int = setting(
+        64, "Question wordpieces kept; longer questions are cut to this."
+    )
+    n_best_size: int = setting(
+        20, "Starts and ends considered per window, and answers in nbest_predictions."
+    )
+    max_answer_length: int = setting(30, "Longest answer, in wordpieces.")
+    verbose_logging: bool = setting(
+        False, "Log why an answer could not be mapped back onto its words."
+    )
+    version_2_with_negative: bool = setting(False, "SQuAD 2.0: some questions have no answer.")
+    null_score_diff_threshold: float = setting(
+        0.0, 'SQuAD 2.0: answer "" when null score - best answer score exceeds this.'
+    )
+    tfds_name: str | None = setting(
+        None, "Read TensorFlow Datasets squad/v1.1 or squad/v2.0 instead of files."
+    )
+    tfds_data_dir: str | None = setting(None, "TensorFlow Datasets data_dir for --tfds_name.")
 
 
 def check_squad_config(config):
@@ -145,21 +178,35 @@ def check_squad_config(config):
         raise InputError("--do_predict and --do_eval need --predict_file (or --tfds_name)")
 
 
-class SquadRun(finetuning.FineTuningRun):
+class SquadRun(FineTuningRun):
     """One run_squad.py invocation: features, training, prediction, evaluation and export."""
 
-    model_type = MODEL_TYPE
+    spec = SPEC
 
     def __init__(self, config):
         super().__init__(config)
         check_squad_config(config)
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+        self._examples = {}
         self._predicted = None
 
     # ------------------------------------------------------------------ data
 
+    def check_data(self):
+        """Reads the training and prediction files the steps need (errors name file and question)."""
+        config = self.config
+        if config.do_train:
+            self.read_examples("train")
+        if config.do_predict or config.do_eval:
+            self.read_examples("predict")
+
     def read_examples(self, split):
-        """(examples, stats) of the training ("train") or prediction ("predict") data."""
+        """(examples, stats) of the training ("train") or prediction ("predict") data, read once."""
+        if split not in self._examples:
+            self._examples[split] = self._read_examples(split)
+        return self._examples[split]
+
+    def _read_examples(self, split):
         config = self.config
         is_training = split == "train"
         if config.tfds_name:
@@ -238,6 +285,7 @@ class SquadRun(finetuning.FineTuningRun):
 
         def make_records():
             examples, stats = self.read_examples("train")
+            examples = list(examples)
             random.Random(_TRAIN_SHUFFLE_SEED).shuffle(examples)
             features = self._features(examples, is_training=True)
             info = {"num_real_examples": len(examples), "skipped": stats["skipped"]}
@@ -266,56 +314,32 @@ class SquadRun(finetuning.FineTuningRun):
             raise ValueError(f"{path} holds {info['num_records']} features, not {len(features)}")
         return examples, features, path, info
 
-    def feature_spec(self, is_training):
+    def feature_spec(self, is_training, path=None):
         spec = data.squad_feature_spec(self.config.max_seq_length, is_training)
         if not is_training:
             # The original's SQuAD records have no is_real_example: 1 unless the padding says 0.
             spec["is_real_example"] = tf.io.FixedLenFeature([], tf.int64, default_value=1)
         return spec
 
-    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
-        return self.feature_dataset(
-            path,
-            self.feature_spec(is_training),
-            batch_size,
-            is_training,
-            _padding_feature(self.config.max_seq_length, is_training),
-            input_context=input_context,
-            num_records=num_records,
-        )
+    def padding_feature(self, is_training, path=None):
+        """A fake feature (unique id 0): fills the last prediction batch, or builds the model."""
+        max_seq_length = self.config.max_seq_length
+        feature = {
+            "unique_ids": 0,
+            "input_ids": [0] * max_seq_length,
+            "input_mask": [0] * max_seq_length,
+            "segment_ids": [0] * max_seq_length,
+        }
+        if is_training:
+            feature.update(start_positions=0, end_positions=0, is_impossible=0)
+        else:
+            feature["is_real_example"] = 0
+        return feature
 
     # ------------------------------------------------------------------ model and loop
 
-    def task(self, train_path=None):
-        def dataset_fn(input_context, batch_size, is_training):
-            if train_path is None:
-                raise ValueError("no training features")
-            return self.dataset(train_path, batch_size, is_training, input_context)
-
-        return Task(
-            build_model=lambda: BertSquad(self.bert_config),
-            loss_fn=lambda outputs, features, normalizers: {
-                "loss": squad_loss(outputs, features, normalizers["examples"])
-            },
-            normalizer_fn=lambda features: {
-                "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)
-            },
-            metric_fn=lambda outputs, features: {},
-            dataset_fn=dataset_fn,
-            dummy_batch_fn=lambda: finetuning.dummy_batch(
-                self.feature_spec(True), _padding_feature(self.config.max_seq_length, True)
-            ),
-        )
-
-    def trainer(self, train_path=None, num_train_examples=0):
-        """FineTuningRun's Trainer; a fine-tuned SQuAD --init_checkpoint also gives its head."""
-        if self._trainer is None:
-            config = self.config
-            resumes = tf.train.latest_checkpoint(config.output_dir) is not None
-            trainer = super().trainer(train_path, num_train_examples)
-            if config.init_checkpoint and not resumes:
-                restore_head(trainer.model, config.init_checkpoint)
-        return self._trainer
+    def loss(self, outputs, features, normalizers):
+        return {"loss": squad_loss(outputs, features, normalizers["examples"])}
 
     # ------------------------------------------------------------------ the steps
 
@@ -387,11 +411,7 @@ class SquadRun(finetuning.FineTuningRun):
             na_probs=null_odds if config.version_2_with_negative else None,
             sources=(self._source("predict"), "predictions.json", "null_odds.json"),
         )
-        if self.is_chief:
-            finetuning.write_text_atomically(
-                os.path.join(config.output_dir, "eval_results.json"),
-                json.dumps(results, indent=2) + "\n",
-            )
+        self.write_output("eval_results.json", json.dumps(results, indent=2) + "\n")
         for name, value in results.items():
             logging.info("  %s = %s", name, value)
         return results
@@ -404,18 +424,10 @@ class SquadRun(finetuning.FineTuningRun):
             outcome["predict"] = self.predict_test()
         return outcome
 
-    def task_info(self):
-        config = self.config
-        return {
-            "version_2_with_negative": config.version_2_with_negative,
-            "doc_stride": config.doc_stride,
-            "max_query_length": config.max_query_length,
-            "n_best_size": config.n_best_size,
-            "max_answer_length": config.max_answer_length,
-            "null_score_diff_threshold": config.null_score_diff_threshold,
-            "do_lower_case": config.do_lower_case,
-            "max_seq_length": config.max_seq_length,
-        }
+    def head_info(self):
+        names = ("version_2_with_negative", "doc_stride", "max_query_length", "n_best_size")
+        names += ("max_answer_length", "null_score_diff_threshold")
+        return {name: getattr(self.config, name) for name in names}
 
 
 def run(config):
@@ -425,21 +437,6 @@ def run(config):
     --do_predict is not set.
     """
     return SquadRun(config).run()
-
-
-def _padding_feature(max_seq_length, is_training):
-    """A fake feature ({name: value}, unique id 0): fills the last prediction batch, or builds the model."""
-    feature = {
-        "unique_ids": 0,
-        "input_ids": [0] * max_seq_length,
-        "input_mask": [0] * max_seq_length,
-        "segment_ids": [0] * max_seq_length,
-    }
-    if is_training:
-        feature.update(start_positions=0, end_positions=0, is_impossible=0)
-    else:
-        feature["is_real_example"] = 0
-    return feature
 
 
 def dataset_json_of(examples, version_2_with_negative):
@@ -456,75 +453,3 @@ def dataset_json_of(examples, version_2_with_negative):
         article = articles.setdefault(example.title, {"title": example.title, "paragraphs": []})
         article["paragraphs"].append({"context": example.context_text, "qas": [qa]})
     return {"version": "2.0" if version_2_with_negative else "1.1", "data": list(articles.values())}
-
-
-def restore_head(model, init_checkpoint):
-    """Loads cls/squad/* into `model` when `init_checkpoint` is a fine-tuned SQuAD model.
-
-    The head is read from a Google-format checkpoint holding `cls/squad/output_weights`, or from
-    one of our checkpoints whose task.json says "squad". Returns whether it was loaded.
-    """
-    prefix = resolve_checkpoint(init_checkpoint)
-    names = dict(tf.train.list_variables(prefix))
-    if GOOGLE_HEAD["output_weights"] in names:
-        reader = tf.train.load_checkpoint(prefix)
-        for attribute, name in GOOGLE_HEAD.items():
-            variable = getattr(model, attribute)
-            if list(names[name]) != list(variable.shape):
-                raise InputError(
-                    f"{prefix}: {name} has shape {names[name]}, the model {list(variable.shape)}"
-                )
-            variable.assign(reader.get_tensor(name))
-    elif (finetuning.read_task_info(init_checkpoint) or {}).get("model_type") == MODEL_TYPE:
-        head = tf.train.Checkpoint(
-            output_weights=model.output_weights, output_bias=model.output_bias
-        )
-        tf.train.Checkpoint(model=head).restore(prefix).expect_partial()
-    else:
-        return False
-    logging.info("Initialized the SQuAD head from %s", prefix)
-    return True
-
-
-# ---------------------------------------------------------------------------------- the export
-
-
-def head_info_from_google_checkpoint(shapes):
-    """The settings a Google-format fine-tuned SQuAD checkpoint implies, or None if not one.
-
-    The checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it, it is
-    exported with the original's defaults as a SQuAD 1.1 model.
-    """
-    if GOOGLE_HEAD["output_weights"] not in shapes:
-        return None
-    return dataclasses.asdict(squad_serving.QaSettings())
-
-
-def build_export_model(bert_config, info):
-    """The model export_saved_model.py loads a SQuAD checkpoint into."""
-    del info  # the head has no settings
-    return BertSquad(bert_config)
-
-
-def export_model(model, info, vocab_file, do_lower_case, max_seq_length, export_dir, version=None):
-    """Writes the SQuAD model as a SavedModel that answers raw questions (DESIGN.md's contract).
-
-    serving_default: question, context (string [B]) -> answer (string [B], cut from the context),
-    score (float32 [B], the answer's start + end logit) and, for SQuAD 2.0 models,
-    null_score_diff (float32 [B], null_odds.json's value); `preprocess` and `serve_ids` as
-    `squad_serving.qa_signatures` says. Tokenization, windowing and span selection run in the
-    graph, with the windowing and n-best settings of `info` (task.json).
-    """
-    from bert_tf.preprocessing import BertPreprocessor
-
-    settings = squad_serving.QaSettings.from_info(info, max_seq_length)
-    module = tf.Module()
-    module.model = model
-    module.preprocessor = BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
-
-    def logits_fn(features):
-        outputs = model(features, training=False)
-        return outputs["start_logits"], outputs["end_logits"]
-
-    signatures = squad_serving.qa_signatures(module.preprocessor, logits_fn, settings)
-    return write_saved_model(export_dir, module, signatures, version=version)

@@ -70,10 +70,9 @@ class QaSettings:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
     @classmethod
-    def from_info(cls, info, max_seq_length):
-        """The settings of a task.json dict (missing keys: the defaults)."""
-        names = {field.name for field in dataclasses.fields(cls)} - {"max_seq_length"}
-        return cls(max_seq_length=max_seq_length, **{k: info[k] for k in names if k in info})
+    def from_info(cls, info):
+        """The settings of a run's TaskInfo (task.json)."""
+        return cls(**{field.name: getattr(info, field.name) for field in dataclasses.fields(cls)})
 
     @property
     def max_windows_per_piece(self):

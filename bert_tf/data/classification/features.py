@@ -19,7 +19,8 @@ def make_label_map(labels):
     return {label: index for index, label in enumerate(labels)}
 
 
-def _label_id(example, label_map, is_regression):
+def label_id(example, label_map, is_regression):
+    """The id of an example's label (its float score for regression); InputError naming its line."""
     where = example.source or example.guid
     if is_regression:
         try:
@@ -64,7 +65,7 @@ def convert_example_to_feature(example, label_map, max_seq_length, tokenizer, is
         "input_ids": pad_to(input_ids, max_seq_length),
         "input_mask": pad_to([1] * len(input_ids), max_seq_length),
         "segment_ids": pad_to(segment_ids, max_seq_length),
-        "label_ids": _label_id(example, label_map, is_regression),
+        "label_ids": label_id(example, label_map, is_regression),
         "is_real_example": 1,
     }
 

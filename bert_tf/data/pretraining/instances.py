@@ -15,6 +15,8 @@ pairs, where B is the true continuation (label 0) or a span of another document 
 import dataclasses
 import typing
 
+from bert_tf.errors import InputError
+
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
 MASK_TOKEN = "[MASK]"
@@ -50,28 +52,28 @@ class InstanceOptions:
 
     def __post_init__(self):
         if self.max_seq_length < 5:
-            raise ValueError(
-                f"max_seq_length must be >= 5 ([CLS] a [SEP] b [SEP]), got {self.max_seq_length}"
+            raise InputError(
+                f"--max_seq_length must be >= 5 ([CLS] a [SEP] b [SEP]), got {self.max_seq_length}"
             )
         if self.max_predictions_per_seq < 0:
-            raise ValueError(
-                f"max_predictions_per_seq must be >= 0, got {self.max_predictions_per_seq}"
+            raise InputError(
+                f"--max_predictions_per_seq must be >= 0, got {self.max_predictions_per_seq}"
             )
         for name in ("masked_lm_prob", "short_seq_prob"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value}")
+                raise InputError(f"--{name} must be in [0, 1], got {value}")
 
     @classmethod
     def from_vocab(cls, vocab, **flags):
         """Builds options from a token -> id dict (e.g. `FullTokenizer.vocab`) and flag values.
 
         Raises:
-          ValueError: if the vocab lacks [CLS], [SEP] or [MASK].
+          InputError: if the vocab lacks [CLS], [SEP] or [MASK], or a flag is out of range.
         """
         missing = [t for t in (CLS_TOKEN, SEP_TOKEN, MASK_TOKEN) if t not in vocab]
         if missing:
-            raise ValueError(f"The vocab file lacks the special tokens {missing}")
+            raise InputError(f"the vocab file lacks the special tokens {missing}")
         # The original draws replacements uniformly from the vocab's tokens. load_vocab numbers
         # lines, so a repeated line leaves its first id unused and the ids are not range(len(vocab)).
         ids = sorted(set(vocab.values()))

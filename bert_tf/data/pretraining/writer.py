@@ -25,9 +25,109 @@ import time
 
 from absl import logging
 
+from bert_tf import io
 from bert_tf.data.pretraining import encoding, instances
 from bert_tf.errors import InputError
 from bert_tf.io import expand_globs, read_lines
+from bert_tf.settings import setting
+
+
+@dataclasses.dataclass(kw_only=True)
+class CreateConfig:
+    """create_pretraining_data.py's settings: the original's flags, then ours."""
+
+    input_file: str | None = setting(
+        None,
+        "Input raw text file(s): comma-separated, globs allowed. One sentence per line, a blank "
+        "line between documents.",
+    )
+    output_file: str | None = setting(
+        None, "Output TFRecord file(s), comma-separated; instances are dealt round-robin."
+    )
+    vocab_file: str | None = setting(
+        None, "The WordPiece vocabulary file the model is trained with."
+    )
+    do_lower_case: bool = setting(True, "Lower-case the text (uncased models). Default True.")
+    do_whole_word_mask: bool = setting(
+        False, "Mask whole words (a word and its ## pieces together). Default False."
+    )
+    max_seq_length: int = setting(128, "Tokens per example, [CLS]/[SEP] included. Default 128.")
+    max_predictions_per_seq: int = setting(
+        20, "Most masked-LM predictions per example. Default 20."
+    )
+    random_seed: int = setting(12345, "Seed of every random choice. Default 12345.")
+    dupe_factor: int = setting(10, "Passes over the input, each with different masks. Default 10.")
+    masked_lm_prob: float = setting(0.15, "Fraction of tokens to predict. Default 0.15.")
+    short_seq_prob: float = setting(
+        0.1,
+        "Probability of a document's target length being random and shorter than "
+        "max_seq_length. Default 0.1.",
+    )
+    num_workers: int | None = setting(
+        None,
+        "Processes making instances; default: the number of cores; 1 = in-process. The output "
+        "does not depend on it.",
+    )
+    chunk_bytes: int = setting(
+        1 << 18,
+        "Bytes of input text per work unit (whole consecutive documents, two at least); a "
+        "'random next' segment is drawn from another document of the same unit (the original: "
+        "from the whole corpus). Memory per worker grows with it. Default 262144 (256 KiB).",
+    )
+    shuffle_buffer_size: int = setting(
+        1 << 16,
+        "Instances in the writer's shuffle buffer (about 1 KB each at max_seq_length 128). "
+        "Default 65536.",
+    )
+    output_compression: str = setting(
+        "",
+        "'' for plain TFRecords, 'gzip' for compressed ones (read with compression_type='GZIP'). "
+        "Default ''.",
+        choices=["", "gzip"],
+    )
+    skip_invalid_utf8: bool = setting(
+        False,
+        "Skip (and count) input lines that are not valid UTF-8 instead of stopping with an error "
+        "naming the file and line. Default False.",
+    )
+    progress_interval_s: float = setting(10.0, "Seconds between progress lines. Default 10.")
+
+
+def run(config):
+    """create_pretraining_data.py: checks the flags and files, then writes the TFRecords."""
+    from bert_tf import tokenization
+
+    for name in ("input_file", "output_file", "vocab_file"):
+        if not getattr(config, name):
+            raise InputError(f"--{name} is required")
+    if not io.exists(config.vocab_file):
+        raise InputError(f"--vocab_file={config.vocab_file} does not exist")
+    for name in ("chunk_bytes", "shuffle_buffer_size"):
+        if getattr(config, name) <= 0:
+            raise InputError(f"--{name} must be positive, got {getattr(config, name)}")
+    tokenizer = tokenization.FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+    options = instances.InstanceOptions.from_vocab(
+        tokenizer.vocab,
+        max_seq_length=config.max_seq_length,
+        max_predictions_per_seq=config.max_predictions_per_seq,
+        masked_lm_prob=config.masked_lm_prob,
+        short_seq_prob=config.short_seq_prob,
+        do_whole_word_mask=config.do_whole_word_mask,
+    )
+    return create_pretraining_data(
+        config.input_file,
+        config.output_file,
+        tokenizer,
+        options,
+        dupe_factor=config.dupe_factor,
+        random_seed=config.random_seed,
+        num_workers=config.num_workers,
+        chunk_bytes=config.chunk_bytes,
+        shuffle_buffer_size=config.shuffle_buffer_size,
+        compression=config.output_compression,
+        skip_invalid_utf8=config.skip_invalid_utf8,
+        progress_interval_s=config.progress_interval_s,
+    )
 
 
 @dataclasses.dataclass

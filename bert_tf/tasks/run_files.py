@@ -1,0 +1,108 @@
+"""A run folder's own files besides checkpoints: task.json (what rebuilds its model) and labels.txt.
+
+Every run_*.py writes task.json into --output_dir before its first step; export_saved_model.py and
+--init_checkpoint read it from beside a checkpoint to know the task and the settings of its head.
+The keys are the fields of `TaskInfo`, flat, so task.json files of earlier versions stay readable.
+"""
+
+import dataclasses
+import os
+
+import tensorflow as tf
+
+from bert_tf import io
+from bert_tf.errors import InputError
+from bert_tf.modeling import BertConfig
+
+TASK_FILE = "task.json"
+LABELS_FILE = "labels.txt"
+
+
+@dataclasses.dataclass(kw_only=True)
+class TaskInfo:
+    """What rebuilds a run's model and its export: the task, the encoder, the tokenizer, the head.
+
+    Attributes:
+      model_type: the task's name in bert_tf.tasks.TASKS ("classifier", "squad", "tagger",
+        "multiple_choice", "encoder"), or "pretraining".
+      bert_config: the encoder's BertConfig (None: give --bert_config_file).
+      do_lower_case, max_seq_length: the tokenizer's settings.
+      labels: classifier and tagger: the label strings in id order.
+      is_pair, is_regression: classifier: two texts per example; a score instead of labels.
+      doc_stride: tagger, SQuAD, classifier windows: pieces between the starts of two windows.
+      version_2_with_negative, max_query_length, n_best_size, max_answer_length,
+      null_score_diff_threshold: SQuAD's settings (run_squad.py's flags).
+    """
+
+    model_type: str
+    bert_config: BertConfig | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    labels: list | None = None
+    is_pair: bool = False
+    is_regression: bool = False
+    doc_stride: int | None = None
+    version_2_with_negative: bool = False
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float = 0.0
+
+    def to_json(self):
+        values = dataclasses.asdict(self)
+        values["bert_config"] = self.bert_config.to_dict() if self.bert_config else None
+        return values
+
+    @classmethod
+    def from_json(cls, values, where):
+        """A TaskInfo of task.json's dict; `where` names the file in errors."""
+        if not isinstance(values, dict) or "model_type" not in values:
+            raise InputError(f"{where}: a task.json needs a JSON object with a model_type")
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise InputError(f"{where}: unknown keys {unknown} (known: {sorted(known)})")
+        values = dict(values)
+        if values.get("bert_config") is not None:
+            try:
+                values["bert_config"] = BertConfig.from_dict(values["bert_config"])
+            except ValueError as error:
+                raise InputError(f"{where}: bert_config: {error}") from None
+        return cls(**values)
+
+
+def write_task_info(folder, info):
+    """Writes folder/task.json (atomically)."""
+    import json
+
+    text = json.dumps(info.to_json(), indent=2, sort_keys=True)
+    io.write_text(os.path.join(folder, TASK_FILE), text + "\n")
+
+
+def read_task_info(checkpoint_path):
+    """The TaskInfo of the task.json beside checkpoint_path (a folder or a prefix), or None."""
+    folder = (
+        checkpoint_path if tf.io.gfile.isdir(checkpoint_path) else os.path.dirname(checkpoint_path)
+    )
+    path = os.path.join(folder, TASK_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    return TaskInfo.from_json(io.read_json(path), path)
+
+
+def write_labels(folder, labels):
+    """Writes folder/labels.txt: one label string per line, in id order."""
+    io.write_text(os.path.join(folder, LABELS_FILE), labels_text(labels))
+
+
+def labels_text(labels):
+    """labels.txt's content (also the assets/labels.txt of an export)."""
+    return "".join(f"{label}\n" for label in labels)
+
+
+def read_labels(folder):
+    """The labels of folder/labels.txt, or None when there is no such file."""
+    path = os.path.join(folder, LABELS_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    return [line for _, line in io.read_lines(path) if line.strip()]

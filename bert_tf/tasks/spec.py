@@ -1,0 +1,26 @@
+"""TaskSpec: what the rest of the project needs to know of a task, registered in bert_tf.tasks.TASKS."""
+
+import dataclasses
+from collections.abc import Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """One task: how to rebuild its model, find its head in a Google checkpoint, and export it.
+
+    Attributes:
+      name: the model_type of the run's task.json ("classifier", "squad", ...).
+      build_model: (BertConfig, TaskInfo) -> the task's keras.Model (a BertModel for the encoder).
+      export_model: (model, TaskInfo, vocab_file, export_dir, version=None, **options) -> the path
+        of the export it writes (DESIGN.md's serving contract).
+      google_head: the name of its head's output_weights in a Google-format checkpoint (e.g.
+        "cls/squad/output_weights"), or None for the encoder.
+      info_from_google_head: (shape of that output_weights) -> a TaskInfo's head settings (dict),
+        for a Google checkpoint that has no task.json beside it.
+    """
+
+    name: str
+    build_model: Callable
+    export_model: Callable
+    google_head: str | None = None
+    info_from_google_head: Callable | None = None

@@ -1,0 +1,84 @@
+"""The shape of the package (DESIGN.md): no import circles, modules of a few screens, one registry."""
+
+import ast
+
+import pytest
+
+from conftest import REPO_DIR
+
+PACKAGE = REPO_DIR / "bert_tf"
+# DESIGN.md: a module fits on a few screens (~600 lines).
+MAX_MODULE_LINES = 650
+
+
+def _module_name(path):
+    parts = list(path.relative_to(REPO_DIR).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules():
+    return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(path, modules):
+    """The bert_tf modules a module imports by name (`from bert_tf.x import y`: y if a module)."""
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names if alias.name in modules)
+        elif isinstance(node, ast.ImportFrom) and node.module in modules:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                imported.add(submodule if submodule in modules else node.module)
+    return imported
+
+
+def test_no_module_of_the_package_imports_itself_in_a_circle():
+    modules = _modules()
+    graph = {name: _imports(path, modules) for name, path in modules.items()}
+    state = {}  # name -> "open" while on the path, "done" after
+
+    def visit(name, path):
+        state[name] = "open"
+        for child in sorted(graph[name]):
+            if state.get(child) == "open":
+                pytest.fail(f"import circle: {' -> '.join([*path, name, child])}")
+            if child not in state:
+                visit(child, [*path, name])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+
+
+def test_every_module_fits_on_a_few_screens():
+    long = {
+        name: count
+        for name, path in _modules().items()
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_every_registered_task_builds_a_model_whose_head_has_its_google_names():
+    from bert_tf.checkpoints import google_variable_names
+    from bert_tf.modeling import BertConfig
+    from bert_tf.tasks import TASKS
+    from bert_tf.tasks.run_files import TaskInfo
+
+    config = BertConfig.from_preset("bert_tiny", vocab_size=50)
+    assert sorted(TASKS) == ["classifier", "encoder", "multiple_choice", "squad", "tagger"]
+    for name, spec in TASKS.items():
+        info = TaskInfo(model_type=name, labels=["a", "b", "c"])
+        model = spec.build_model(config, info)
+        names = google_variable_names(model)
+        if spec.google_head is None:
+            assert all(n.startswith("bert/") for n in names), name
+            continue
+        assert model.task_name == name
+        assert spec.google_head in names, (name, spec.google_head)
+        bias = spec.google_head.replace("output_weights", "output_bias")
+        assert set(names) - {n for n in names if n.startswith("bert/")} == {spec.google_head, bias}
