@@ -10,12 +10,25 @@ SHARED_DIR = pathlib.Path(os.environ.get("BERT_TF_SHARED_DIR", REPO_DIR.parent /
 SAMPLE_DIR = REPO_DIR / "sample_data"
 
 
+# Set by .ci/run: there a missing shared folder is a broken checkout, not a user's machine.
+REQUIRE_SHARED = os.environ.get("BERT_TF_REQUIRE_SHARED") == "1"
+
+
+def pytest_sessionstart(session):
+    if REQUIRE_SHARED and not (SHARED_DIR / "fixtures").is_dir():
+        raise pytest.UsageError(
+            f"BERT_TF_REQUIRE_SHARED=1 but the shared folder {SHARED_DIR} has no fixtures/: the "
+            "tests that read it would all skip (set BERT_TF_SHARED_DIR to the shared folder)"
+        )
+
+
 def _shared_path(*parts):
     path = SHARED_DIR.joinpath(*parts)
     if not path.exists():
-        pytest.skip(
-            f"shared fixture {path} is absent (set BERT_TF_SHARED_DIR to the shared folder)"
-        )
+        message = f"shared fixture {path} is absent (set BERT_TF_SHARED_DIR to the shared folder)"
+        if REQUIRE_SHARED:
+            pytest.fail(message)
+        pytest.skip(message)
     return path
 
 
