@@ -128,6 +128,8 @@ def resolve_checkpoint(path):
         google = os.path.join(path, "bert_model.ckpt")
         if tf.io.gfile.exists(google + ".index"):
             return google
+        if tf.io.gfile.isdir(os.path.join(path, "best")):  # a sweep's output_dir: its best run
+            return resolve_checkpoint(os.path.join(path, "best"))
         raise io.MissingFileError(
             f"{path} holds neither bert_model.ckpt.* nor a training checkpoint"
         )
@@ -394,3 +396,21 @@ def export_google_checkpoint(model, bert_config, output_dir):
     save_google_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"))
     io.write_text(os.path.join(output_dir, "bert_config.json"), bert_config.to_json_string())
     logging.info("Wrote Google-format checkpoint %s", os.path.join(output_dir, "bert_model.ckpt"))
+
+
+def copy_checkpoint(prefix, folder, extra_files=()):
+    """Copies the checkpoint `prefix` into `folder` as that folder's only checkpoint.
+
+    The folder (replaced whole, atomically: bert_tf.io.atomic_path) gets the checkpoint's files
+    under their own names, a `checkpoint` state file naming it (so tf.train.latest_checkpoint and
+    --init_checkpoint=folder find it), and copies of `extra_files` (e.g. eval_results.txt).
+    Returns the new prefix.
+    """
+    name = os.path.basename(prefix)
+    with io.atomic_path(folder) as temp:
+        tf.io.gfile.makedirs(temp)
+        for path in [*tf.io.gfile.glob(prefix + ".*"), *extra_files]:
+            tf.io.gfile.copy(path, os.path.join(temp, os.path.basename(path)), overwrite=True)
+        state = f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n'
+        io.write_text(os.path.join(temp, "checkpoint"), state)
+    return os.path.join(folder, name)

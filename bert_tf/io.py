@@ -54,8 +54,17 @@ def _remove(path):
 
 
 def _rename(source, target):
+    """Renames source to target, replacing a file there, or a folder (moved aside, then removed)."""
     if is_url(source):
-        _gfile().rename(source, target, overwrite=True)
+        gfile = _gfile()
+        if gfile.isdir(target):
+            gfile.rmtree(target)
+        gfile.rename(source, target, overwrite=True)
+    elif os.path.isdir(target) and not os.path.islink(target):
+        old = temporary_name(target)
+        os.replace(target, old)
+        os.replace(source, target)
+        _remove(old)
     else:
         os.replace(source, target)
 

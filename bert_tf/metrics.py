@@ -205,6 +205,18 @@ def glue_metrics(task_name, predictions, labels, is_regression=None):
     return results
 
 
+def official_glue_metric(task_name, is_regression=False):
+    """The key of `glue_metrics` that GLUE ranks a task by (the BERT paper's dev metric).
+
+    mrpc, qqp: "f1"; cola: "matthews_corrcoef"; sts-b and other regression: "pearson"; every other
+    task: "accuracy".
+    """
+    task = _glue_task(task_name)
+    if task == "stsb" or is_regression:
+        return "pearson"
+    return {"cola": "matthews_corrcoef", "mrpc": "f1", "qqp": "f1"}.get(task, "accuracy")
+
+
 # --------------------------------------------------------------------------- CoNLL entity metrics
 
 _SCHEME_PREFIXES = {

@@ -24,9 +24,14 @@ import typing
 from absl import flags
 
 
-def setting(default, help, *, choices=None):
-    """A dataclass field that declares a flag: its default, its help text and, for an enum, its choices."""
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+def setting(default, help, *, choices=None, sweep=False):
+    """A dataclass field that declares a flag: its default, its help text and, for an enum, its choices.
+
+    sweep: the flag takes one value or several, comma-separated; with several the parsed field
+    holds a tuple of them (a hyper-parameter sweep, bert_tf/tasks/sweep.py).
+    """
+    metadata = {"help": help, "choices": choices, "sweep": sweep}
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def flag_fields(config_class):
@@ -76,7 +81,14 @@ def define_flags(config_class, module_name, flag_values=flags.FLAGS, **defaults)
     for field in flag_fields(config_class):
         default = defaults.get(field.name, field.default)
         options = dict(flag_values=flag_values, module_name=module_name)
-        if field.metadata["choices"]:
+        if field.metadata["sweep"]:
+            flags.DEFINE_string(
+                field.name,
+                None if default is None else str(default),
+                field.metadata["help"] + " Several comma-separated values make a sweep.",
+                **options,
+            )
+        elif field.metadata["choices"]:
             flags.DEFINE_enum(
                 field.name, default, field.metadata["choices"], field.metadata["help"], **options
             )
@@ -86,7 +98,37 @@ def define_flags(config_class, module_name, flag_values=flags.FLAGS, **defaults)
             )
 
 
+def parse_sweep(name, text, kind):
+    """A sweep flag's text -> its value, or a tuple of values when it lists several.
+
+    Raises:
+      InputError: naming the flag, for a value that is not a `kind` or one listed twice.
+    """
+    from bert_tf.errors import InputError
+
+    if text is None or not str(text).strip():
+        return None
+    values = []
+    for part in str(text).split(","):
+        try:
+            value = kind(part.strip())
+        except ValueError:
+            raise InputError(
+                f"--{name}={text}: {part.strip()!r} is not a {kind.__name__}"
+            ) from None
+        if value in values:
+            raise InputError(f"--{name}={text}: {value} is listed twice")
+        values.append(value)
+    return values[0] if len(values) == 1 else tuple(values)
+
+
 def from_flags(config_class, flag_values=flags.FLAGS, **values):
     """An instance of `config_class` from the parsed flags of its fields; `values` override some."""
-    parsed = {field.name: flag_values[field.name].value for field in flag_fields(config_class)}
+    hints = typing.get_type_hints(config_class)
+    parsed = {}
+    for field in flag_fields(config_class):
+        value = flag_values[field.name].value
+        if field.metadata["sweep"]:
+            value = parse_sweep(field.name, value, _flag_type(hints[field.name]))
+        parsed[field.name] = value
     return config_class(**{**parsed, **values})

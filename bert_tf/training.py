@@ -130,6 +130,7 @@ class Trainer:
         )
         self._restore_or_init(init_fn, resume_fn)
         self._train_loop_fn = None
+        self._train_iterator = None
         self._eval_step_fn = None
         self._predict_step_fn = None
 
@@ -270,26 +271,33 @@ class Trainer:
 
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 
-    def train(self):
+    def train(self, until=None):
         """Trains until config.num_train_steps, checkpointing, logging and writing summaries on the way.
+
+        Args:
+          until: stop at this global step instead (checkpointed there); a later call goes on with
+            the same input stream.
 
         Returns:
           dict: the mean training losses of the last logged interval, its "learning_rate" and
           "examples_per_second", and "global_step".
         """
         config = self.config
+        end = config.num_train_steps if until is None else min(until, config.num_train_steps)
         if self._train_loop_fn is None:
             self._train_loop_fn = self._make_train_loop()
-        iterator = iter(self._distribute(config.train_batch_size, is_training=True))
+        if self._train_iterator is None:
+            self._train_iterator = iter(self._distribute(config.train_batch_size, is_training=True))
+        iterator = self._train_iterator
         writer = self._summary_writer("train")
         step, last = self.global_step, {"global_step": self.global_step}
         start_step, start_time = step, time.time()
         interval_start_step, interval_start_time = step, start_time
-        while step < config.num_train_steps:
-            num_steps = _steps_to_next_boundary(step, config)
+        while step < end:
+            num_steps = min(_steps_to_next_boundary(step, config), end - step)
             self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
             step = self.global_step
-            if step % config.log_steps == 0 or step == config.num_train_steps:
+            if step % config.log_steps == 0 or step in (config.num_train_steps, end):
                 now = time.time()
                 last = self._log_progress(
                     step,
@@ -301,7 +309,7 @@ class Trainer:
                     writer,
                 )
                 interval_start_step, interval_start_time = step, now
-            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+            if step % config.save_checkpoints_steps == 0 or step in (config.num_train_steps, end):
                 self._save(step)
         writer.flush()
         return last

@@ -9,7 +9,6 @@ B = batch, S = sequence length, H = hidden size, L = number of labels (1 for reg
 """
 
 import dataclasses
-import os
 
 import keras
 import numpy as np
@@ -22,6 +21,7 @@ from bert_tf.data.classification import features as data_features
 from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import serving_signatures, write_saved_model
+from bert_tf.tasks import sweep
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
 from bert_tf.tasks.run_files import LABELS_FILE, labels_text
@@ -142,6 +142,11 @@ class ClassifierRun(FineTuningRun):
 
     spec = SPEC
 
+    @property
+    def metric_name(self):
+        """GLUE's metric of the task (MRPC, QQP: F1; CoLA: MCC; STS-B: Pearson; else accuracy)."""
+        return "eval_" + metrics.official_glue_metric(self.processor.task_name, self.is_regression)
+
     def __init__(self, config):
         super().__init__(config)
         if config.task_name and not config.tfds_name and not config.data_dir:
@@ -207,7 +212,7 @@ class ClassifierRun(FineTuningRun):
             "eval": processor.dev_source,
             "predict": processor.test_source,
         }[split]
-        path = os.path.join(config.output_dir, f"{split}.tf_record")
+        path = self.feature_path(split)
         settings = {
             "format": "bert_tf classifier features 1",
             "task_name": config.task_name,
@@ -289,8 +294,9 @@ class ClassifierRun(FineTuningRun):
 
 
 def run(config):
-    """Runs run_classifier.py's steps as `config` says; returns {"train", "eval", "predict", "export"}."""
-    return ClassifierRun(config).run()
+    """Runs run_classifier.py's steps as `config` says; returns {"train", "eval", "predict", "export"}
+    (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
+    return sweep.run(config, ClassifierRun)
 
 
 def evaluation_results(logits, label_ids, task_name, is_regression):

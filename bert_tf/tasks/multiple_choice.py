@@ -10,7 +10,6 @@ B = batch, C = choices, S = sequence length, H = hidden size.
 """
 
 import dataclasses
-import os
 
 import keras
 import numpy as np
@@ -23,6 +22,7 @@ from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
 from bert_tf.settings import setting
+from bert_tf.tasks import sweep
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
@@ -210,7 +210,7 @@ class MultipleChoiceRun(FineTuningRun):
             {"train": "train", "eval": "dev", "predict": "test"}[split]
         )
         config = self.config
-        path = os.path.join(config.output_dir, f"{split}.tf_record")
+        path = self.feature_path(split)
         settings = {
             "format": "bert_tf multiple choice features 1",
             "input": file_identity(input_path),
@@ -273,8 +273,9 @@ class MultipleChoiceRun(FineTuningRun):
 
 
 def run(config):
-    """Runs run_swag.py's steps as `config` says; returns {"train", "eval", "predict", "export"}."""
-    return MultipleChoiceRun(config).run()
+    """Runs run_swag.py's steps as `config` says; returns {"train", "eval", "predict", "export"}
+    (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
+    return sweep.run(config, MultipleChoiceRun)
 
 
 def evaluation_results(logits, label_ids):

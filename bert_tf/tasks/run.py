@@ -14,6 +14,7 @@ outputs.
 """
 
 import dataclasses
+import json
 import math
 import os
 
@@ -23,7 +24,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import io
-from bert_tf.checkpoints import resolve_checkpoint, restore_init_checkpoint
+from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.data.feature_cache import make_feature_dataset, reading_cached_records
 from bert_tf.distribute import STRATEGIES, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.errors import InputError
@@ -98,7 +99,17 @@ class FineTuningConfig(RunConfig):
     do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
     do_predict: bool = setting(False, "Predict on the test set.")
     predict_batch_size: int = setting(8, "Global predict batch.")
-    num_train_epochs: float = setting(3.0, "Epochs over the training set.")
+    # The BERT paper's fine-tuning grid: several values of these make a sweep (tasks/sweep.py).
+    learning_rate: float = setting(
+        5e-5, "Peak learning rate of the warmup + linear decay.", sweep=True
+    )
+    train_batch_size: int = setting(
+        32, "Global batch per optimizer update (all replicas).", sweep=True
+    )
+    num_train_epochs: float = setting(3.0, "Epochs over the training set.", sweep=True)
+    seed: int | None = setting(
+        12345, "Seed of weights init, dropout and input order (restarts).", sweep=True
+    )
     warmup_proportion: float = setting(0.1, "Fraction of steps of linear learning-rate warmup.")
     export_dir: str | None = setting(
         None, "Write a SavedModel for TF Serving (raw text in) to export_dir/<version>/."
@@ -113,7 +124,27 @@ class FineTuningConfig(RunConfig):
         "Take this task's head from --init_checkpoint when it holds one (a fine-tuned model of "
         "this task); false starts a fresh head.",
     )
+    eval_every_steps: int = setting(
+        0,
+        "Evaluate on the dev set every N training steps and keep the run's best checkpoint (in "
+        "best_checkpoint/) as well as its last; 0: evaluate once, after training.",
+    )
+    sweep_shard: str | None = setting(
+        None, "i/n: of a sweep's combinations, train every n-th from the i-th (0-based) only."
+    )
+    sweep_collect: bool = setting(
+        False,
+        "Train nothing: write sweep_results.tsv and best/ from the finished combinations (the "
+        "sub-folders of --output_dir), e.g. after --sweep_shard runs on several machines.",
+    )
+    # Where the features are written and read: a sweep's runs share those of its --output_dir.
+    feature_dir: str | None = None
 
+
+# --eval_every_steps keeps the best checkpoint of a run here, with its metric in BEST_METRIC_FILE.
+BEST_CHECKPOINT = "best_checkpoint"
+BEST_METRIC_FILE = "dev_metric.json"
+EVAL_RESULTS_FILES = ("eval_results.txt", "eval_results.json")
 
 # Flags that must be positive, when the run's settings have them.
 _POSITIVE = ("max_seq_length", "train_batch_size", "eval_batch_size", "save_checkpoints_steps")
@@ -346,6 +377,8 @@ class FineTuningRun(Run):
 
     # Features whose last axis is the sequence: length bucketing cuts them to a batch's longest input.
     sequence_features = ("input_ids", "input_mask", "segment_ids")
+    # The key of evaluate()'s results that ranks runs (a sweep's best/, --eval_every_steps' best).
+    metric_name = "eval_accuracy"
     # Flags a task cannot run without (besides the shared ones).
     required_flags = ()
 
@@ -457,12 +490,60 @@ class FineTuningRun(Run):
             )
         return self._trainer
 
+    def feature_path(self, split):
+        """The features file of "train", "eval" or "predict" (a sweep's runs share one folder)."""
+        return os.path.join(self.config.feature_dir or self.config.output_dir, f"{split}.tf_record")
+
+    def dev_metric(self, results):
+        """(name, value) of the metric that ranks runs, from evaluate()'s results."""
+        name = self.metric_name if self.metric_name in results else "eval_accuracy"
+        return name, float(results[name])
+
     def train(self):
-        """Fine-tunes on the training features; returns Trainer.train's last progress values."""
+        """Fine-tunes on the training features; returns Trainer.train's last progress values.
+
+        With --eval_every_steps=N it evaluates every N steps (and at the end), and keeps the
+        checkpoint of the best dev metric so far in best_checkpoint/ beside the last ones.
+        """
         path, info = self.features("train")
         trainer = self.trainer(path, info["num_real_examples"])
-        with reading_cached_records([path]):
-            return trainer.train()
+        every, end = self.config.eval_every_steps, trainer.config.num_train_steps
+        if every <= 0:
+            with reading_cached_records([path]):
+                return trainer.train()
+        best = self.best_checkpoint_metric()
+        outcome = None
+        while trainer.global_step < end:
+            with reading_cached_records([path]):
+                outcome = trainer.train(until=(trainer.global_step // every + 1) * every)
+            name, value = self.dev_metric(self.evaluate())
+            logging.info("step %d: %s = %.4f", trainer.global_step, name, value)
+            if best is None or value > best["value"]:
+                best = {"metric": name, "value": value, "global_step": trainer.global_step}
+                self.keep_best_checkpoint(best)
+        return outcome or {"global_step": trainer.global_step}
+
+    def best_checkpoint_metric(self):
+        """The metric of best_checkpoint/ (an earlier part of this run), or None."""
+        path = os.path.join(self.config.output_dir, BEST_CHECKPOINT, BEST_METRIC_FILE)
+        return io.read_json(path) if io.exists(path) else None
+
+    def keep_best_checkpoint(self, best):
+        """Copies the latest checkpoint to best_checkpoint/, with its metric and eval results."""
+        if not self.is_chief:
+            return
+        folder = self.config.output_dir
+        metric_file = os.path.join(folder, BEST_METRIC_FILE)
+        io.write_text(metric_file, json.dumps(best, indent=2) + "\n")
+        extra = [metric_file] + [
+            path
+            for path in (os.path.join(folder, name) for name in EVAL_RESULTS_FILES)
+            if io.exists(path)
+        ]
+        copy_checkpoint(
+            tf.train.latest_checkpoint(folder), os.path.join(folder, BEST_CHECKPOINT), extra
+        )
+        tf.io.gfile.remove(metric_file)
 
     def predict_features(self, path, info, batch_size, output_keys, feature_keys=()):
         """Model outputs for every real example of a features file, in file order (Trainer.predict).

@@ -31,7 +31,7 @@ from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
 from bert_tf.settings import setting
-from bert_tf.tasks import squad_serving
+from bert_tf.tasks import squad_serving, sweep
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
@@ -182,6 +182,7 @@ class SquadRun(FineTuningRun):
     """One run_squad.py invocation: features, training, prediction, evaluation and export."""
 
     spec = SPEC
+    metric_name = "f1"  # the official evaluation's
 
     def __init__(self, config):
         super().__init__(config)
@@ -281,7 +282,7 @@ class SquadRun(FineTuningRun):
         """
         if split != "train":
             raise ValueError(f"SquadRun.features makes the training features only, not {split!r}")
-        path = os.path.join(self.config.output_dir, "train.tf_record")
+        path = self.feature_path("train")
 
         def make_records():
             examples, stats = self.read_examples("train")
@@ -301,7 +302,7 @@ class SquadRun(FineTuningRun):
         """(examples, features, path, info): the prediction data, its windows, their TFRecord."""
         examples, _ = self.read_examples("predict")
         features = list(self._features(examples, is_training=False))
-        path = os.path.join(self.config.output_dir, "eval.tf_record")
+        path = self.feature_path("eval")
         info = cached_records(
             path,
             self._settings("predict"),
@@ -436,7 +437,7 @@ def run(config):
     "predict" is {"predictions", "nbest", "null_odds"}; --do_eval predicts first when
     --do_predict is not set.
     """
-    return SquadRun(config).run()
+    return sweep.run(config, SquadRun)
 
 
 def dataset_json_of(examples, version_2_with_negative):

@@ -24,7 +24,7 @@ from bert_tf.data import conll
 from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.settings import setting
-from bert_tf.tasks import tagging_serving
+from bert_tf.tasks import sweep, tagging_serving
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
 from bert_tf.tasks.run_files import LABELS_FILE
@@ -120,6 +120,7 @@ class TaggerRun(FineTuningRun):
     """One run_ner.py invocation: features, training, evaluation, prediction and export."""
 
     spec = SPEC
+    metric_name = "eval_f1"  # entity F1 (token accuracy for labels that are not chunks)
     required_flags = ("data_dir",)
 
     def __init__(self, config):
@@ -179,7 +180,7 @@ class TaggerRun(FineTuningRun):
         else:
             conll.check_labels(sentences, self.labels, input_path)
         config = self.config
-        path = os.path.join(config.output_dir, f"{split}.tf_record")
+        path = self.feature_path(split)
         settings = {
             "format": "bert_tf tagging features 1",
             "input": file_identity(input_path),
@@ -273,8 +274,9 @@ class TaggerRun(FineTuningRun):
 
 
 def run(config):
-    """Runs run_ner.py's steps as `config` says; returns {"train", "eval", "predict", "export"}."""
-    return TaggerRun(config).run()
+    """Runs run_ner.py's steps as `config` says; returns {"train", "eval", "predict", "export"}
+    (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
+    return sweep.run(config, TaggerRun)
 
 
 def evaluation_results(gold, predicted, labels):

@@ -1,0 +1,230 @@
+"""The BERT paper's fine-tuning protocol: a grid of settings with restarts, the best run on dev kept.
+
+The paper fine-tunes each task over learning rates {5e-5, 4e-5, 3e-5, 2e-5}, batch sizes {16, 32} and
+epochs {2, 3, 4}, with random restarts on small data sets, and keeps the model that does best on dev.
+Every fine-tuning script does this when --learning_rate, --train_batch_size, --num_train_epochs or
+--seed lists several values (comma-separated):
+
+  * each combination trains and evaluates in its own sub-folder of --output_dir (named after its
+    settings), all of them reading the features written once in --output_dir;
+  * a finished combination leaves sweep_run.json (its settings and dev metric) and is skipped when
+    the sweep runs again; one that was cut off resumes from its checkpoint;
+  * --output_dir/sweep_results.tsv gets one row per combination of learning rate, batch size and
+    epochs: the metric of each seed, their mean and standard deviation;
+  * --output_dir/best/ gets the best run's checkpoint (by the task's official dev metric),
+    eval results and task.json; --do_predict and --export_dir then use it, and
+    export_saved_model.py --init_checkpoint=<output_dir> exports it;
+  * --sweep_shard=i/n trains every n-th combination from the i-th (several machines, one grid), and
+    --sweep_collect writes the table and best/ from the finished sub-folders without training.
+
+One value of each flag keeps a single run exactly as before.
+"""
+
+import dataclasses
+import itertools
+import json
+import os
+import statistics
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import io
+from bert_tf.checkpoints import copy_checkpoint
+from bert_tf.errors import InputError
+from bert_tf.tasks.run import BEST_CHECKPOINT, EVAL_RESULTS_FILES
+from bert_tf.tasks.run_files import LABELS_FILE, TASK_FILE
+
+SWEEP_FIELDS = ("learning_rate", "train_batch_size", "num_train_epochs", "seed")
+RESULTS_FILE = "sweep_results.tsv"
+RUN_FILE = "sweep_run.json"
+BEST = "best"
+_NAMES = {"learning_rate": "lr", "train_batch_size": "batch", "num_train_epochs": "epochs"}
+
+
+def _values(value):
+    return list(value) if isinstance(value, tuple) else [value]
+
+
+def combinations(config):
+    """The grid of a config: one {field: value} per combination, seeds varying fastest."""
+    grid = [_values(getattr(config, name)) for name in SWEEP_FIELDS]
+    return [dict(zip(SWEEP_FIELDS, values, strict=True)) for values in itertools.product(*grid)]
+
+
+def is_sweep(config):
+    return (
+        any(isinstance(getattr(config, name), tuple) for name in SWEEP_FIELDS)
+        or bool(config.sweep_shard)
+        or config.sweep_collect
+    )
+
+
+def run_name(combination):
+    """The sub-folder of a combination, e.g. lr3e-05_batch32_epochs3_seed1."""
+    parts = [f"{_NAMES[name]}{combination[name]:g}" for name in SWEEP_FIELDS[:3]]
+    return "_".join([*parts, f"seed{combination['seed']}"])
+
+
+def parse_shard(text):
+    """'i/n' -> (i, n); InputError naming --sweep_shard if it is not 0 <= i < n."""
+    if not text:
+        return 0, 1
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise InputError(f"--sweep_shard={text}: expected i/n, e.g. 0/4") from None
+    if not 0 <= index < count:
+        raise InputError(f"--sweep_shard={text}: needs 0 <= i < n")
+    return index, count
+
+
+def read_run(folder):
+    """The sweep_run.json of a finished combination's folder, or None."""
+    path = os.path.join(folder, RUN_FILE)
+    return io.read_json(path) if io.exists(path) else None
+
+
+def run(config, run_class):
+    """Runs a fine-tuning script's steps: one run, or the sweep its flags ask for.
+
+    Args:
+      config: the script's FineTuningConfig (a sweep flag may hold a tuple of values).
+      run_class: the task's FineTuningRun subclass.
+
+    Returns:
+      The run's outcome ({"train", "eval", "predict", "export"}); for a sweep, {"runs": {name:
+      sweep_run.json's dict}, "best": the best run's, "predict", "export"}.
+    """
+    if not is_sweep(config):
+        return run_class(config).run()
+    if not config.do_eval:
+        raise InputError("a sweep ranks its runs on the dev set: pass --do_eval")
+    if not (config.do_train or config.sweep_collect):
+        raise InputError("a sweep trains its combinations: pass --do_train (or --sweep_collect)")
+    if not config.output_dir:
+        raise InputError("--output_dir is required")
+    index, count = parse_shard(config.sweep_shard)
+    io.check_writable_folder(config.output_dir, "--output_dir")
+    grid = combinations(config)
+    outcome = {"runs": {}}
+    if not config.sweep_collect:
+        for number, combination in enumerate(grid):
+            if number % count == index:
+                name = run_name(combination)
+                outcome["runs"][name] = _train(config, run_class, combination, number, len(grid))
+        if count > 1:
+            logging.info("Shard %d/%d done; --sweep_collect writes the results", index, count)
+            return outcome
+    outcome["best"], best_combination = collect(config, grid)
+    best_config = _settings(config, best_combination, os.path.join(config.output_dir, BEST))
+    if config.do_predict or config.export_dir:
+        final = run_class(
+            dataclasses.replace(
+                best_config,
+                do_train=False,
+                do_eval=False,
+                do_predict=config.do_predict,
+                export_dir=config.export_dir,
+            )
+        ).run()
+        outcome.update({key: final[key] for key in ("predict", "export") if key in final})
+    return outcome
+
+
+def _settings(config, combination, output_dir):
+    """One combination's run settings: scalars, its own folder, the sweep's features."""
+    return dataclasses.replace(
+        config,
+        **combination,
+        output_dir=output_dir,
+        feature_dir=config.output_dir,
+        do_predict=False,
+        export_dir=None,
+        sweep_shard=None,
+        sweep_collect=False,
+    )
+
+
+def _train(config, run_class, combination, number, total):
+    """Trains and evaluates one combination (unless it finished before); its sweep_run.json."""
+    name = run_name(combination)
+    folder = os.path.join(config.output_dir, name)
+    done = read_run(folder)
+    if done is None:
+        task_run = run_class(_settings(config, combination, folder))
+        results = task_run.run()
+        metric, value = task_run.dev_metric(results["eval"])
+        checkpoint = "."
+        best = task_run.best_checkpoint_metric()
+        if best is not None and best["value"] > value:  # --eval_every_steps kept a better one
+            metric, value, checkpoint = best["metric"], best["value"], BEST_CHECKPOINT
+        done = {"settings": combination, "metric": metric, "value": value, "checkpoint": checkpoint}
+        if task_run.is_chief:
+            io.write_text(os.path.join(folder, RUN_FILE), json.dumps(done, indent=2) + "\n")
+    else:
+        name += " (finished before)"
+    logging.info(
+        "sweep %d/%d %s: %s = %.4f", number + 1, total, name, done["metric"], done["value"]
+    )
+    return done
+
+
+def collect(config, grid):
+    """Writes sweep_results.tsv and best/ from the finished combinations; returns (best run, its
+    combination)."""
+    finished = {}
+    for combination in grid:
+        done = read_run(os.path.join(config.output_dir, run_name(combination)))
+        if done is not None:
+            finished[run_name(combination)] = done
+    if not finished:
+        raise InputError(f"--output_dir={config.output_dir} holds no finished combination")
+    missing = [run_name(c) for c in grid if run_name(c) not in finished]
+    if missing:
+        logging.warning("%d combination(s) not finished: %s", len(missing), ", ".join(missing))
+    io.write_text(os.path.join(config.output_dir, RESULTS_FILE), results_table(grid, finished))
+    best_name = max(finished, key=lambda name: finished[name]["value"])  # the first of ties
+    best = finished[best_name]
+    source = os.path.join(config.output_dir, best_name, best["checkpoint"])
+    extra = [os.path.join(config.output_dir, best_name, name) for name in (TASK_FILE, LABELS_FILE)]
+    extra += [os.path.join(source, name) for name in (*EVAL_RESULTS_FILES, RUN_FILE)]
+    extra.append(os.path.join(config.output_dir, best_name, RUN_FILE))
+    copy_checkpoint(
+        tf.train.latest_checkpoint(source),
+        os.path.join(config.output_dir, BEST),
+        [path for path in dict.fromkeys(extra) if io.exists(path)],
+    )
+    # export_saved_model.py --init_checkpoint=<output_dir> reads the task from here.
+    task_file = os.path.join(config.output_dir, best_name, TASK_FILE)
+    io.write_text(os.path.join(config.output_dir, TASK_FILE), io.read_text(task_file))
+    logging.info(
+        "Best of %d run(s): %s, %s = %.4f -> %s",
+        len(finished),
+        best_name,
+        best["metric"],
+        best["value"],
+        os.path.join(config.output_dir, BEST),
+    )
+    return best, best["settings"]
+
+
+def results_table(grid, finished):
+    """sweep_results.tsv: per learning rate, batch size and epochs, each seed's metric, mean, std."""
+    seeds = list(dict.fromkeys(c["seed"] for c in grid))
+    metric = next(iter(finished.values()))["metric"]
+    header = [*SWEEP_FIELDS[:3], *(f"seed={seed}" for seed in seeds), "mean", "std", "metric"]
+    rows = ["\t".join(header)]
+    settings = list(dict.fromkeys(tuple(c[name] for name in SWEEP_FIELDS[:3]) for c in grid))
+    for values in settings:
+        scores = []
+        for seed in seeds:
+            combination = dict(zip(SWEEP_FIELDS, (*values, seed), strict=True))
+            done = finished.get(run_name(combination))
+            scores.append(None if done is None else done["value"])
+        known = [score for score in scores if score is not None]
+        mean = f"{statistics.fmean(known):.4f}" if known else ""
+        std = f"{statistics.stdev(known):.4f}" if len(known) > 1 else ""
+        cells = [f"{v:g}" for v in values] + ["" if s is None else f"{s:.4f}" for s in scores]
+        rows.append("\t".join([*cells, mean, std, metric]))
+    return "\n".join(rows) + "\n"
