@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from bert_tf.errors import InputError
 from bert_tf.tasks.classification import ClassifierConfig, run
+from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import Trainer
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
@@ -379,16 +380,89 @@ def test_bad_input_names_the_file_and_line_and_writes_no_features(tmp_path, case
     assert not [name for name in written if ".tmp" in name]
 
 
+# Texts of 48 and 24 pieces: as a pair and alone, both overflow max_seq_length=32.
+_LONG_A = "Emma Woodhouse, handsome, clever, and rich, with a comfortable home. " * 3
+_LONG_B = "She had lived nearly twenty-one years in the world. " * 2
+
+
+def _truncated_pair_ids(tokenizer, text_a, text_b, max_seq_length):
+    """The original's packing, written out: pop from the longer text (b on a tie) until the pair
+    fits max_seq_length - 3, then [CLS] a [SEP] b [SEP]; a single text is cut to max_seq_length - 2."""
+    tokens_a, tokens_b = tokenizer.tokenize(text_a), tokenizer.tokenize(text_b)
+    if tokens_b:
+        while len(tokens_a) + len(tokens_b) > max_seq_length - 3:
+            (tokens_a if len(tokens_a) > len(tokens_b) else tokens_b).pop()
+        tokens = ["[CLS]", *tokens_a, "[SEP]", *tokens_b, "[SEP]"]
+        segments = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+    else:
+        tokens = ["[CLS]", *tokens_a[: max_seq_length - 2], "[SEP]"]
+        segments = [0] * len(tokens)
+    padding = [0] * (max_seq_length - len(tokens))
+    return {
+        "input_ids": tokenizer.convert_tokens_to_ids(tokens) + padding,
+        "input_mask": [1] * len(tokens) + padding,
+        "segment_ids": segments + padding,
+    }
+
+
 def test_over_long_texts_are_cut_not_refused(tmp_path):
-    write_sentiment_tsv(tmp_path / "data", sizes=(("train", 16), ("dev", 4), ("test", 2)))
-    dev = tmp_path / "data" / "dev.tsv"
-    dev.write_text(dev.read_text() + " ".join(["happy"] * 400) + "\tpos\n")
+    rng = random.Random(5)
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = {
+        split: [
+            (_sentence(rng, label), _sentence(rng, label), label) for label in ["pos", "neg"] * n
+        ]
+        for split, n in (("train", 8), ("dev", 2))
+    }
+    # The pair is cut longest-first to 15 + 14 pieces; the text without text_b to 30 pieces.
+    rows["dev"] += [(_LONG_A, _LONG_B, "pos"), (_LONG_A, "", "pos")]
+    for split, split_rows in (*rows.items(), ("test", [row[:2] for row in rows["dev"]])):
+        lines = ["\t".join(row) + "\n" for row in split_rows]
+        (data / f"{split}.tsv").write_text("".join(lines))
+    out = tmp_path / "out"
     outcome = run(
         tsv_config(
-            tmp_path / "data", tmp_path / "out", do_train=True, do_eval=True, num_train_epochs=1.0
+            data, out, text_b_column="1", label_column="2", do_train=True, do_eval=True,
+            do_predict=True, num_train_epochs=1.0,
         )
-    )
+    )  # fmt: skip
     assert outcome["eval"]["global_step"] == 1
+    tokenizer = FullTokenizer(VOCAB)
+    dev = rows["dev"]
+    assert [len(tokenizer.tokenize(text)) for text in (_LONG_A, _LONG_B)] == [48, 24]
+    records = [
+        tf.train.Example.FromString(record.numpy())
+        for record in tf.data.TFRecordDataset(str(out / "eval.tf_record"))
+    ]
+    assert len(records) == len(dev)  # one feature per dev row, the over-long ones included
+    for row, (record, (text_a, text_b, _)) in enumerate(zip(records, dev, strict=True)):
+        expected = _truncated_pair_ids(tokenizer, text_a, text_b, 32)
+        for name, values in expected.items():
+            assert list(record.features.feature[name].int64_list.value) == values, (row, name)
+    pair, alone = (records[i].features.feature for i in (-2, -1))
+    assert (
+        sum(pair["input_mask"].int64_list.value) == sum(alone["input_mask"].int64_list.value) == 32
+    )
+    assert sum(pair["segment_ids"].int64_list.value) == 15  # b's 14 pieces kept and its [SEP]
+    # test.tsv holds the dev texts: one probability row per input, and the eval results are those
+    # of all of them (the over-long rows counted).
+    predicted = np.array(
+        [
+            [float(p) for p in line.split("\t")]
+            for line in (out / "test_results.tsv").read_text().splitlines()
+        ]
+    )
+    assert predicted.shape == (len(dev), 2)
+    labels = np.array([["neg", "pos"].index(row[2]) for row in dev])
+    nll = -np.log(predicted[np.arange(len(dev)), labels])
+    # Probabilities are printed to 6 decimals (~1e-6 in each NLL of ~0.7). A model after one step
+    # tells the labels apart (NLL ~0.55 against ~0.87), not the texts: as both long rows are "pos",
+    # leaving them out would move the mean by ~0.05.
+    assert outcome["eval"]["eval_loss"] == pytest.approx(nll.mean(), abs=1e-5)
+    assert abs(nll[:-1].mean() - nll.mean()) > 1e-4 and abs(nll[:-2].mean() - nll.mean()) > 1e-4
+    accuracy = np.mean(predicted.argmax(axis=1) == labels)
+    assert outcome["eval"]["eval_accuracy"] == pytest.approx(accuracy)
 
 
 def test_a_corrupt_cached_feature_file_is_one_line_naming_it(trained, tmp_path):
