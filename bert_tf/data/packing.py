@@ -4,6 +4,30 @@ tokens:       [CLS] a1 a2 a3 [SEP] b1 b2 [SEP]
 segment_ids:  0     0  0  0  0     1  1  1
 """
 
+import collections
+
+# A window of a long text: wordpieces start:start + length.
+Span = collections.namedtuple("Span", ["start", "length"])
+
+
+def window_spans(num_tokens, window, stride):
+    """The original run_squad.py's windows: at most `window` pieces each, starting `stride` apart
+    (never more than a window), the last one reaching the end. A text of at most `window` pieces is
+    one window; an empty one has none.
+
+    Returns:
+      A list of Span(start, length).
+    """
+    spans = []
+    start = 0
+    while start < num_tokens:
+        length = min(num_tokens - start, window)
+        spans.append(Span(start=start, length=length))
+        if start + length == num_tokens:
+            break
+        start += min(length, stride)
+    return spans
+
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
     """Shortens the pair in place to at most max_length tokens, longest first (the original's rule).

@@ -31,6 +31,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import tokenization
+from bert_tf.data.packing import window_spans
 from bert_tf.data.records import int64_feature, serialize_example
 from bert_tf.errors import InputError
 from bert_tf.io import read_json
@@ -87,9 +88,6 @@ class SquadFeature:
     start_position: int | None
     end_position: int | None
     is_impossible: bool
-
-
-_DocSpan = collections.namedtuple("_DocSpan", ["start", "length"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -402,7 +400,7 @@ def convert_examples_to_features(
                 example, orig_to_tok_index, all_doc_tokens, tokenizer
             )
         max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-        doc_spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+        doc_spans = window_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
         counts["examples"] += 1
         for doc_span_index in range(len(doc_spans)):
             feature = _make_feature(
@@ -466,19 +464,6 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_ans
             if " ".join(doc_tokens[new_start : new_end + 1]) == answer_pieces:
                 return new_start, new_end
     return input_start, input_end
-
-
-def _doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
-    """Windows of at most max_tokens_for_doc wordpieces, doc_stride apart, the last reaching the end."""
-    doc_spans = []
-    start = 0
-    while start < num_doc_tokens:
-        length = min(num_doc_tokens - start, max_tokens_for_doc)
-        doc_spans.append(_DocSpan(start=start, length=length))
-        if start + length == num_doc_tokens:
-            break
-        start += min(length, doc_stride)
-    return doc_spans
 
 
 def _check_is_max_context(doc_spans, cur_span_index, position):

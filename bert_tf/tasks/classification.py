@@ -21,6 +21,7 @@ from bert_tf.data.classification import features as data_features
 from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import serving_signatures, write_saved_model
+from bert_tf.settings import setting
 from bert_tf.tasks import sweep
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
@@ -93,7 +94,8 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     """Writes the classifier as a SavedModel serving raw text (DESIGN.md's serving contract).
 
     serving_default: text_a (and text_b for pair tasks) -> "probabilities" [B, L] and "label" [B]
-    (the label string); for regression, "predictions" [B]. labels.txt lands in assets/.
+    (the label string); for regression, "predictions" [B]. labels.txt lands in assets/. A model
+    trained with --doc_stride classifies each text whole from its windows (`window_signatures`).
     """
     from bert_tf.preprocessing import BertPreprocessor
 
@@ -103,17 +105,83 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
     label_strings = tf.constant(labels or [""], tf.string)
 
-    def outputs_fn(features):
-        outputs = model(features, training=False)
+    def outputs_of(logits):
         if model.is_regression:
-            return {"predictions": outputs["logits"][:, 0]}
-        probabilities = outputs["probabilities"]
+            return {"predictions": logits[:, 0]}
+        probabilities = tf.nn.softmax(logits, axis=-1)
         best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         return {"probabilities": probabilities, "label": tf.gather(label_strings, best)}
 
-    signatures = serving_signatures(module.preprocessor, outputs_fn, pair=info.is_pair)
+    if info.doc_stride:
+        signatures = window_signatures(module.preprocessor, model, info, outputs_of)
+    else:
+        signatures = serving_signatures(
+            module.preprocessor,
+            lambda features: outputs_of(model(features, training=False)["logits"]),
+            pair=info.is_pair,
+        )
     assets = {LABELS_FILE: labels_text(labels)} if labels else None
     return write_saved_model(export_dir, module, signatures, version=version, assets=assets)
+
+
+def text_windows(preprocessor, text, doc_stride):
+    """run_classifier.py's windows of texts, in the graph (data_features' window features).
+
+    Args:
+      preprocessor: a BertPreprocessor (its max_seq_length is S).
+      text: tf.string [B].
+      doc_stride: Python int.
+
+    Returns:
+      (features, text_index): {"input_ids", "input_mask", "segment_ids"} int32 [W, S'] and
+      int32 [W], the text of each window, non-decreasing. Window k of a text of N pieces holds
+      pieces k * s : min(k * s + M, N), M = S - 2, s = min(doc_stride, M), and a text has
+      1 + ceil((N - M) / s) windows (1 when N <= M, an empty text included).
+    """
+    pieces = preprocessor.tokenize(text)  # [B, (N)]
+    num_pieces = pieces.row_lengths()  # [B]
+    window = preprocessor.max_seq_length - 2
+    step = min(window, doc_stride)
+    more = 1 + (num_pieces - window + step - 1) // step  # windows past the first: ceil((N - M) / s)
+    counts = tf.where(num_pieces <= window, tf.ones_like(num_pieces), more)
+    text_index = tf.repeat(tf.range(tf.shape(counts, out_type=tf.int64)[0]), counts)  # [W]
+    starts = tf.ragged.range(counts).flat_values * step  # [W]
+    ends = tf.minimum(starts + window, tf.gather(num_pieces, text_index))
+    offset = tf.gather(pieces.row_splits, text_index)
+    window_pieces = tf.gather(pieces.flat_values, tf.ragged.range(offset + starts, offset + ends))
+    return preprocessor.pack([window_pieces]), tf.cast(text_index, tf.int32)
+
+
+def window_signatures(preprocessor, model, info, outputs_of):
+    """serving_default (text_a), preprocess (text_a -> the windows and text_index) and serve_ids
+    (the windows -> outputs) of a classifier that combines its windows (combine_windows' rules)."""
+    text_spec = [tf.TensorSpec([None], tf.string, name="text_a")]
+    ids_specs = [
+        tf.TensorSpec([None, None], tf.int32, name=name)
+        for name in ("input_ids", "input_mask", "segment_ids")
+    ] + [tf.TensorSpec([None], tf.int32, name="text_index")]
+
+    @tf.function(input_signature=text_spec)
+    def preprocess(text_a):
+        features, text_index = text_windows(preprocessor, text_a, info.doc_stride)
+        return {**features, "text_index": text_index}
+
+    @tf.function(input_signature=ids_specs)
+    def serve_ids(input_ids, input_mask, segment_ids, text_index):
+        features = dict(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
+        logits = tf.cast(model(features, training=False)["logits"], tf.float32)  # [W, L]
+        if model.is_regression:
+            return outputs_of(tf.math.segment_mean(logits, text_index))
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        if info.window_combination == "max":
+            return outputs_of(tf.math.segment_max(log_probs, text_index))
+        return outputs_of(tf.math.segment_mean(log_probs, text_index))
+
+    @tf.function(input_signature=text_spec)
+    def serve(text_a):
+        return serve_ids(**preprocess(text_a))
+
+    return {"serving_default": serve, "preprocess": preprocess, "serve_ids": serve_ids}
 
 
 SPEC = TaskSpec(
@@ -132,9 +200,26 @@ SPEC = TaskSpec(
 # ---------------------------------------------------------------------------------- the run
 
 
+WINDOW_COMBINATIONS = ("mean", "max")
+
+
 @dataclasses.dataclass(kw_only=True)
 class ClassifierConfig(FineTuningConfig, data.DataSource):
     """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
+
+    doc_stride: int | None = setting(
+        None,
+        "Classify each text whole: a text longer than --max_seq_length - 2 wordpieces becomes "
+        "windows of that many, starting this many apart (as run_squad.py's). Training uses every "
+        "window (steps count windows); eval, predict and the export combine a text's windows "
+        "(--window_combination). Single-text tasks. Default: cut texts, as the original.",
+    )
+    window_combination: str = setting(
+        "mean",
+        "How a text's windows combine: mean (of their log-probabilities) or max (of each label's "
+        "probability), renormalized; regression averages.",
+        choices=WINDOW_COMBINATIONS,
+    )
 
 
 class ClassifierRun(FineTuningRun):
@@ -151,7 +236,14 @@ class ClassifierRun(FineTuningRun):
         super().__init__(config)
         if config.task_name and not config.tfds_name and not config.data_dir:
             raise InputError("--data_dir is required with --task_name")
+        if config.doc_stride is not None and config.doc_stride <= 0:
+            raise InputError(f"--doc_stride must be positive, got {config.doc_stride}")
         self.processor = data.get_processor(config)
+        self.windows = config.doc_stride is not None
+        if self.windows and self.processor.is_pair:
+            raise InputError(
+                f"--doc_stride windows single texts; task {self.processor.task_name} has text pairs"
+            )
         self.is_regression = self.processor.is_regression
         self._examples = {}
         self.labels = self._labels()
@@ -225,6 +317,30 @@ class ClassifierRun(FineTuningRun):
             "is_regression": self.is_regression,
             "split": split,
         }
+        if self.windows:
+            settings.update(format="bert_tf classifier windows 1", doc_stride=config.doc_stride)
+
+        def make_windows():
+            examples = self.examples(split)
+            windows = [
+                window
+                for index, example in enumerate(examples)
+                for window in data_features.convert_example_to_window_features(
+                    example,
+                    self.label_map,
+                    config.max_seq_length,
+                    self.tokenizer,
+                    config.doc_stride,
+                    index,
+                    is_regression=self.is_regression,
+                )
+            ]
+            serialized = [
+                data_features.serialize_classifier_feature(window, self.is_regression)
+                for window in windows
+            ]
+            # Training steps count windows: every epoch sees every window once.
+            return serialized, {"num_real_examples": len(windows), "texts": len(examples)}
 
         def make_examples():
             examples = self.examples(split)
@@ -243,15 +359,33 @@ class ClassifierRun(FineTuningRun):
             ]
             return serialized, {"num_real_examples": len(examples)}
 
-        info = cached_records(path, settings, make_examples)
-        logging.info("%s: %d examples", path, info["num_real_examples"])
+        info = cached_records(path, settings, make_windows if self.windows else make_examples)
+        if self.windows:
+            logging.info("%s: %d windows of %d texts", path, info["num_records"], info["texts"])
+        else:
+            logging.info("%s: %d examples", path, info["num_real_examples"])
         return path, info
 
     def feature_spec(self, is_training, path=None):
-        return data_features.classifier_feature_spec(self.config.max_seq_length, self.is_regression)
+        return data_features.classifier_feature_spec(
+            self.config.max_seq_length, self.is_regression, self.windows
+        )
 
     def padding_feature(self, is_training, path=None):
-        return data_features.padding_feature(self.config.max_seq_length, self.is_regression)
+        return data_features.padding_feature(
+            self.config.max_seq_length, self.is_regression, self.windows
+        )
+
+    def text_logits(self, path, info, batch_size, feature_keys=()):
+        """{"logits" [T, L], features...}: one row per text, its windows combined when windowing."""
+        keys = [*feature_keys, "text_index"] if self.windows else list(feature_keys)
+        result = self.predict_features(path, info, batch_size, ["logits"], keys)
+        if not self.windows:
+            return result
+        rule = "mean" if self.is_regression else self.config.window_combination
+        combined = combine_windows(result["logits"], result["text_index"], rule, self.is_regression)
+        first = np.unique(result["text_index"], return_index=True)[1]  # a text's first window
+        return {"logits": combined, **{name: result[name][first] for name in feature_keys}}
 
     # ------------------------------------------------------------------ model and loop
 
@@ -267,15 +401,15 @@ class ClassifierRun(FineTuningRun):
             "labels": self.labels,
             "is_pair": self.processor.is_pair,
             "is_regression": self.is_regression,
+            "doc_stride": self.config.doc_stride,
+            "window_combination": self.config.window_combination,
         }
 
     # ------------------------------------------------------------------ the steps
 
     def evaluate(self):
         path, info = self.features("eval")
-        result = self.predict_features(
-            path, info, self.config.eval_batch_size, ["logits"], ["label_ids"]
-        )
+        result = self.text_logits(path, info, self.config.eval_batch_size, ["label_ids"])
         results = evaluation_results(
             result["logits"], result["label_ids"], self.processor.task_name, self.is_regression
         )
@@ -283,8 +417,7 @@ class ClassifierRun(FineTuningRun):
 
     def predict_test(self):
         path, info = self.features("predict")
-        logits = self.predict_features(path, info, self.config.predict_batch_size, ["logits"])
-        logits = logits["logits"]
+        logits = self.text_logits(path, info, self.config.predict_batch_size)["logits"]
         if self.is_regression:
             rows = [f"{value:.6f}" for value in logits[:, 0]]
         else:
@@ -297,6 +430,29 @@ def run(config):
     """Runs run_classifier.py's steps as `config` says; returns {"train", "eval", "predict", "export"}
     (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
     return sweep.run(config, ClassifierRun)
+
+
+def combine_windows(logits, text_index, rule, is_regression=False):
+    """One row per text from its windows' logits [W, L], windows in text order.
+
+    Args:
+      logits: float [W, L].
+      text_index: int [W], non-decreasing: the text of each window.
+      rule: "mean": the mean of the windows' log-probabilities; "max": each label's largest
+        log-probability; either is a text's logits (softmax renormalizes them). Regression: the
+        mean of the windows' scores.
+      is_regression: the logits are scores [W, 1].
+
+    Returns:
+      float64 [T, L].
+    """
+    logits = np.asarray(logits, np.float64)
+    values = logits if is_regression else metrics.log_softmax(logits)
+    _, starts = np.unique(text_index, return_index=True)
+    if rule == "max" and not is_regression:
+        return np.maximum.reduceat(values, starts, axis=0)
+    counts = np.diff(np.append(starts, len(values)))[:, None]
+    return np.add.reduceat(values, starts, axis=0) / counts
 
 
 def evaluation_results(logits, label_ids, task_name, is_regression):

@@ -30,6 +30,7 @@ class TaskInfo:
       labels: classifier and tagger: the label strings in id order.
       is_pair, is_regression: classifier: two texts per example; a score instead of labels.
       doc_stride: tagger, SQuAD, classifier windows: pieces between the starts of two windows.
+      window_combination: classifier windows: how a text's windows combine ("mean", "max").
       version_2_with_negative, max_query_length, n_best_size, max_answer_length,
       null_score_diff_threshold: SQuAD's settings (run_squad.py's flags).
     """
@@ -42,6 +43,7 @@ class TaskInfo:
     is_pair: bool = False
     is_regression: bool = False
     doc_stride: int | None = None
+    window_combination: str = "mean"
     version_2_with_negative: bool = False
     max_query_length: int = 64
     n_best_size: int = 20

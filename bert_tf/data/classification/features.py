@@ -9,7 +9,7 @@ S = max_seq_length.
 
 import tensorflow as tf
 
-from bert_tf.data.packing import pack_tokens, pad_to
+from bert_tf.data.packing import Span, pack_tokens, pad_to, window_spans
 from bert_tf.data.records import float_feature, int64_feature, serialize_example
 from bert_tf.errors import InputError
 
@@ -70,39 +70,84 @@ def convert_example_to_feature(example, label_map, max_seq_length, tokenizer, is
     }
 
 
-def padding_feature(max_seq_length, is_regression=False):
+def convert_example_to_window_features(
+    example, label_map, max_seq_length, tokenizer, doc_stride, text_index, is_regression=False
+):
+    """A single text as overlapping windows, each packed [CLS] window [SEP], for long documents.
+
+    The windows are the original run_squad.py's (packing.window_spans): at most S - 2 wordpieces,
+    starting doc_stride apart, the last one reaching the end of the text; a text of at most S - 2
+    pieces is one window, as is a text without pieces. Every window carries the example's label
+    and `text_index`, which puts the windows' predictions back together.
+
+    Returns:
+      A list of convert_example_to_feature's dicts, each with "text_index".
+    """
+    if example.text_b:
+        raise InputError(f"{example.source or example.guid}: windows are for single texts only")
+    if max_seq_length < 3:
+        raise InputError(f"--max_seq_length={max_seq_length} leaves no room for the text")
+    pieces = tokenizer.tokenize(example.text_a)
+    spans = window_spans(len(pieces), max_seq_length - 2, doc_stride) or [Span(0, 0)]
+    label = label_id(example, label_map, is_regression)
+    features = []
+    for span in spans:
+        tokens = ["[CLS]", *pieces[span.start : span.start + span.length], "[SEP]"]
+        input_ids = tokenizer.convert_tokens_to_ids(tokens)
+        features.append(
+            {
+                "input_ids": pad_to(input_ids, max_seq_length),
+                "input_mask": pad_to([1] * len(input_ids), max_seq_length),
+                "segment_ids": [0] * max_seq_length,
+                "label_ids": label,
+                "is_real_example": 1,
+                "text_index": text_index,
+            }
+        )
+    return features
+
+
+def padding_feature(max_seq_length, is_regression=False, windows=False):
     """A feature that fills the last evaluation / prediction batch; is_real_example 0 keeps it out."""
     zeros = [0] * max_seq_length
-    return {
+    feature = {
         "input_ids": zeros,
         "input_mask": zeros,
         "segment_ids": zeros,
         "label_ids": 0.0 if is_regression else 0,
         "is_real_example": 0,
     }
+    if windows:
+        feature["text_index"] = 0
+    return feature
 
 
-def classifier_feature_spec(max_seq_length, is_regression=False):
-    """The TFRecord features, as the original's: int64 ids [S], label_ids int64 (float32 regression)."""
+def classifier_feature_spec(max_seq_length, is_regression=False, windows=False):
+    """The TFRecord features, as the original's: int64 ids [S], label_ids int64 (float32 regression);
+    with windows, the int64 text_index of each window's text too."""
     sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
-    return {
+    spec = {
         "input_ids": sequence,
         "input_mask": sequence,
         "segment_ids": sequence,
         "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
         "is_real_example": tf.io.FixedLenFeature([], tf.int64),
     }
+    if windows:
+        spec["text_index"] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
 
 
 def serialize_classifier_feature(feature, is_regression=False):
     """A feature dict from `convert_example_to_feature` as serialized tf.train.Example bytes."""
     label_feature = float_feature if is_regression else int64_feature
-    return serialize_example(
-        {
-            "input_ids": int64_feature(feature["input_ids"]),
-            "input_mask": int64_feature(feature["input_mask"]),
-            "segment_ids": int64_feature(feature["segment_ids"]),
-            "label_ids": label_feature([feature["label_ids"]]),
-            "is_real_example": int64_feature([feature["is_real_example"]]),
-        }
-    )
+    features = {
+        "input_ids": int64_feature(feature["input_ids"]),
+        "input_mask": int64_feature(feature["input_mask"]),
+        "segment_ids": int64_feature(feature["segment_ids"]),
+        "label_ids": label_feature([feature["label_ids"]]),
+        "is_real_example": int64_feature([feature["is_real_example"]]),
+    }
+    if "text_index" in feature:
+        features["text_index"] = int64_feature([feature["text_index"]])
+    return serialize_example(features)

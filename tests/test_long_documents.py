@@ -1,0 +1,142 @@
+"""run_classifier.py --doc_stride: long texts classified whole from their windows, in Python and in the export.
+
+The task puts its only signal at the END of texts much longer than --max_seq_length: a model that
+reads the first window only (the original's truncation) is at chance, one that reads every window is
+not.
+"""
+
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_run_classifier import NEGATIVE, POSITIVE, tsv_config
+
+from bert_tf.data.packing import window_spans
+from bert_tf.tasks.classification import combine_windows, run
+from bert_tf.tokenization import FullTokenizer
+
+from conftest import SAMPLE_DIR, finish, last_json_line, start_python
+
+FILLER = "the lady walked to the house and said that she was very much in it".split()
+VOCAB = str(SAMPLE_DIR / "vocab.txt")
+MAX_SEQ_LENGTH = 32  # windows of 30 pieces
+
+
+def _text(rng, label, length):
+    """`length` filler words, then 12 words of the label's set: past the first window of 30 pieces."""
+    words = [rng.choice(FILLER) for _ in range(length)]
+    signal = [rng.choice(POSITIVE if label == "pos" else NEGATIVE) for _ in range(12)]
+    return " ".join([*words, *signal])
+
+
+@pytest.fixture(scope="module")
+def long_texts(tmp_path_factory):
+    """train/dev/test.tsv of 32-60 filler words, then the words that give the label."""
+    folder = tmp_path_factory.mktemp("long")
+    rng = random.Random(5)
+    texts = {}
+    for split, size in (("train", 256), ("dev", 64), ("test", 9)):
+        rows = [
+            (_text(rng, label, rng.randint(32, 60)), label)
+            for label in rng.choices(["pos", "neg"], k=size)
+        ]
+        # Two short ones: a window each.
+        if split == "test":
+            rows[:2] = [("happy", "pos"), ("she was sad", "neg")]
+        texts[split] = rows
+        lines = [text if split == "test" else f"{text}\t{label}" for text, label in rows]
+        (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+    return folder, texts
+
+
+def _accuracy(folder):
+    lines = (folder / "eval_results.txt").read_text().splitlines()
+    return float(dict(line.split(" = ") for line in lines)["eval_accuracy"])
+
+
+@pytest.fixture(scope="module")
+def windowed(long_texts, tmp_path_factory):
+    data, _ = long_texts
+    root = tmp_path_factory.mktemp("windowed")
+    settings = dict(
+        do_train=True, do_eval=True, max_seq_length=MAX_SEQ_LENGTH, num_train_epochs=3.0,
+        learning_rate=1e-3, train_batch_size=32,
+    )  # fmt: skip
+    outcome = run(
+        tsv_config(
+            data, root / "out", do_predict=True, doc_stride=15, export_dir=str(root / "export"),
+            **settings,
+        )
+    )  # fmt: skip
+    run(tsv_config(data, root / "cut", **settings))
+    return root, outcome
+
+
+def test_every_window_is_read_so_the_end_of_a_long_text_counts(windowed):
+    root, _ = windowed
+    # 64 dev texts: chance is 0.5 (standard error 0.06); the signal is past the first window.
+    assert _accuracy(root / "out") >= 0.85
+    assert _accuracy(root / "cut") <= 0.7
+
+
+def test_the_windows_are_run_squads_windows_of_each_text(windowed, long_texts):
+    root, texts = windowed[0], long_texts[1]
+    tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
+    records = [
+        tf.train.Example.FromString(record.numpy()).features.feature
+        for record in tf.data.TFRecordDataset(str(root / "out" / "predict.tf_record"))
+    ]
+    expected = []
+    for index, (text, _) in enumerate(texts["test"]):
+        pieces = tokenizer.tokenize(text)
+        for start, length in window_spans(len(pieces), MAX_SEQ_LENGTH - 2, 15) or [(0, 0)]:
+            ids = tokenizer.convert_tokens_to_ids(
+                ["[CLS]", *pieces[start : start + length], "[SEP]"]
+            )
+            expected.append((index, ids + [0] * (MAX_SEQ_LENGTH - len(ids))))
+    got = [
+        (record["text_index"].int64_list.value[0], list(record["input_ids"].int64_list.value))
+        for record in records
+    ]
+    assert got == expected
+    assert len(got) > 2 * len(texts["test"])  # long texts make several windows
+
+
+def test_test_results_have_one_row_per_text_and_the_export_gives_them_from_raw_text(
+    windowed, long_texts
+):
+    root, outcome = windowed
+    texts = [text for text, _ in long_texts[1]["test"]]
+    rows = (root / "out" / "test_results.tsv").read_text().splitlines()
+    predicted = np.array([[float(p) for p in row.split("\t")] for row in rows])
+    assert predicted.shape == (9, 2)
+    script = (
+        "import json, sys\n"
+        "import tensorflow as tf, tensorflow_text  # noqa: F401\n"
+        "texts = json.loads(sys.argv[2])\n"
+        "serve = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
+        "print(json.dumps(serve(text_a=tf.constant(texts))['probabilities'].numpy().tolist()))\n"
+    )
+    import json
+
+    served = np.array(
+        last_json_line(
+            finish(start_python(["-c", script, outcome["export"], json.dumps(texts)]))[0]
+        )
+    )
+    # Printed to 6 decimals; a first-window-only export is off by 0.1 or more on long texts.
+    np.testing.assert_allclose(served, predicted, atol=2e-6)
+
+
+def test_combining_windows_by_mean_and_max_of_log_probabilities():
+    logits = np.log([[0.9, 0.1], [0.5, 0.5], [0.2, 0.8], [0.6, 0.4]])
+    text_index = np.array([0, 0, 0, 1])
+    mean = combine_windows(logits, text_index, "mean")
+    np.testing.assert_allclose(mean[0], np.log([0.9 * 0.5 * 0.2, 0.1 * 0.5 * 0.8]) / 3)
+    np.testing.assert_allclose(mean[1], np.log([0.6, 0.4]))
+    np.testing.assert_allclose(combine_windows(logits, text_index, "max")[0], np.log([0.9, 0.8]))
+    scores = np.array([[1.0], [2.0], [4.0]])
+    np.testing.assert_allclose(
+        combine_windows(scores, np.array([0, 0, 1]), "max", True), [[1.5], [4.0]]
+    )
