@@ -11,13 +11,20 @@ import sys
 import textwrap
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import run_pretraining
+from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
-from bert_tf.tasks.pretraining import PretrainingConfig
+from bert_tf.modeling import BertConfig
+from bert_tf.optimization import AdamWeightDecay, Lamb, WarmupLinearDecay
+from bert_tf.tasks.pretraining import PretrainingConfig, pretraining_task
+from bert_tf.training import TrainConfig, Trainer
+
+from conftest import FLOAT32_EPS, assert_float32_close
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVAL_KEYS = {
@@ -206,18 +213,91 @@ def test_same_seed_gives_the_same_result(tmp_path, google_ckpt_dir, reference_re
     assert other["loss"] != first["loss"]
 
 
-def test_gradient_accumulation_and_lamb_run(tmp_path, no_dropout_config, reference_records):
-    _, results = run(
-        **tiny_flags(
-            no_dropout_config,
-            reference_records,
-            tmp_path,
-            num_accumulation_steps=2,
-            optimizer="lamb",
-        )
+def _two_updates(
+    config_path, records, init_checkpoint, optimizer, num_accumulation_steps, model_dir
+):
+    """Two updates of batch 8 from the checkpoint, k micro-batches each: (trainer, last logged losses)."""
+    bert_config = BertConfig.from_json_file(config_path)
+    task = pretraining_task(bert_config, records, 23, 5, seed=11)
+    keras.utils.set_random_seed(11)
+
+    def optimizer_fn():
+        # No clipping: at norm 1.0 a gradient of twice the size is clipped to the same update, and
+        # a wrong normalizer changes the scale. Without it the m and v slots hold the sums as summed.
+        schedule = WarmupLinearDecay(1e-3, num_train_steps=2, num_warmup_steps=0)
+        return {"adamw": AdamWeightDecay, "lamb": Lamb}[optimizer](schedule, clip_norm=None)
+
+    config = TrainConfig(
+        str(model_dir), train_batch_size=8, num_train_steps=2, steps_per_loop=2, log_steps=2,
+        save_checkpoints_steps=2, num_accumulation_steps=num_accumulation_steps,
+    )  # fmt: skip
+    trainer = Trainer(
+        task, tf.distribute.OneDeviceStrategy("/cpu:0"), optimizer_fn, config,
+        init_fn=lambda model: restore_init_checkpoint(model, init_checkpoint),
+    )  # fmt: skip
+    return trainer, trainer.train()
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+def test_accumulating_micro_batches_gives_the_update_of_the_whole_batch(
+    tmp_path, no_dropout_config, reference_records, ckpt_prefix, optimizer
+):
+    # The training input is shuffled with a seed: both runs read the same 16 records in one order.
+    task = pretraining_task(
+        BertConfig.from_json_file(no_dropout_config), reference_records, 23, 5, 11
     )
-    assert results["global_step"] == 4
-    assert np.isfinite(results["loss"])
+    batches = [
+        [batch["input_ids"].numpy() for batch in task.dataset_fn(None, 8, True).take(2)]
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(batches[0], batches[1])
+    assert not np.array_equal(batches[0][0][:4], batches[0][0][4:])  # two different micro-batches
+    runs = {
+        k: _two_updates(
+            no_dropout_config, reference_records, ckpt_prefix, optimizer, k, tmp_path / f"k{k}"
+        )
+        for k in (1, 2)
+    }
+    whole, accumulated = runs[1][0], runs[2][0]
+    assert whole.global_step == accumulated.global_step == 2
+    # The logged loss sums the micro-batches' losses, each divided by the whole batch's counts.
+    assert runs[2][1]["loss"] == pytest.approx(runs[1][1]["loss"], rel=1e-5)
+    # The attention key biases get no gradient in exact arithmetic (a softmax ignores a shift of all
+    # its inputs): theirs is rounding noise of ~1e-8, which Adam and LAMB divide by its own size,
+    # so their values end up to lr apart. Their m slots are compared below.
+    weights = [
+        (expected, actual)
+        for expected, actual in zip(whole.model.weights, accumulated.model.weights, strict=True)
+        if not expected.path.endswith("key/bias")
+    ]
+    assert len(weights) == len(whole.model.weights) - 2
+    for expected, actual in weights:
+        # The same sums in another order, then two updates: measured up to 6 float32 rounding steps
+        # of the largest weight of the array; the default 256 is 40x that.
+        assert_float32_close(actual.numpy(), expected.numpy(), err_msg=expected.path)
+    for slot in ("m", "v"):
+        pairs = [
+            (expected, actual)
+            for expected, actual in zip(
+                whole.optimizer.variables, accumulated.optimizer.variables, strict=True
+            )
+            if expected.path.endswith(f"_{slot}")
+        ]
+        assert len(pairs) == len(whole.model.trainable_weights)
+        # m and v are the gradient sums themselves (m = 0.09 g1 + 0.1 g2): their rounding is that of
+        # the whole backward pass, a few steps of the largest element of any variable's slot
+        # (measured up to 44); 256 of them is 6x that. A micro-batch dropped or counted twice, or
+        # normalized by its own counts, moves the gradient sums by 10% to 100%.
+        largest = max(np.abs(expected.numpy()).max() for expected, _ in pairs)
+        for expected, actual in pairs:
+            np.testing.assert_allclose(
+                actual.numpy(), expected.numpy(), rtol=0, atol=256 * FLOAT32_EPS * largest,
+                err_msg=expected.path,
+            )  # fmt: skip
+    # Not a vacuous pass: the two updates moved the weights 10x further than that tolerance.
+    embeddings = [v for v in whole.model.weights if v.path.endswith("word_embeddings")][0].numpy()
+    initial = tf.train.load_checkpoint(ckpt_prefix).get_tensor("bert/embeddings/word_embeddings")
+    assert np.abs(embeddings - initial).max() > 10 * 256 * FLOAT32_EPS * np.abs(initial).max()
 
 
 @pytest.mark.parametrize(
