@@ -133,3 +133,78 @@ def last_json_line(stdout):
     import json
 
     return json.loads(stdout.strip().splitlines()[-1])
+
+
+# `saved_model_cli`, with tensorflow_text's ops registered first (the TF Serving binary links them in).
+SAVED_MODEL_CLI = (
+    "import sys, tensorflow_text\n"
+    "from tensorflow.python.tools import saved_model_cli\n"
+    "sys.argv = ['saved_model_cli', *sys.argv[1:]]\n"
+    "saved_model_cli.main()\n"
+)
+
+
+def start_saved_model_cli_run(export_dir, inputs, work_dir, signature="serving_default"):
+    """Starts `saved_model_cli run` of one signature of an export; see `saved_model_cli_outputs`.
+
+    `run` loads the export as TF Serving's C++ loader does: a TF1 session restores the variables
+    through the MetaGraph's saver and runs the signature's tensors by name. The inputs go in as .npy
+    files (`--inputs`), so strings of any rank and any character reach it unparsed.
+
+    Args:
+      export_dir: an export's version folder.
+      inputs: {input name: nested lists or array}; str values are sent as UTF-8 bytes.
+      work_dir: a pathlib.Path for the inputs and outputs; must not hold an earlier run's.
+      signature: the signature_def to run.
+
+    Returns:
+      The process (from `start_python`).
+    """
+    import numpy as np
+
+    (work_dir / "inputs").mkdir(parents=True)
+    files = []
+    for name, value in inputs.items():
+        array = np.array(value)
+        if array.dtype.kind == "U":
+            array = np.array(np.char.encode(array, "utf-8"), dtype=object)
+        path = work_dir / "inputs" / f"{name}.npy"
+        np.save(path, array, allow_pickle=True)
+        files.append(f"{name}={path}")
+    return start_python(
+        [
+            "-c", SAVED_MODEL_CLI, "run", "--dir", export_dir, "--tag_set", "serve",
+            "--signature_def", signature, "--inputs", ";".join(files),
+            "--outdir", work_dir / "outputs",
+        ]
+    )  # fmt: skip
+
+
+def saved_model_cli_outputs(process, work_dir, timeout=300):
+    """{output name: np.ndarray} of a `start_saved_model_cli_run` process (strings as bytes)."""
+    import numpy as np
+
+    finish(process, timeout)
+    return {
+        path.stem: np.load(path, allow_pickle=True)
+        for path in sorted((work_dir / "outputs").glob("*.npy"))
+    }
+
+
+def assert_like_the_tf2_load(served, expected):
+    """`saved_model_cli_outputs` against the same signature's outputs in the TF2 loader.
+
+    The same graph run by a TF1 session instead of the TF2 loader's functions: floats agree to float32
+    rounding (assert_float32_close), everything else (ids, masks, labels as bytes) exactly. Variables
+    the session did not restore (a random or zero model) change every float.
+    """
+    import numpy as np
+
+    assert sorted(served) == sorted(expected)
+    for name, value in expected.items():
+        value = np.asarray(value)
+        assert served[name].shape == value.shape, (name, served[name].shape, value.shape)
+        if value.dtype.kind == "f":
+            assert_float32_close(served[name], value, err_msg=name)
+        else:
+            np.testing.assert_array_equal(served[name], value, err_msg=name)

@@ -22,7 +22,15 @@ from bert_tf.modeling import BertConfig, BertModel
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
+from conftest import (
+    REPO_DIR,
+    SAMPLE_DIR,
+    SAVED_MODEL_CLI,
+    SUBPROCESS_ENV,
+    assert_like_the_tf2_load,
+    saved_model_cli_outputs,
+    start_saved_model_cli_run,
+)
 
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
 
@@ -191,14 +199,8 @@ def test_every_signature_serves_raw_text_in_a_tensorflow_only_process(release, e
 
 
 def test_saved_model_cli_shows_every_signature(exported):
-    script = (
-        "import sys, tensorflow_text\n"
-        "from tensorflow.python.tools import saved_model_cli\n"
-        "sys.argv = ['saved_model_cli', *sys.argv[1:]]\n"
-        "saved_model_cli.main()\n"
-    )
     shown = subprocess.run(
-        [sys.executable, "-c", script, "show", "--dir", str(exported), "--all"],
+        [sys.executable, "-c", SAVED_MODEL_CLI, "show", "--dir", str(exported), "--all"],
         capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr[-2000:]
@@ -208,6 +210,15 @@ def test_saved_model_cli_shows_every_signature(exported):
         "inputs['text_a'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)"
         in shown.stdout
     )
+
+
+def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(exported, tmp_path):
+    import tensorflow_text  # noqa: F401 (registers the tokenizer ops for the load in this process)
+
+    process = start_saved_model_cli_run(exported, {"text_a": TEXTS_A}, tmp_path)
+    loaded = tf.saved_model.load(str(exported))
+    expected = loaded.signatures["serving_default"](text_a=tf.constant(TEXTS_A))
+    assert_like_the_tf2_load(saved_model_cli_outputs(process, tmp_path), expected)
 
 
 def test_an_existing_version_and_wrong_settings_are_refused(release, tmp_path):

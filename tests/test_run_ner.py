@@ -27,7 +27,15 @@ from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import TASKS, exporting, tagging, tagging_serving
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import REPO_DIR, SAMPLE_DIR, finish, start_python
+from conftest import (
+    REPO_DIR,
+    SAMPLE_DIR,
+    assert_like_the_tf2_load,
+    finish,
+    saved_model_cli_outputs,
+    start_python,
+    start_saved_model_cli_run,
+)
 
 TINY_CONFIG = str(SAMPLE_DIR / "bert_config_tiny.json")
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
@@ -294,6 +302,15 @@ def test_the_export_labels_every_word_like_test_predictions_in_a_tensorflow_only
     # serve_ids on preprocess's windows is serving_default without the words.
     assert served["by_ids_labels"] == served["labels"]
     np.testing.assert_array_equal(served["by_ids"], served["probabilities"])
+
+
+def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(trained, tmp_path):
+    export_path = trained["outcome"]["export"]
+    texts = [" ".join(words) for words in trained["test_words"]] + [""]
+    process = start_saved_model_cli_run(export_path, {"text": texts}, tmp_path)
+    loaded = tf.saved_model.load(export_path)
+    expected = loaded.signatures["serving_default"](text=tf.constant(texts))
+    assert_like_the_tf2_load(saved_model_cli_outputs(process, tmp_path), expected)
 
 
 @pytest.mark.parametrize("max_seq_length, doc_stride", [(6, None), (8, 2), (5, 1)])

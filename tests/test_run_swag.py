@@ -26,7 +26,15 @@ from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import TASKS, exporting, multiple_choice
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import REPO_DIR, SAMPLE_DIR, finish, start_python
+from conftest import (
+    REPO_DIR,
+    SAMPLE_DIR,
+    assert_like_the_tf2_load,
+    finish,
+    saved_model_cli_outputs,
+    start_python,
+    start_saved_model_cli_run,
+)
 
 TINY_CONFIG = str(SAMPLE_DIR / "bert_config_tiny.json")
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
@@ -232,6 +240,22 @@ def test_the_export_scores_raw_choices_like_test_results_in_a_tensorflow_only_pr
     two = np.array(served["two_choices"])
     assert two.shape == (2, 2)
     np.testing.assert_allclose(two.sum(axis=1), 1.0, atol=1e-6)
+
+
+def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(trained, tmp_path):
+    # `choices` is a rank-2 string tensor [B, C]: it goes in as a .npy file.
+    export_path = trained["outcome"]["export"]
+    rows = trained["test_rows"][:4]
+    inputs = {
+        "context": [row[4] for row in rows],
+        "choices": [[f"{row[5]} {ending}" for ending in row[7:11]] for row in rows],
+    }
+    process = start_saved_model_cli_run(export_path, inputs, tmp_path)
+    loaded = tf.saved_model.load(export_path)
+    expected = loaded.signatures["serving_default"](
+        **{name: tf.constant(value) for name, value in inputs.items()}
+    )
+    assert_like_the_tf2_load(saved_model_cli_outputs(process, tmp_path), expected)
 
 
 def test_in_graph_packing_is_the_packing_of_run_swags_features():
