@@ -30,3 +30,60 @@ def test_console_command_helpshort_lists_its_flags(command, flags):
     listed = result.stdout.replace("--[no]", "--")  # boolean flags are shown as --[no]name
     for flag in flags:
         assert f"--{flag}:" in listed, f"{command} --helpshort does not list --{flag}"
+
+
+# Every script with its settings dataclass: --helpshort must list each of its flags.
+SCRIPTS = [
+    ("run_classifier.py", "bert_tf.tasks.classification", "ClassifierConfig"),
+    ("run_squad.py", "bert_tf.tasks.squad", "SquadConfig"),
+    ("run_ner.py", "bert_tf.tasks.tagging", "TaggerConfig"),
+    ("run_swag.py", "bert_tf.tasks.multiple_choice", "MultipleChoiceConfig"),
+    ("run_pretraining.py", "bert_tf.tasks.pretraining", "PretrainingConfig"),
+    ("create_pretraining_data.py", "bert_tf.data.pretraining.writer", "CreateConfig"),
+    ("extract_features.py", "bert_tf.tasks.encoder", "ExtractConfig"),
+    ("export_saved_model.py", "bert_tf.tasks.exporting", "ExportConfig"),
+    ("convert_checkpoint.py", "bert_tf.convert", "ConvertConfig"),
+]
+
+
+@pytest.fixture(scope="module")
+def helpshort():
+    """{script: (stdout, stderr)} of `python <script> --helpshort`, run side by side."""
+    from conftest import REPO_DIR, SUBPROCESS_ENV
+
+    env = {key: value for key, value in SUBPROCESS_ENV.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    started = {
+        script: subprocess.Popen(
+            [sys.executable, os.path.join(REPO_DIR, script), "--helpshort"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )  # fmt: skip
+        for script, _, _ in SCRIPTS
+    }
+    return {script: process.communicate(timeout=300) for script, process in started.items()}
+
+
+@pytest.mark.parametrize("script, module, config", SCRIPTS, ids=[s for s, _, _ in SCRIPTS])
+def test_helpshort_lists_every_flag_of_the_script(helpshort, script, module, config):
+    import importlib
+
+    from bert_tf.settings import flag_fields
+
+    fields = flag_fields(getattr(importlib.import_module(module), config))
+    stdout, stderr = helpshort[script]
+    listed = stdout.replace("--[no]", "--")
+    missing = [field.name for field in fields if f"--{field.name}:" not in listed]
+    assert not missing, f"{script} --helpshort does not list {missing}\n{stderr[-2000:]}"
+    assert len(fields) >= 3
+
+
+@pytest.mark.skipif(
+    any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0")), reason="a GPU is present"
+)
+def test_no_cuda_errors_are_printed_on_a_machine_without_a_gpu(helpshort):
+    for script, (_, stderr) in helpshort.items():
+        assert "cuInit" not in stderr and "cuda" not in stderr.lower(), (
+            f"{script}: {stderr[-2000:]}"
+        )

@@ -3,6 +3,7 @@ seeds, on run_classifier.py's small sentiment task."""
 
 import json
 import os
+import shutil
 import statistics
 
 import pytest
@@ -98,9 +99,13 @@ def test_best_is_the_run_with_the_highest_dev_metric_and_predicts(swept):
     assert json.loads((output_dir / "task.json").read_text())["labels"] == ["neg", "pos"]
 
 
-def test_a_killed_sweep_resumes_and_shards_collect_into_the_same_table(
+def test_a_killed_shard_resumes_and_collecting_gives_the_same_table(
     swept, data_dir, tmp_path, monkeypatch
 ):
+    output_dir, _ = swept
+    # Shard 0/2 ran on another machine: its finished combinations (0, 2, 4, 6) are copied here.
+    for name in RUNS[0::2]:
+        shutil.copytree(output_dir / name, tmp_path / name)
     trained = []  # (folder, global step at the start) of every Trainer.train call
     real_train, real_evaluate = Trainer.train, classification.ClassifierRun.evaluate
 
@@ -109,30 +114,30 @@ def test_a_killed_sweep_resumes_and_shards_collect_into_the_same_table(
         return real_train(trainer, *args, **kwargs)
 
     def killed_after_training_the_second(run):
-        if run.config.output_dir.endswith(RUNS[2]):
+        if run.config.output_dir.endswith(RUNS[3]):
             raise KeyboardInterrupt("killed")
         return real_evaluate(run)
 
     monkeypatch.setattr(Trainer, "train", counting_train)
     monkeypatch.setattr(classification.ClassifierRun, "evaluate", killed_after_training_the_second)
-    first_half = grid_config(data_dir, tmp_path, sweep_shard="0/2")
+    second_half = grid_config(data_dir, tmp_path, sweep_shard="1/2")
     with pytest.raises(KeyboardInterrupt):
-        classification.run(first_half)
-    assert trained == [(RUNS[0], 0), (RUNS[2], 0)]  # shard 0/2: combinations 0, 2, 4, 6
+        classification.run(second_half)
+    assert trained == [(RUNS[1], 0), (RUNS[3], 0)]  # shard 1/2: combinations 1, 3, 5, 7
     monkeypatch.setattr(classification.ClassifierRun, "evaluate", real_evaluate)
     trained.clear()
-    classification.run(first_half)
-    # RUNS[0] is skipped; RUNS[2] resumes at its last step (nothing left to train).
-    assert trained[0][0] == RUNS[2] and trained[0][1] > 0
-    assert [name for name, _ in trained] == [RUNS[2], RUNS[4], RUNS[6]]
+    classification.run(second_half)
+    # RUNS[1] is skipped; RUNS[3] resumes at its last step (nothing left to train).
+    assert [name for name, _ in trained] == [RUNS[3], RUNS[5], RUNS[7]] and trained[0][1] > 0
     assert not (tmp_path / "sweep_results.tsv").exists()  # a shard leaves collecting to the end
-    classification.run(grid_config(data_dir, tmp_path, sweep_shard="1/2"))
     trained.clear()
     classification.run(grid_config(data_dir, tmp_path, sweep_collect=True))
     assert trained == []
-    output_dir, _ = swept
     assert (tmp_path / "sweep_results.tsv").read_text() == (
         output_dir / "sweep_results.tsv"
+    ).read_text()
+    assert (tmp_path / "best" / "sweep_run.json").read_text() == (
+        output_dir / "best" / "sweep_run.json"
     ).read_text()
 
 

@@ -26,8 +26,9 @@ from bert_tf import io
 from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.data.packing import pack_tokens
 from bert_tf.errors import InputError
-from bert_tf.modeling import BertConfig, BertModel
+from bert_tf.modeling import BertModel
 from bert_tf.settings import setting
+from bert_tf.tasks.run import load_bert_config
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tokenization import FullTokenizer, validate_case_matches_checkpoint
 
@@ -290,18 +291,10 @@ def run_extract_features(config):
         if not getattr(config, name):
             raise InputError(f"--{name} is required")
     validate_case_matches_checkpoint(config.do_lower_case, config.init_checkpoint)
-    for name in ("input_file", "bert_config_file", "vocab_file"):
+    for name in ("input_file", "vocab_file"):
         if not io.exists(getattr(config, name)):
             raise InputError(f"--{name}={getattr(config, name)} does not exist")
-    try:
-        bert_config = BertConfig.from_json_file(config.bert_config_file)
-    except ValueError as error:
-        raise InputError(f"--bert_config_file: {error}") from None
-    if config.max_seq_length > bert_config.max_position_embeddings:
-        raise InputError(
-            f"--max_seq_length={config.max_seq_length} exceeds max_position_embeddings="
-            f"{bert_config.max_position_embeddings} of --bert_config_file={config.bert_config_file}"
-        )
+    bert_config = load_bert_config(config.bert_config_file, config.max_seq_length)
     if config.batch_size <= 0:
         raise InputError(f"--batch_size must be positive, got {config.batch_size}")
     folder = os.path.dirname(os.path.abspath(config.output_file))

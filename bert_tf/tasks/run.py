@@ -152,6 +152,22 @@ _POSITIVE += ("iterations_per_loop", "log_steps", "predict_batch_size", "num_tpu
 _POSITIVE += ("max_predictions_per_seq", "max_eval_steps", "num_accumulation_steps")
 
 
+def load_bert_config(bert_config_file, max_seq_length):
+    """--bert_config_file's BertConfig, checked against --max_seq_length; InputError naming them."""
+    if not tf.io.gfile.exists(bert_config_file):
+        raise InputError(f"--bert_config_file={bert_config_file} does not exist")
+    try:
+        bert_config = BertConfig.from_json_file(bert_config_file)
+    except ValueError as error:
+        raise InputError(f"--bert_config_file: {error}") from None
+    if max_seq_length > bert_config.max_position_embeddings:
+        raise InputError(
+            f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
+            f"{bert_config.max_position_embeddings} of --bert_config_file={bert_config_file}"
+        )
+    return bert_config
+
+
 def make_strategy(config):
     """The tf.distribute strategy the flags ask for (one device, mirrored, multi-worker or TPU)."""
     try:
@@ -229,17 +245,7 @@ class Run:
             value = getattr(config, name, 1)
             if value <= 0:
                 raise InputError(f"--{name} must be positive, got {value}")
-        if not tf.io.gfile.exists(config.bert_config_file):
-            raise InputError(f"--bert_config_file={config.bert_config_file} does not exist")
-        try:
-            bert_config = BertConfig.from_json_file(config.bert_config_file)
-        except ValueError as error:
-            raise InputError(f"--bert_config_file: {error}") from None
-        if config.max_seq_length > bert_config.max_position_embeddings:
-            raise InputError(
-                f"--max_seq_length={config.max_seq_length} exceeds max_position_embeddings="
-                f"{bert_config.max_position_embeddings} of --bert_config_file={config.bert_config_file}"
-            )
+        bert_config = load_bert_config(config.bert_config_file, config.max_seq_length)
         if hasattr(config, "do_lower_case"):  # the original checks this first
             validate_case_matches_checkpoint(config.do_lower_case, config.init_checkpoint)
         if config.init_checkpoint:
