@@ -21,6 +21,7 @@ import argparse
 import collections
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -209,8 +210,12 @@ def _tree_memory_bytes(root_pid):
 
 
 def _measure(command):
-    """Runs command; returns (wall seconds, peak Rss and peak Pss of its process tree in MB)."""
-    start = time.monotonic()
+    """Runs command; returns {"wall", "cpu"} seconds and {"rss", "pss"} peak MB of its process tree.
+
+    "cpu" is the user + system time of the child and of every descendant it waited for (the
+    workers): unlike wall time, it does not grow when other work on the machine takes the cores.
+    """
+    start, cpu_start = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     process = subprocess.Popen(
         command, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
@@ -228,11 +233,13 @@ def _measure(command):
     sampler.start()
     output = process.communicate()[0].decode()
     seconds = time.monotonic() - start
+    cpu_end = resource.getrusage(resource.RUSAGE_CHILDREN)
     done.set()
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{command} failed:\n{output[-3000:]}")
-    return seconds, peak_rss / 2**20, peak_pss / 2**20
+    cpu = (cpu_end.ru_utime + cpu_end.ru_stime) - (cpu_start.ru_utime + cpu_start.ru_stime)
+    return {"wall": seconds, "cpu": cpu, "rss": peak_rss / 2**20, "pss": peak_pss / 2**20}
 
 
 def _ours(input_file, output_file, workers):
@@ -243,7 +250,7 @@ def _ours(input_file, output_file, workers):
 
 
 def _stats(path):
-    """Instances, mean real length, mean predictions, fraction random next (read with tf.data)."""
+    """{"instances", "mean length", "predictions/instance", "random next"} (read with tf.data)."""
     code = f"""
 import numpy as np, tensorflow as tf
 from bert_tf.data.pretraining.reader import pretraining_feature_spec
@@ -256,7 +263,7 @@ print(n, length / n, predictions / n, random_next / n)
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_DIR, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": REPO_DIR}, check=True).stdout.split()  # fmt: skip
-    return int(out[0]), *map(float, out[1:])
+    return dict(zip(STATS, [int(out[0]), *map(float, out[1:])], strict=True))
 
 
 def _scaled_corpus(path, copies):
@@ -274,6 +281,18 @@ def _scaled_corpus(path, copies):
 ORIGINAL_SCRIPT_ELSEWHERE = "28.4 s wall and 782 MB peak RSS for 69,246 instances"
 
 ORIGINAL = "original algorithm (reimplementation, 1 process)"
+STATS = ("instances", "mean length", "predictions/instance", "random next")
+
+
+def _row(name, input_file, measured, output_file):
+    """A table row: best and median wall and CPU seconds, peak memory, the output's statistics."""
+    walls, cpus = [m["wall"] for m in measured], [m["cpu"] for m in measured]
+    return {
+        "run": name, "input MB": os.path.getsize(input_file) / 2**20, "wall best": min(walls),
+        "wall median": statistics.median(walls), "cpu median": statistics.median(cpus),
+        "rss": max(m["rss"] for m in measured), "pss": max(m["pss"] for m in measured),
+        **_stats(output_file),
+    }  # fmt: skip
 
 
 def _austen_rows(tmp, repeats):
@@ -284,37 +303,39 @@ def _austen_rows(tmp, repeats):
         "ours, --num_workers=2": lambda out: _ours(AUSTEN, out, 2),
     }
     outputs = {name: os.path.join(tmp, f"austen_{i}.tfrecord") for i, name in enumerate(commands)}
-    results = {name: [] for name in commands}
+    measured = {name: [] for name in commands}
     for _ in range(repeats):
         for name, command in commands.items():
-            results[name].append(_measure(command(outputs[name])))
-    size = f"{os.path.getsize(AUSTEN) / 2**20:.1f} MB"
-    rows = []
-    for name, measured in results.items():
-        times = [seconds for seconds, _, _ in measured]
-        rss, pss = max(r[1] for r in measured), max(r[2] for r in measured)
-        rows.append((name, size, min(times), statistics.median(times), rss, pss,
-                     *_stats(outputs[name])))  # fmt: skip
-    return rows
+            measured[name].append(_measure(command(outputs[name])))
+    return [_row(name, AUSTEN, measured[name], outputs[name]) for name in commands]
+
+
+def _print_table(rows):
+    print("| run | input | wall s (best) | wall s (median) | CPU s (median) | peak RSS MB (sum) "
+          "| peak PSS MB (sum) | instances | mean length | predictions/instance | random next |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['run']} | {row['input MB']:.1f} MB | {row['wall best']:.2f} | {row['wall median']:.2f} "
+              f"| {row['cpu median']:.2f} | {row['rss']:.0f} | {row['pss']:.0f} "
+              f"| {row['instances']:,} | {row['mean length']:.1f} "
+              f"| {row['predictions/instance']:.2f} | {row['random next']:.3f} |")  # fmt: skip
 
 
 def _print_summary(rows):
     """The same-run ratios: the reimplemented original's time and memory over ours."""
-    by_name = {row[0]: row for row in rows}
+    by_name = {row["run"]: row for row in rows}
     original = by_name[ORIGINAL]
     for workers in (1, 2):
         ours = by_name[f"ours, --num_workers={workers}"]
-        print(
-            f"ours --num_workers={workers} vs the original algorithm, same run: "
-            f"{original[3] / ours[3]:.1f}x faster (median), {original[2] / ours[2]:.1f}x (best); "
-            f"{original[4] / ours[4]:.1f}x less peak RSS, {original[5] / ours[5]:.1f}x less peak PSS"
-        )
+        ratios = ", ".join(
+            f"{original[key] / ours[key]:.1f}x {what}"
+            for key, what in (("wall median", "less wall time (median)"),
+                              ("wall best", "(best)"), ("cpu median", "less CPU time (median)"),
+                              ("rss", "less peak RSS"), ("pss", "less peak PSS"))
+        )  # fmt: skip
+        print(f"ours --num_workers={workers} vs the original algorithm, same run: {ratios}")
     ours = by_name["ours, --num_workers=1"]
-    differences = ", ".join(
-        f"{what} {ours[index] / original[index] - 1:+.1%}"
-        for what, index in (("instances", 6), ("mean length", 7), ("predictions/instance", 8),
-                            ("random next", 9))
-    )  # fmt: skip
+    differences = ", ".join(f"{key} {ours[key] / original[key] - 1:+.1%}" for key in STATS)
     print(f"ours vs the original algorithm, same run: {differences}")
     print(
         f"Context only, not measured in this run: the original TF1 script took "
@@ -340,20 +361,14 @@ def main():
         rows = _austen_rows(tmp, args.repeats)
         out = os.path.join(tmp, "big.tfrecord")
         for scale in [int(s) for s in args.scales.split(",") if s]:
-            big = os.path.join(tmp, "big.txt")
+            big = os.path.join(tmp, f"austen_x{scale}.txt")
             _scaled_corpus(big, scale)
-            seconds, rss, pss = _measure(_ours(big, out, 2))
             name = f"ours, --num_workers=2, Austen x{scale} (1 run)"
-            size = f"{os.path.getsize(big) / 2**20:.0f} MB"
-            rows.append((name, size, seconds, seconds, rss, pss, *_stats(out)))
+            rows.append(_row(name, big, [_measure(_ours(big, out, 2))], out))
+            os.remove(big)
 
     print(f"\ncreate_pretraining_data, {os.cpu_count()} cores, {FLAGS}, {args.repeats} repeat(s)\n")
-    print("| run | input | wall s (best) | wall s (median) | peak RSS MB (sum) | peak PSS MB (sum) "
-          "| instances | mean length | predictions/instance | random next |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, size, best, median, rss, pss, n, length, predictions, random_next in rows:
-        print(f"| {name} | {size} | {best:.2f} | {median:.2f} | {rss:.0f} | {pss:.0f} | {n:,} "
-              f"| {length:.1f} | {predictions:.2f} | {random_next:.3f} |")  # fmt: skip
+    _print_table(rows)
     print()
     _print_summary(rows)
     print(machine.load_line())
