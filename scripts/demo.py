@@ -63,6 +63,26 @@ SERVE_EXAMPLES = (
     ("he knew been be he; so He still lucky had should always.", "shuffled"),
 )
 
+# The README's TF Serving request: a sentence of Pride and Prejudice as written and shuffled.
+REST_REQUEST = {"instances": [{"text_a": SERVE_EXAMPLES[i][0]} for i in (1, 4)]}
+
+# Answers a REST request body with an export's serving_default in a process that imports only
+# TensorFlow, and prints TF Serving's reply in row format (one object per instance, the outputs by
+# name), probabilities rounded to 6 digits.
+_REST_REPLY = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 (registers the ops of the in-graph tokenizer)
+rows = json.loads(sys.argv[2])["instances"]
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+outputs = serve(**{name: tf.constant([row[name] for row in rows]) for name in rows[0]})
+predictions = [
+    json.dumps({"label": label.decode(), "probabilities": [round(float(p), 6) for p in row]})
+    for label, row in zip(outputs["label"].numpy(), outputs["probabilities"].numpy())
+]
+print('{"predictions": [' + (",\\n" + " " * 17).join(predictions) + "]}")
+"""
+
 
 @dataclasses.dataclass(frozen=True)
 class Size:
@@ -306,6 +326,19 @@ class Demo:
         right = sum(p["label"] == expected.get(p["text_a"]) for p in predictions)
         return f"{len(predictions)} raw sentences, {right} labelled as expected"
 
+    def rest_reply(self):
+        """TF Serving's reply to REST_REQUEST from the latest export, as the README shows it."""
+        if not os.path.isdir(self.path("export")):
+            raise ValueError(f"no export in {self.shown(self.output_dir)}: run the demo first")
+        result = subprocess.run(
+            [self.python, "-c", _REST_REPLY, self.export_version(), json.dumps(REST_REQUEST)],
+            cwd="/", env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True,
+            text=True, check=False,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise StepFailed(f"answering the REST request failed:\n{result.stderr[-3000:]}")
+        return result.stdout.strip()
+
     def comparison(self):
         """The fine-tuning result in words: both dev accuracies, their difference and what it shows."""
         pretrained = self.accuracy("classifier_pretrained")
@@ -515,9 +548,18 @@ def main(argv=None):
         default=[],
         help="redo these steps (comma-separated, or 'all'); the FORCE variable does the same",
     )
+    parser.add_argument(
+        "--rest_reply",
+        action="store_true",
+        help="run nothing: print TF Serving's reply to the README's REST request from the export "
+        "in --output_dir (a process importing only TensorFlow answers it)",
+    )
     args = parser.parse_args(argv)
     demo = Demo(args.output_dir, SIZES[args.size], seed=args.seed)
     try:
+        if args.rest_reply:
+            print(demo.rest_reply())
+            return 0
         demo.run(parse_force([*args.force, os.environ.get("FORCE", "")]))
     except (StepFailed, ValueError) as error:
         print(f"\nerror: {error}", file=sys.stderr)
