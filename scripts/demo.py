@@ -21,6 +21,7 @@ The scripts run with TF_CPP_MIN_LOG_LEVEL=2 (unless set), which hides TensorFlow
 
     python scripts/demo.py                          # the demo's size, into demo_output/
     python scripts/demo.py --size=ci --output_dir=/tmp/demo   # the CI test's size (~1 minute)
+    python scripts/demo.py --rest_reply             # the README's TF Serving reply, from the export
 """
 
 import argparse
