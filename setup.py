@@ -35,6 +35,7 @@ setup(
         # scipy, scikit-learn and seqeval: independent references for the metrics tests.
         "dev": [
             "pytest>=8",
+            "pytest-xdist>=3.5",
             "ruff>=0.6",
             "safetensors>=0.4",
             "scipy>=1.11",

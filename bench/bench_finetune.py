@@ -8,9 +8,10 @@ Every runner starts from the same pretrained weights (all-MiniLM-L6-v2, converte
 convert_checkpoint.py), trains on the same examples with the same batch, epochs and learning-rate
 schedule, max_seq_length 128, then predicts the dev set:
 
-  * bert_tf run_classifier (length bucketing): `bert_tf.tasks.classification.ClassifierRun`, the code
-    behind run_classifier.py --do_train --do_eval, with its default --length_bucketing=True;
-  * bert_tf run_classifier (--length_bucketing=False): every batch padded to 128, as the original;
+  * bert_tf run_classifier (--length_bucketing=True): `bert_tf.tasks.classification.ClassifierRun`, the
+    code behind run_classifier.py --do_train --do_eval, training on batches of similar length;
+  * bert_tf run_classifier (its default, --length_bucketing=False): training batches padded to 128, as
+    the original's (prediction cuts padding in both);
   * keras-hub BertClassifier + BertTextClassifierPreprocessor (sequence_length 128), fed the raw
     strings, `fit` and `predict` (keras AdamW with the same schedule, clipping and decay exclusions).
 
@@ -77,8 +78,8 @@ flags.DEFINE_string(
 )
 
 NAMES = {
-    "bucketed": "bert_tf run_classifier, length bucketing (default)",
-    "fixed": "bert_tf run_classifier, --length_bucketing=False (pads to 128)",
+    "bucketed": "bert_tf run_classifier, --length_bucketing=True",
+    "fixed": "bert_tf run_classifier, default (training pads to 128)",
     "keras_hub": "keras-hub BertClassifier + its preprocessor (pads to 128)",
 }
 

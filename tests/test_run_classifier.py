@@ -4,6 +4,7 @@ The data is a small learnable task written here: a sentence of filler words hold
 or a negative set, and its label says which (chance is 50%).
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -133,6 +134,25 @@ def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the
 
     # Probabilities printed to 6 decimals; an untrained head is off by 0.01 to 0.5.
     np.testing.assert_allclose(probabilities(tmp_path / "predicted"), probabilities(out), atol=1e-5)
+
+
+def test_training_batches_are_the_original_s_unless_bucketing_and_prediction_cuts_padding(trained):
+    # By default training reads the original's batches: shuffled examples padded to max_seq_length.
+    # --length_bucketing=true cuts them to their longest input too. Prediction cuts the padding
+    # whatever the flag (the export test below checks its outputs against unpadded requests).
+    from bert_tf.tasks.classification import ClassifierRun
+
+    out = trained["root"] / "out"
+    assert trained["config"].length_bucketing is False  # the default
+    for bucketing, train_width in ((False, 32), (True, 16)):
+        classifier = ClassifierRun(
+            dataclasses.replace(trained["config"], length_bucketing=bucketing)
+        )
+        train = next(iter(classifier.dataset(str(out / "train.tf_record"), 16, True)))
+        assert train["input_ids"].shape == (16, train_width)
+        predict = classifier.dataset(str(out / "predict.tf_record"), 8, False, num_records=12)
+        widths = [batch["input_ids"].shape[1] for batch in predict]
+        assert widths == [16, 16]  # 12 short rows filled to two batches of 8, cut from 32
 
 
 def test_feature_files_have_the_original_names_and_padding(trained):

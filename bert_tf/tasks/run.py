@@ -115,9 +115,10 @@ class FineTuningConfig(RunConfig):
         None, "Write a SavedModel for TF Serving (raw text in) to export_dir/<version>/."
     )
     length_bucketing: bool = setting(
-        True,
-        "Batch inputs of similar length and cut each batch to its longest input (less padding "
-        "computed). False pads every batch to --max_seq_length, as the original.",
+        False,
+        "Train on batches of inputs of similar length, each cut to its longest input: 2-3x "
+        "faster on real sentences, but other batches than the original's random ones, which "
+        "cost dev accuracy on a pair task (bench/RESULTS.md). Prediction always cuts padding.",
     )
     restore_head: bool = setting(
         True,
@@ -465,8 +466,14 @@ class FineTuningRun(Run):
         )
 
     def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
-        """The features file at `path` as batches (make_feature_dataset with the run's seed and
-        --length_bucketing); inference pads its last batch with fake examples."""
+        """The features file at `path` as batches (make_feature_dataset with the run's seed).
+
+        Training batches follow --length_bucketing. Evaluation and prediction always sort by length
+        and cut each batch to its longest input (the padding is masked, so the outputs are the same,
+        and they go back in file order), except on a TPU, which wants one shape; they pad their last
+        batch with fake examples.
+        """
+        strategy = resolve_strategy_name(self.config.distribution_strategy, self.config.use_tpu)
         return make_feature_dataset(
             path,
             self.feature_spec(is_training, path),
@@ -474,7 +481,7 @@ class FineTuningRun(Run):
             is_training,
             input_context=input_context,
             seed=self.config.seed,
-            length_bucketing=self.config.length_bucketing,
+            length_bucketing=self.config.length_bucketing if is_training else strategy != "tpu",
             sequence_features=self.sequence_features,
             num_records=num_records,
             padding_features=None if is_training else self.padding_feature(is_training, path),
