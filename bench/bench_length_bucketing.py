@@ -167,13 +167,6 @@ def settings():
     }
 
 
-def read_results(path):
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as reader:
-        return [json.loads(line) for line in reader if line.strip()]
-
-
 def summarize(rows):
     """The Markdown table: per task and variant, accuracy over seeds and training speed."""
     print(
@@ -221,7 +214,7 @@ def main(argv):
     work_dir = FLAGS.work_dir or "/tmp/bench_length_bucketing"
     results_path = FLAGS.results or os.path.join(work_dir, "runs.jsonl")
     if FLAGS.summarize_only:
-        summarize(read_results(results_path))
+        summarize(machine.read_json_lines(results_path))
         return
     threads = machine.set_threads(FLAGS.threads)
     model_dir = minilm.converted(work_dir)
@@ -240,7 +233,7 @@ def main(argv):
         describe_task(task, train, os.path.join(model_dir, "vocab.txt"))
     done = {
         (row["task"], row["variant"], row["seed"])
-        for row in read_results(results_path)
+        for row in machine.read_json_lines(results_path)
         if row["settings"] == settings()
     }
     for seed in (int(seed) for seed in FLAGS.seeds):
@@ -255,7 +248,7 @@ def main(argv):
                 print(json.dumps(row), flush=True)
                 with open(results_path, "a", encoding="utf-8") as writer:
                     writer.write(json.dumps(row) + "\n")
-    rows = [row for row in read_results(results_path) if row["settings"] == settings()]
+    rows = [row for row in machine.read_json_lines(results_path) if row["settings"] == settings()]
     summarize(rows)
     print(machine.load_line())
 

@@ -6,6 +6,7 @@ pick (AVX2, AVX-512, bfloat16 dot products, AMX), the GPUs, and the load average
 printed again after the measurement so a reader sees whether other work overlapped it.
 """
 
+import json
 import os
 import platform
 
@@ -122,3 +123,11 @@ def set_threads(num_threads):
 def threads_line(num_threads):
     """What set_threads pinned, in the words every bench prints."""
     return f"{num_threads} intra-op and {num_threads} inter-op threads per runner (TensorFlow and torch)"
+
+
+def read_json_lines(path):
+    """The JSON objects of a results file written one per line by a resumable bench ([] if absent)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as reader:
+        return [json.loads(line) for line in reader if line.strip()]

