@@ -27,8 +27,9 @@ $(INSTALLED): setup.py
 demo: $(INSTALLED)
 	$(PYTHON) scripts/demo.py --output_dir=$(DEMO_DIR) $(if $(FORCE),--force=$(FORCE))
 
+# Two processes (pytest-xdist), each test file whole in one of them (module fixtures built once).
 test: $(INSTALLED)
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n 2 --dist loadfile
 
 # The five tables of bench/RESULTS.md in one run (about 45 min on 2 cores; the peers need the extras).
 # BENCH_ARGS passes options to bench/run_all.py, e.g. BENCH_ARGS=--quick or BENCH_ARGS=--only=serving.
