@@ -170,20 +170,11 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
     work_dir = FLAGS.work_dir or "/tmp/bench_long_documents"
     results_path = FLAGS.results or os.path.join(work_dir, "runs.jsonl")
-    articles = finetune_real.read_articles(finetune_real.bbc_news_dir())
-    if FLAGS.max_articles:
-        import random
-
-        articles = random.Random(FLAGS.seed).sample(articles, FLAGS.max_articles)
-    train, dev = finetune_real.stratified_split(articles, FLAGS.dev_fraction, FLAGS.seed)
     if FLAGS.summarize_only:
         summarize([r for r in machine.read_json_lines(results_path) if r["settings"] == settings()])
         return
     threads = machine.set_threads(FLAGS.threads)
-    data_dir = os.path.join(work_dir, "bbc_news")
-    os.makedirs(data_dir, exist_ok=True)
-    finetune_real.write_tsv(os.path.join(data_dir, "train.tsv"), train)
-    finetune_real.write_tsv(os.path.join(data_dir, "dev.tsv"), dev)
+    data_dir, train, dev = finetune_real.write_bbc_news(work_dir)
     model_dir = minilm.converted(work_dir)
     print(machine.header())
     print(

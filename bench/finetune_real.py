@@ -87,13 +87,9 @@ def write_tsv(path, rows):
         writer.writelines(f"{label}\t{text}\n" for label, text in rows)
 
 
-def main(argv):
-    del argv
-    logging.set_verbosity(logging.WARNING)
-    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
-
-    threads = machine.set_threads(FLAGS.threads)
-    work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="finetune_real_")
+def write_bbc_news(work_dir):
+    """The flags' split (--max_articles sampled by --seed, then stratified by --dev_fraction) written
+    as work_dir/bbc_news/train.tsv and dev.tsv; returns (that folder, train, dev)."""
     articles = read_articles(bbc_news_dir())
     if FLAGS.max_articles:
         articles = random.Random(FLAGS.seed).sample(articles, FLAGS.max_articles)
@@ -102,6 +98,17 @@ def main(argv):
     os.makedirs(data_dir, exist_ok=True)
     write_tsv(os.path.join(data_dir, "train.tsv"), train)
     write_tsv(os.path.join(data_dir, "dev.tsv"), dev)
+    return data_dir, train, dev
+
+
+def main(argv):
+    del argv
+    logging.set_verbosity(logging.WARNING)
+    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
+
+    threads = machine.set_threads(FLAGS.threads)
+    work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="finetune_real_")
+    data_dir, train, dev = write_bbc_news(work_dir)
     model_dir = minilm.converted(work_dir)
     print(machine.header())
     print(

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import InputError
-from bert_tf.tasks.classification import ClassifierConfig, run
+from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun, run
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import Trainer
 
@@ -140,8 +140,6 @@ def test_training_batches_are_the_original_s_unless_bucketing_and_prediction_cut
     # By default training reads the original's batches: shuffled examples padded to max_seq_length.
     # --length_bucketing=true cuts them to their longest input too. Prediction cuts the padding
     # whatever the flag (the export test below checks its outputs against unpadded requests).
-    from bert_tf.tasks.classification import ClassifierRun
-
     out = trained["root"] / "out"
     assert trained["config"].length_bucketing is False  # the default
     for bucketing, train_width in ((False, 32), (True, 16)):
