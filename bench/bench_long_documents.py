@@ -82,14 +82,15 @@ def window_scores(run, dump_path):
     with a probability over 0.9 (confidently wrong windows weigh on the mean rule). The windows'
     logits, text_index, label_ids and input_mask are saved to `dump_path` (.npz).
     """
-    from bert_tf import metrics
+    from bert_tf import io, metrics
     from bert_tf.tasks.classification import combine_windows
 
     path, info = run.features("eval")
     result = run.predict_features(
         path, info, FLAGS.eval_batch_size, ["logits"], ["label_ids", "text_index", "input_mask"]
     )
-    np.savez(dump_path, **result)
+    with io.atomic_write(dump_path, "wb") as writer:
+        np.savez(writer, **result)
     first = np.unique(result["text_index"], return_index=True)[1]
     labels = result["label_ids"][first]
     scores = {"windows_per_text": len(result["text_index"]) / len(first)}
