@@ -129,6 +129,30 @@ def test_test_results_have_one_row_per_text_and_the_export_gives_them_from_raw_t
     np.testing.assert_allclose(served, predicted, atol=2e-6)
 
 
+def test_predicting_from_a_windowed_checkpoint_elsewhere_reads_its_texts_whole(
+    windowed, long_texts, tmp_path
+):
+    # No --doc_stride: the model predicts as it was trained and as its export does (task.json).
+    root = windowed[0]
+    data = long_texts[0]
+    checkpoint = tf.train.latest_checkpoint(str(root / "out"))
+    run(
+        tsv_config(
+            data, tmp_path / "predicted", do_predict=True, init_checkpoint=checkpoint,
+            max_seq_length=MAX_SEQ_LENGTH,
+        )
+    )  # fmt: skip
+
+    def probabilities(folder):
+        rows = (folder / "test_results.tsv").read_text().splitlines()
+        return np.array([[float(p) for p in row.split("\t")] for row in rows])
+
+    # Printed to 6 decimals; first windows alone are off by 0.1 or more on the long texts.
+    np.testing.assert_allclose(
+        probabilities(tmp_path / "predicted"), probabilities(root / "out"), atol=2e-6
+    )
+
+
 def test_combining_windows_by_mean_and_max_of_log_probabilities():
     logits = np.log([[0.9, 0.1], [0.5, 0.5], [0.2, 0.8], [0.6, 0.4]])
     text_index = np.array([0, 0, 0, 1])

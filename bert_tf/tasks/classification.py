@@ -212,7 +212,8 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
         "Classify each text whole: a text longer than --max_seq_length - 2 wordpieces becomes "
         "windows of that many, starting this many apart (as run_squad.py's). Training uses every "
         "window (steps count windows); eval, predict and the export combine a text's windows "
-        "(--window_combination). Single-text tasks. Default: cut texts, as the original.",
+        "(--window_combination). Single-text tasks. Default: cut texts, as the original; without "
+        "--do_train, the windows of the checkpoint's run (its task.json), as its export.",
     )
     window_combination: str = setting(
         "mean",
@@ -238,6 +239,8 @@ class ClassifierRun(FineTuningRun):
             raise InputError("--data_dir is required with --task_name")
         if config.doc_stride is not None and config.doc_stride <= 0:
             raise InputError(f"--doc_stride must be positive, got {config.doc_stride}")
+        if config.doc_stride is None and not config.do_train:
+            config = self.config = self._checkpoint_windows(config)
         self.processor = data.get_processor(config)
         self.windows = config.doc_stride is not None
         if self.windows and self.processor.is_pair:
@@ -249,6 +252,21 @@ class ClassifierRun(FineTuningRun):
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+
+    def _checkpoint_windows(self, config):
+        """`config` with the windows of a windowed model's run (its task.json), so that eval and
+        predict read texts whole as its training and its export do."""
+        info = self.checkpoint_task_info()
+        if info is None or info.model_type != MODEL_TYPE or info.doc_stride is None:
+            return config
+        logging.info(
+            "the checkpoint's run classified texts whole: --doc_stride=%d --window_combination=%s",
+            info.doc_stride,
+            info.window_combination,
+        )
+        return dataclasses.replace(
+            config, doc_stride=info.doc_stride, window_combination=info.window_combination
+        )
 
     # ------------------------------------------------------------------ data
 

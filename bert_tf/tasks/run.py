@@ -427,6 +427,15 @@ class FineTuningRun(Run):
             **self.head_info(),
         )
 
+    def checkpoint_task_info(self):
+        """The TaskInfo of the run the model comes from, or None (no task.json there, or no
+        checkpoint): --output_dir's when it holds a checkpoint (resumed), else --init_checkpoint's."""
+        if self.resumes():
+            return read_task_info(self.config.output_dir)
+        if self.config.init_checkpoint:
+            return read_task_info(resolve_checkpoint(self.config.init_checkpoint))
+        return None
+
     def earlier_labels(self):
         """The labels of an earlier run: --output_dir's labels.txt, else --init_checkpoint's run's."""
         labels = read_labels(self.config.output_dir)
