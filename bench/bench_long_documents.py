@@ -15,7 +15,8 @@ From each run's one pass over the dev windows the script scores both --window_co
 windows alone (how many predict their article's label; how many of the wrong ones do so with a
 probability over 0.9); the truncated model is also scored on the dev windows (windows at eval
 only). --eval_doc_strides scores each model on the windows of other strides too. The dev windows'
-logits are saved under work_dir/dev_logits/. Every run appends one JSON line to --results; a run
+logits are saved under work_dir/dev_logits/; from them the table is followed by how many dev articles
+the mean rule gets wrong in every seed of a mode (errors no seed fixes). Every run appends one JSON line to --results; a run
 already there is skipped, so the seeds can be split over commands.
 
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --seeds=1,2,3
@@ -132,20 +133,44 @@ def train_and_score(mode, seed, data_dir, model_dir, work_dir):
         "train_examples_per_sec": steps * FLAGS.train_batch_size / train_seconds,
         "eval_seconds": eval_seconds,
     }
-    dump_dir = os.path.join(work_dir, "dev_logits")
-    os.makedirs(dump_dir, exist_ok=True)
-    digest = hashlib.sha1(json.dumps(settings(), sort_keys=True).encode()).hexdigest()[:10]
+    os.makedirs(os.path.join(work_dir, "dev_logits"), exist_ok=True)
     # The trained model reads the dev articles whole through the windows of each prediction
     # stride (the truncated model too: windows at prediction only).
     for stride in eval_doc_strides():
         run = ClassifierRun(config_of(data_dir, model_dir, output_dir, seed, stride, False))
-        dump = os.path.join(dump_dir, f"{mode}_seed{seed}_{digest}_stride{stride}.npz")
-        scores = window_scores(run, dump)
+        scores = window_scores(run, dump_path(work_dir, mode, seed, settings(), stride))
         if stride == FLAGS.doc_stride:
             row.update(scores)
         row.setdefault("by_eval_stride", {})[str(stride)] = scores
     shutil.rmtree(output_dir, ignore_errors=True)
     return row
+
+
+def dump_path(work_dir, mode, seed, run_settings, stride):
+    """The .npz of a run's dev window logits at a prediction stride."""
+    digest = hashlib.sha1(json.dumps(run_settings, sort_keys=True).encode()).hexdigest()[:10]
+    return os.path.join(work_dir, "dev_logits", f"{mode}_seed{seed}_{digest}_stride{stride}.npz")
+
+
+def always_wrong(runs, work_dir):
+    """How many dev articles the mean rule gets wrong in every run, and in all runs but one.
+
+    Read from the runs' saved dev logits; None when a run's file is missing.
+    """
+    from bert_tf.tasks.classification import combine_windows
+
+    wrong_counts = None
+    for row in runs:
+        path = dump_path(work_dir, row["mode"], row["seed"], row["settings"], FLAGS.doc_stride)
+        if not os.path.exists(path):
+            return None
+        with np.load(path) as dump:
+            logits, text_index, label_ids = dump["logits"], dump["text_index"], dump["label_ids"]
+        first = np.unique(text_index, return_index=True)[1]
+        combined = combine_windows(logits, text_index, "mean")
+        wrong = (combined.argmax(-1) != label_ids[first]).astype(int)
+        wrong_counts = wrong if wrong_counts is None else wrong_counts + wrong
+    return int(np.sum(wrong_counts == len(runs))), int(np.sum(wrong_counts == len(runs) - 1))
 
 
 def eval_doc_strides():
@@ -164,7 +189,7 @@ def settings():
     }  # fmt: skip
 
 
-def summarize(rows):
+def summarize(rows, work_dir):
     """Per mode: each rule's dev accuracy over seeds (mean, standard error, min - max)."""
     print(
         "\n| training input | seeds | eval: evaluate() (mean rule) | windows, mean rule | "
@@ -186,6 +211,16 @@ def summarize(rows):
             f"{statistics.median(r['train_examples_per_sec'] for r in runs):.1f} | "
             f"{statistics.median(r['train_seconds'] for r in runs):.0f} |"
         )
+    for mode in MODES:
+        runs = [row for row in rows if row["mode"] == mode]
+        counts = always_wrong(runs, work_dir) if len(runs) > 1 else None
+        if len(runs) > 1 and counts is None:
+            print(f"{mode}: the dev logits of some seeds are not in {work_dir}/dev_logits")
+        elif counts:
+            print(
+                f"{mode}: {counts[0]} dev articles wrong (mean rule) in all {len(runs)} seeds, "
+                f"{counts[1]} more in all but one"
+            )
     for mode in MODES:
         for row in (row for row in rows if row["mode"] == mode):
             others = "".join(
@@ -217,7 +252,10 @@ def main(argv):
     work_dir = FLAGS.work_dir or "/tmp/bench_long_documents"
     results_path = FLAGS.results or os.path.join(work_dir, "runs.jsonl")
     if FLAGS.summarize_only:
-        summarize([r for r in machine.read_json_lines(results_path) if r["settings"] == settings()])
+        summarize(
+            [r for r in machine.read_json_lines(results_path) if r["settings"] == settings()],
+            work_dir,
+        )
         return
     threads = machine.set_threads(FLAGS.threads)
     data_dir, train, dev = finetune_real.write_bbc_news(work_dir)
@@ -246,7 +284,10 @@ def main(argv):
             print(json.dumps(row), flush=True)
             with open(results_path, "a", encoding="utf-8") as writer:
                 writer.write(json.dumps(row) + "\n")
-    summarize([r for r in machine.read_json_lines(results_path) if r["settings"] == settings()])
+    summarize(
+        [r for r in machine.read_json_lines(results_path) if r["settings"] == settings()],
+        work_dir,
+    )
     print(machine.load_line())
 
 
