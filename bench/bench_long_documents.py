@@ -15,9 +15,9 @@ From each run's one pass over the dev windows the script scores both --window_co
 windows alone (how many predict their article's label; how many of the wrong ones do so with a
 probability over 0.9); the truncated model is also scored on the dev windows (windows at eval
 only). --eval_doc_strides scores each model on the windows of other strides too. The dev windows'
-logits are saved under work_dir/dev_logits/; from them the table is followed by how many dev articles
-the mean rule gets wrong in every seed of a mode (errors no seed fixes). Every run appends one JSON line to --results; a run
-already there is skipped, so the seeds can be split over commands.
+logits are saved under work_dir/dev_logits/; from them the table is followed by how many dev
+articles the mean rule gets wrong in every seed of a mode (errors no seed fixes). Every run appends
+one JSON line to --results; a run already there is skipped, so the seeds can be split over commands.
 
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --seeds=1,2,3
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --summarize_only
