@@ -429,12 +429,17 @@ class FineTuningRun(Run):
 
     def checkpoint_task_info(self):
         """The TaskInfo of the run the model comes from, or None (no task.json there, or no
-        checkpoint): --output_dir's when it holds a checkpoint (resumed), else --init_checkpoint's."""
+        checkpoint): --output_dir's when it holds a checkpoint (resumed), else --init_checkpoint's.
+        A missing --init_checkpoint is left to validate(), whose error names the flag."""
         if self.resumes():
             return read_task_info(self.config.output_dir)
-        if self.config.init_checkpoint:
-            return read_task_info(resolve_checkpoint(self.config.init_checkpoint))
-        return None
+        if not self.config.init_checkpoint:
+            return None
+        try:
+            prefix = resolve_checkpoint(self.config.init_checkpoint)
+        except io.MissingFileError:
+            return None
+        return read_task_info(prefix)
 
     def earlier_labels(self):
         """The labels of an earlier run: --output_dir's labels.txt, else --init_checkpoint's run's."""
