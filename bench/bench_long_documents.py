@@ -16,8 +16,10 @@ windows alone (how many predict their article's label; how many of the wrong one
 probability over 0.9); the truncated model is also scored on the dev windows (windows at eval
 only). --eval_doc_strides scores each model on the windows of other strides too. The dev windows'
 logits are saved under work_dir/dev_logits/; from them the table is followed by how many dev
-articles the mean rule gets wrong in every seed of a mode (errors no seed fixes). Every run appends
-one JSON line to --results; a run already there is skipped, so the seeds can be split over commands.
+articles the mean rule gets wrong in every seed of a mode (errors no seed fixes), and how many of
+those a named peer that reads whole articles, TF-IDF + LinearSVC (scikit-learn), gets wrong too:
+articles whose label is in doubt whatever reads them. Every run appends one JSON line to
+--results; a run already there is skipped, so the seeds can be split over commands.
 
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --seeds=1,2,3
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --summarize_only
@@ -152,14 +154,14 @@ def dump_path(work_dir, mode, seed, run_settings, stride):
     return os.path.join(work_dir, "dev_logits", f"{mode}_seed{seed}_{digest}_stride{stride}.npz")
 
 
-def always_wrong(runs, work_dir):
-    """How many dev articles the mean rule gets wrong in every run, and in all runs but one.
+def wrong_counts(runs, work_dir):
+    """Per dev article, in how many of `runs` the mean rule gets it wrong (int [articles]).
 
     Read from the runs' saved dev logits; None when a run's file is missing.
     """
     from bert_tf.tasks.classification import combine_windows
 
-    wrong_counts = None
+    counts = 0
     for row in runs:
         path = dump_path(work_dir, row["mode"], row["seed"], row["settings"], FLAGS.doc_stride)
         if not os.path.exists(path):
@@ -168,9 +170,26 @@ def always_wrong(runs, work_dir):
             logits, text_index, label_ids = dump["logits"], dump["text_index"], dump["label_ids"]
         first = np.unique(text_index, return_index=True)[1]
         combined = combine_windows(logits, text_index, "mean")
-        wrong = (combined.argmax(-1) != label_ids[first]).astype(int)
-        wrong_counts = wrong if wrong_counts is None else wrong_counts + wrong
-    return int(np.sum(wrong_counts == len(runs))), int(np.sum(wrong_counts == len(runs) - 1))
+        counts = counts + (combined.argmax(-1) != label_ids[first]).astype(int)
+    return counts
+
+
+def bag_of_words_wrong(train, dev):
+    """The dev articles (indices) a bag-of-words peer gets wrong: TF-IDF of words and word pairs
+    (sublinear tf, in 2 articles or more) and a linear SVM, over whole articles. It tells articles
+    that a reader of every word misfiles too (their label is in doubt) from those only BERT does."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.svm import LinearSVC
+
+    vectorizer = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2)
+    inputs = vectorizer.fit_transform([text for _, text in train])
+    model = LinearSVC(random_state=0).fit(inputs, [label for label, _ in train])
+    predicted = model.predict(vectorizer.transform([text for _, text in dev]))
+    return {
+        index
+        for index, ((label, _), guess) in enumerate(zip(dev, predicted, strict=True))
+        if label != guess
+    }
 
 
 def eval_doc_strides():
@@ -189,8 +208,9 @@ def settings():
     }  # fmt: skip
 
 
-def summarize(rows, work_dir):
-    """Per mode: each rule's dev accuracy over seeds (mean, standard error, min - max)."""
+def summarize(rows, work_dir, dev, peer_wrong):
+    """Per mode: each rule's dev accuracy over seeds (mean, standard error, min - max); the articles
+    wrong in every seed; the bag-of-words peer (`peer_wrong`: its wrong dev articles)."""
     print(
         "\n| training input | seeds | eval: evaluate() (mean rule) | windows, mean rule | "
         "windows, max rule | first window only | dev windows right | wrong windows with p > 0.9 "
@@ -211,15 +231,21 @@ def summarize(rows, work_dir):
             f"{statistics.median(r['train_examples_per_sec'] for r in runs):.1f} | "
             f"{statistics.median(r['train_seconds'] for r in runs):.0f} |"
         )
+    print(
+        f"\nPeer: TF-IDF + LinearSVC over whole articles: {1 - len(peer_wrong) / len(dev):.2%} "
+        f"({len(peer_wrong)} of {len(dev)} dev articles wrong)"
+    )
     for mode in MODES:
         runs = [row for row in rows if row["mode"] == mode]
-        counts = always_wrong(runs, work_dir) if len(runs) > 1 else None
+        counts = wrong_counts(runs, work_dir) if len(runs) > 1 else None
         if len(runs) > 1 and counts is None:
             print(f"{mode}: the dev logits of some seeds are not in {work_dir}/dev_logits")
-        elif counts:
+        elif counts is not None:
+            always = set(np.flatnonzero(counts == len(runs)).tolist())
             print(
-                f"{mode}: {counts[0]} dev articles wrong (mean rule) in all {len(runs)} seeds, "
-                f"{counts[1]} more in all but one"
+                f"{mode}: {len(always)} dev articles wrong (mean rule) in all {len(runs)} seeds "
+                f"({len(always & peer_wrong)} of them wrong for the bag-of-words peer too), "
+                f"{int(np.sum(counts == len(runs) - 1))} more in all but one"
             )
     for mode in MODES:
         for row in (row for row in rows if row["mode"] == mode):
@@ -251,14 +277,17 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
     work_dir = FLAGS.work_dir or "/tmp/bench_long_documents"
     results_path = FLAGS.results or os.path.join(work_dir, "runs.jsonl")
+    data_dir, train, dev = finetune_real.write_bbc_news(work_dir)
+    peer_wrong = bag_of_words_wrong(train, dev)
     if FLAGS.summarize_only:
         summarize(
             [r for r in machine.read_json_lines(results_path) if r["settings"] == settings()],
             work_dir,
+            dev,
+            peer_wrong,
         )
         return
     threads = machine.set_threads(FLAGS.threads)
-    data_dir, train, dev = finetune_real.write_bbc_news(work_dir)
     model_dir = minilm.converted(work_dir)
     print(machine.header())
     print(
@@ -287,6 +316,8 @@ def main(argv):
     summarize(
         [r for r in machine.read_json_lines(results_path) if r["settings"] == settings()],
         work_dir,
+        dev,
+        peer_wrong,
     )
     print(machine.load_line())
 
