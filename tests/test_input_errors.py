@@ -99,11 +99,6 @@ CASES = [
         r"error: --init_checkpoint: no checkpoint at .*nope\.ckpt",
     ),
     (
-        "missing --init_checkpoint to predict from",
-        lambda i, out: _classifier(i, out, "--do_predict", f"--init_checkpoint={i / 'nope.ckpt'}"),
-        r"error: --init_checkpoint: no checkpoint at .*nope\.ckpt",
-    ),
-    (
         "--init_checkpoint of another hidden size",
         lambda i, out: _classifier(i, out, "--do_train", f"--init_checkpoint={i / 'narrow'}"),
         r"error: --init_checkpoint: .*narrow/model\.ckpt-1: bert/embeddings/word_embeddings of the "

@@ -5,7 +5,9 @@ reads the first window only (the original's truncation) is at chance, one that r
 not.
 """
 
+import json
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -118,8 +120,6 @@ def test_test_results_have_one_row_per_text_and_the_export_gives_them_from_raw_t
         "serve = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
         "print(json.dumps(serve(text_a=tf.constant(texts))['probabilities'].numpy().tolist()))\n"
     )
-    import json
-
     served = np.array(
         last_json_line(
             finish(start_python(["-c", script, outcome["export"], json.dumps(texts)]))[0]
@@ -127,6 +127,11 @@ def test_test_results_have_one_row_per_text_and_the_export_gives_them_from_raw_t
     )
     # Printed to 6 decimals; a first-window-only export is off by 0.1 or more on long texts.
     np.testing.assert_allclose(served, predicted, atol=2e-6)
+
+
+def _probabilities(folder):
+    rows = (folder / "test_results.tsv").read_text().splitlines()
+    return np.array([[float(p) for p in row.split("\t")] for row in rows])
 
 
 def test_predicting_from_a_windowed_checkpoint_elsewhere_reads_its_texts_whole(
@@ -142,15 +147,39 @@ def test_predicting_from_a_windowed_checkpoint_elsewhere_reads_its_texts_whole(
             max_seq_length=MAX_SEQ_LENGTH,
         )
     )  # fmt: skip
-
-    def probabilities(folder):
-        rows = (folder / "test_results.tsv").read_text().splitlines()
-        return np.array([[float(p) for p in row.split("\t")] for row in rows])
-
     # Printed to 6 decimals; first windows alone are off by 0.1 or more on the long texts.
     np.testing.assert_allclose(
-        probabilities(tmp_path / "predicted"), probabilities(root / "out"), atol=2e-6
+        _probabilities(tmp_path / "predicted"), _probabilities(root / "out"), atol=2e-6
     )
+
+
+def test_a_run_going_on_with_a_windowed_model_combines_windows_by_its_rule(
+    windowed, long_texts, tmp_path
+):
+    # The same model, its run's task.json saying max: predicted in that (copied) run folder with
+    # no window flag, and from elsewhere with --doc_stride only, both combine by max.
+    root, data = windowed[0], long_texts[0]
+    max_run = tmp_path / "max_run"
+    shutil.copytree(root / "out", max_run)
+    task = json.loads((max_run / "task.json").read_text())
+    (max_run / "task.json").write_text(json.dumps({**task, "window_combination": "max"}))
+    settings = dict(do_predict=True, max_seq_length=MAX_SEQ_LENGTH)
+    run(
+        tsv_config(
+            data, tmp_path / "flags", init_checkpoint=str(root / "out"), doc_stride=15,
+            window_combination="max", **settings,
+        )
+    )  # fmt: skip
+    run(tsv_config(data, max_run, **settings))
+    run(
+        tsv_config(
+            data, tmp_path / "elsewhere", init_checkpoint=str(max_run), doc_stride=15, **settings
+        )
+    )  # fmt: skip
+    by_max = _probabilities(tmp_path / "flags")
+    assert np.abs(by_max - _probabilities(root / "out")).max() > 0.01  # max is not mean here
+    np.testing.assert_allclose(_probabilities(max_run), by_max, atol=2e-6)
+    np.testing.assert_allclose(_probabilities(tmp_path / "elsewhere"), by_max, atol=2e-6)
 
 
 def test_combining_windows_by_mean_and_max_of_log_probabilities():

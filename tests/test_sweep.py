@@ -13,6 +13,7 @@ from bert_tf.checkpoints import resolve_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.settings import parse_sweep
 from bert_tf.tasks import classification, sweep
+from bert_tf.tasks.run_files import read_labels, read_task_info
 from bert_tf.training import Trainer
 
 GRID = dict(learning_rate=(1e-3, 3e-4), train_batch_size=(8, 16), seed=(1, 2))
@@ -180,3 +181,7 @@ def test_eval_every_steps_keeps_the_runs_best_checkpoint_beside_the_last(
     assert (kept["global_step"], kept["value"]) == (best_step, best_value)
     assert resolve_checkpoint(str(tmp_path / "best_checkpoint")).endswith(f"model.ckpt-{best_step}")
     assert resolve_checkpoint(str(tmp_path)).endswith("model.ckpt-16")  # the last stays
+    # It rebuilds the run's model alone (--init_checkpoint=best_checkpoint, export_saved_model.py).
+    best = read_task_info(str(tmp_path / "best_checkpoint"))
+    assert best is not None and best.to_json() == read_task_info(str(tmp_path)).to_json()
+    assert read_labels(str(tmp_path / "best_checkpoint")) == ["neg", "pos"]

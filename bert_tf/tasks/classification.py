@@ -212,13 +212,15 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
         "Classify each text whole: a text longer than --max_seq_length - 2 wordpieces becomes "
         "windows of that many, starting this many apart (as run_squad.py's). Training uses every "
         "window (steps count windows); eval, predict and the export combine a text's windows "
-        "(--window_combination). Single-text tasks. Default: cut texts, as the original; without "
-        "--do_train, the windows of the checkpoint's run (its task.json), as its export.",
+        "(--window_combination). Single-text tasks. Default: cut texts, as the original; a run "
+        "that does not train, or resumes, takes the windows of the checkpoint's run (its "
+        "task.json), as its export does.",
     )
-    window_combination: str = setting(
-        "mean",
+    window_combination: str | None = setting(
+        None,
         "How a text's windows combine: mean (of their log-probabilities) or max (of each label's "
-        "probability), renormalized; regression averages.",
+        "probability), renormalized; regression averages. Default: the checkpoint's run's (its "
+        "task.json) when the run does not train or resumes, else mean.",
         choices=WINDOW_COMBINATIONS,
     )
 
@@ -239,13 +241,14 @@ class ClassifierRun(FineTuningRun):
             raise InputError("--data_dir is required with --task_name")
         if config.doc_stride is not None and config.doc_stride <= 0:
             raise InputError(f"--doc_stride must be positive, got {config.doc_stride}")
-        if config.doc_stride is None and not config.do_train:
-            config = self.config = self._checkpoint_windows(config)
+        config, stride_source = self._with_checkpoint_windows(config)
+        self.config = config
         self.processor = data.get_processor(config)
         self.windows = config.doc_stride is not None
         if self.windows and self.processor.is_pair:
             raise InputError(
-                f"--doc_stride windows single texts; task {self.processor.task_name} has text pairs"
+                f"{stride_source} windows single texts; task {self.processor.task_name} has text "
+                "pairs"
             )
         self.is_regression = self.processor.is_regression
         self._examples = {}
@@ -253,20 +256,36 @@ class ClassifierRun(FineTuningRun):
         self.label_map = {label: i for i, label in enumerate(self.labels)}
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
 
-    def _checkpoint_windows(self, config):
-        """`config` with the windows of a windowed model's run (its task.json), so that eval and
-        predict read texts whole as its training and its export do."""
-        info = self.checkpoint_task_info()
-        if info is None or info.model_type != MODEL_TYPE or info.doc_stride is None:
-            return config
-        logging.info(
-            "the checkpoint's run classified texts whole: --doc_stride=%d --window_combination=%s",
-            info.doc_stride,
-            info.window_combination,
-        )
-        return dataclasses.replace(
-            config, doc_stride=info.doc_stride, window_combination=info.window_combination
-        )
+    def _with_checkpoint_windows(self, config):
+        """(`config` with its windows settled, where --doc_stride came from).
+
+        A run that does not train, or resumes, goes on with a model: unless the flags say
+        otherwise, it reads texts as that model's run did (--doc_stride and --window_combination
+        of its task.json), so that its results are its training's and its export's.
+        """
+        info = None
+        if not config.do_train or self.resumes():
+            info = self.checkpoint_task_info()
+        if info is not None and (info.model_type != MODEL_TYPE or info.doc_stride is None):
+            info = None
+        changes, stride_source = {}, f"--doc_stride={config.doc_stride}"
+        if config.doc_stride is None and info is not None:
+            changes["doc_stride"] = info.doc_stride
+            stride_source = (
+                f"--doc_stride={info.doc_stride} (the task.json of the checkpoint's run)"
+            )
+        if config.window_combination is None:
+            changes["window_combination"] = info.window_combination if info else "mean"
+        if changes and info is not None:
+            logging.info("from the task.json of the checkpoint's run: %s", changes)
+            if info.max_seq_length != config.max_seq_length:
+                logging.warning(
+                    "the checkpoint's run read windows of --max_seq_length=%d, this run of %d: "
+                    "its results differ from that run's and from its export's",
+                    info.max_seq_length,
+                    config.max_seq_length,
+                )
+        return dataclasses.replace(config, **changes), stride_source
 
     # ------------------------------------------------------------------ data
 

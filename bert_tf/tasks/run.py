@@ -32,6 +32,8 @@ from bert_tf.modeling import BertConfig
 from bert_tf.optimization import create_optimizer
 from bert_tf.settings import setting
 from bert_tf.tasks.run_files import (
+    LABELS_FILE,
+    TASK_FILE,
     TaskInfo,
     read_labels,
     read_task_info,
@@ -429,17 +431,13 @@ class FineTuningRun(Run):
 
     def checkpoint_task_info(self):
         """The TaskInfo of the run the model comes from, or None (no task.json there, or no
-        checkpoint): --output_dir's when it holds a checkpoint (resumed), else --init_checkpoint's.
-        A missing --init_checkpoint is left to validate(), whose error names the flag."""
+        checkpoint): --output_dir's when it holds a checkpoint (resumed), else --init_checkpoint's
+        (which check_settings() found)."""
         if self.resumes():
             return read_task_info(self.config.output_dir)
-        if not self.config.init_checkpoint:
-            return None
-        try:
-            prefix = resolve_checkpoint(self.config.init_checkpoint)
-        except io.MissingFileError:
-            return None
-        return read_task_info(prefix)
+        if self.config.init_checkpoint:
+            return read_task_info(resolve_checkpoint(self.config.init_checkpoint))
+        return None
 
     def earlier_labels(self):
         """The labels of an earlier run: --output_dir's labels.txt, else --init_checkpoint's run's."""
@@ -562,9 +560,12 @@ class FineTuningRun(Run):
         folder = self.config.output_dir
         metric_file = os.path.join(folder, BEST_METRIC_FILE)
         io.write_text(metric_file, json.dumps(best, indent=2) + "\n")
+        # With task.json and labels.txt, --init_checkpoint=best_checkpoint rebuilds the run's model.
         extra = [metric_file] + [
             path
-            for path in (os.path.join(folder, name) for name in EVAL_RESULTS_FILES)
+            for path in (
+                os.path.join(folder, name) for name in (*EVAL_RESULTS_FILES, TASK_FILE, LABELS_FILE)
+            )
             if io.exists(path)
         ]
         copy_checkpoint(
