@@ -20,6 +20,8 @@ articles the mean rule gets wrong in every seed of a mode (errors no seed fixes)
 those a named peer that reads whole articles, TF-IDF + LinearSVC (scikit-learn), gets wrong too:
 articles whose label is in doubt whatever reads them. Every run appends one JSON line to
 --results; a run already there is skipped, so the seeds can be split over commands.
+--summarize_only trains nothing, but reads the corpus again (writing work_dir/bbc_news/ again) for
+the peer.
 
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --seeds=1,2,3
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --summarize_only
