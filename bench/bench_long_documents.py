@@ -156,24 +156,22 @@ def dump_path(work_dir, mode, seed, run_settings, stride):
     return os.path.join(work_dir, "dev_logits", f"{mode}_seed{seed}_{digest}_stride{stride}.npz")
 
 
-def wrong_counts(runs, work_dir):
-    """Per dev article, in how many of `runs` the mean rule gets it wrong (int [articles]).
+def dev_log_probabilities(runs, work_dir):
+    """(per run, its dev articles' mean-rule log-probabilities [articles, labels]; the labels).
 
     Read from the runs' saved dev logits; None when a run's file is missing.
     """
     from bert_tf.tasks.classification import combine_windows
 
-    counts = 0
+    combined = []
     for row in runs:
         path = dump_path(work_dir, row["mode"], row["seed"], row["settings"], FLAGS.doc_stride)
         if not os.path.exists(path):
             return None
         with np.load(path) as dump:
             logits, text_index, label_ids = dump["logits"], dump["text_index"], dump["label_ids"]
-        first = np.unique(text_index, return_index=True)[1]
-        combined = combine_windows(logits, text_index, "mean")
-        counts = counts + (combined.argmax(-1) != label_ids[first]).astype(int)
-    return counts
+        combined.append(combine_windows(logits, text_index, "mean"))
+    return combined, label_ids[np.unique(text_index, return_index=True)[1]]
 
 
 def bag_of_words_wrong(train, dev):
@@ -239,15 +237,20 @@ def summarize(rows, work_dir, dev, peer_wrong):
     )
     for mode in MODES:
         runs = [row for row in rows if row["mode"] == mode]
-        counts = wrong_counts(runs, work_dir) if len(runs) > 1 else None
-        if len(runs) > 1 and counts is None:
+        predictions = dev_log_probabilities(runs, work_dir) if len(runs) > 1 else None
+        if len(runs) > 1 and predictions is None:
             print(f"{mode}: the dev logits of some seeds are not in {work_dir}/dev_logits")
-        elif counts is not None:
+        elif predictions is not None:
+            combined, labels = predictions
+            counts = sum((run.argmax(-1) != labels).astype(int) for run in combined)
             always = set(np.flatnonzero(counts == len(runs)).tolist())
+            # The seeds' errors of their own, averaged away: how far more seeds could go.
+            ensemble = np.mean(sum(combined).argmax(-1) == labels)
             print(
                 f"{mode}: {len(always)} dev articles wrong (mean rule) in all {len(runs)} seeds "
                 f"({len(always & peer_wrong)} of them wrong for the bag-of-words peer too), "
-                f"{int(np.sum(counts == len(runs) - 1))} more in all but one"
+                f"{int(np.sum(counts == len(runs) - 1))} more in all but one; the seeds' "
+                f"log-probabilities summed (an ensemble): {ensemble:.2%}"
             )
     for mode in MODES:
         for row in (row for row in rows if row["mode"] == mode):
