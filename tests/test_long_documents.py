@@ -14,8 +14,11 @@ import pytest
 import tensorflow as tf
 from test_run_classifier import NEGATIVE, POSITIVE, tsv_config
 
+from bert_tf.data.classification.features import convert_example_to_window_features
+from bert_tf.data.classification.processor import InputExample
 from bert_tf.data.packing import window_spans
-from bert_tf.tasks.classification import combine_windows, run
+from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.tasks.classification import combine_windows, run, text_windows
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import SAMPLE_DIR, finish, last_json_line, start_python
@@ -180,6 +183,39 @@ def test_a_run_going_on_with_a_windowed_model_combines_windows_by_its_rule(
     assert np.abs(by_max - _probabilities(root / "out")).max() > 0.01  # max is not mean here
     np.testing.assert_allclose(_probabilities(max_run), by_max, atol=2e-6)
     np.testing.assert_allclose(_probabilities(tmp_path / "elsewhere"), by_max, atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    "max_seq_length, doc_stride", [(8, 2), (8, 6), (8, 20), (5, 1), (11, 3), (32, 15)]
+)
+def test_the_exports_windows_are_those_of_the_features_file(max_seq_length, doc_stride):
+    # Strides past a window (20 > 6) step a window at a time, as run_squad.py's; an empty text and
+    # a one-piece text are one window each.
+    tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
+    rng = random.Random(max_seq_length * 100 + doc_stride)
+    pool = [*FILLER, *POSITIVE, "supercalifragilisticexpialidocious", "héllo", "東京"]
+    texts = [" ".join(rng.choices(pool, k=rng.randint(1, 40))) for _ in range(10)] + ["", "the"]
+    expected = []
+    for index, text in enumerate(texts):
+        example = InputExample(guid=str(index), text_a=text, label="pos")
+        for window in convert_example_to_window_features(
+            example, {"pos": 0}, max_seq_length, tokenizer, doc_stride, index
+        ):
+            ids = [
+                i for i, mask in zip(window["input_ids"], window["input_mask"], strict=True) if mask
+            ]
+            expected.append((index, ids))
+    preprocessor = BertPreprocessor(VOCAB, True, max_seq_length)
+    features, text_index = text_windows(preprocessor, tf.constant(texts), doc_stride)
+    got = [
+        (int(index), [int(i) for i, mask in zip(ids, masks, strict=True) if mask])
+        for index, ids, masks in zip(
+            text_index.numpy(), features["input_ids"].numpy(), features["input_mask"].numpy(),
+            strict=True,
+        )
+    ]  # fmt: skip
+    assert got == expected
+    assert len(expected) > len(texts)  # some texts are longer than a window
 
 
 def test_combining_windows_by_mean_and_max_of_log_probabilities():
