@@ -17,8 +17,10 @@ from test_run_classifier import NEGATIVE, POSITIVE, tsv_config
 from bert_tf.data.classification.features import convert_example_to_window_features
 from bert_tf.data.classification.processor import InputExample
 from bert_tf.data.packing import window_spans
+from bert_tf.errors import InputError
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks.classification import combine_windows, run, text_windows
+from bert_tf.tasks.classification import combine_windows, run, text_windows, window_signatures
+from bert_tf.tasks.run_files import TaskInfo, read_task_info
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import SAMPLE_DIR, finish, last_json_line, start_python
@@ -229,3 +231,75 @@ def test_combining_windows_by_mean_and_max_of_log_probabilities():
     np.testing.assert_allclose(
         combine_windows(scores, np.array([0, 0, 1]), "max", True), [[1.5], [4.0]]
     )
+
+
+def test_weighted_mean_weighs_each_window_by_the_wordpieces_it_holds():
+    # A text of a 30-piece window leaning to label 0 and a 10-piece tail window sure of label 1:
+    # weighted, the long window wins; unweighted, the short one does.
+    logits = np.log([[0.8, 0.2], [0.05, 0.95], [0.3, 0.7]])
+    text_index = np.array([0, 0, 1])
+    num_tokens = np.array([32, 12, 2])  # [CLS] + pieces + [SEP]; the last an empty text's
+    weighted = combine_windows(logits, text_index, "weighted_mean", num_tokens=num_tokens)
+    np.testing.assert_allclose(
+        weighted[0], (30 * np.log([0.8, 0.2]) + 10 * np.log([0.05, 0.95])) / 40
+    )
+    np.testing.assert_allclose(weighted[1], np.log([0.3, 0.7]))
+    assert weighted[0].argmax() == 0
+    assert combine_windows(logits, text_index, "mean")[0].argmax() == 1
+    scores = np.array([[1.0], [5.0], [2.0]])
+    np.testing.assert_allclose(
+        combine_windows(scores, text_index, "weighted_mean", True, num_tokens), [[2.0], [2.0]]
+    )
+
+
+class _ScoreIds:
+    """A stand-in for a classifier: logits that are smooth functions of a window's mean id."""
+
+    def __init__(self, is_regression):
+        self.is_regression = is_regression
+
+    def __call__(self, features, training=False):
+        mask = tf.cast(features["input_mask"], tf.float32)
+        ids = tf.cast(features["input_ids"], tf.float32) * mask
+        mean_id = tf.reduce_sum(ids, axis=-1) / tf.reduce_sum(mask, axis=-1) / 100.0
+        logits = 3.0 * tf.stack([tf.sin(mean_id), tf.cos(0.7 * mean_id), tf.sin(1.3 * mean_id)], 1)
+        return {"logits": logits[:, :1] if self.is_regression else logits}
+
+
+@pytest.mark.parametrize("is_regression", [False, True])
+@pytest.mark.parametrize("rule", ["weighted_mean", "mean", "max"])
+def test_the_export_combines_windows_as_the_predictions_file_does(rule, is_regression):
+    # The export's graph (serve_ids) against combine_windows, which test_results.tsv comes from,
+    # on windows of uneven lengths.
+    rng = random.Random(11)
+    texts = [_text(rng, "pos", rng.randint(0, 70)) for _ in range(6)] + ["", "happy"]
+    preprocessor = BertPreprocessor(VOCAB, True, MAX_SEQ_LENGTH)
+    info = TaskInfo(
+        model_type="classifier", max_seq_length=MAX_SEQ_LENGTH, doc_stride=15,
+        window_combination=rule, is_regression=is_regression,
+    )  # fmt: skip
+    model = _ScoreIds(is_regression)
+    signatures = window_signatures(preprocessor, model, info, lambda logits: {"logits": logits})
+    windows = signatures["preprocess"](text_a=tf.constant(texts))
+    served = signatures["serve_ids"](**windows)["logits"].numpy()
+    expected = combine_windows(
+        model(windows)["logits"].numpy(),
+        windows["text_index"].numpy(),
+        rule,
+        is_regression,
+        windows["input_mask"].numpy().sum(axis=-1),
+    )
+    assert len(windows["text_index"]) > len(texts) + 4  # several texts of several windows
+    # Values of magnitude 10 or less, float32 in the graph.
+    np.testing.assert_allclose(served, expected, atol=1e-5)
+
+
+def test_a_new_windowed_run_combines_by_weighted_mean_and_says_so(windowed):
+    assert read_task_info(str(windowed[0] / "out")).window_combination == "weighted_mean"
+
+
+def test_a_task_json_naming_an_unknown_window_rule_is_refused():
+    with pytest.raises(InputError, match="out/task.json: window_combination 'median'"):
+        TaskInfo.from_json(
+            {"model_type": "classifier", "window_combination": "median"}, "out/task.json"
+        )

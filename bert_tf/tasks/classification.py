@@ -25,7 +25,7 @@ from bert_tf.settings import setting
 from bert_tf.tasks import sweep
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
-from bert_tf.tasks.run_files import LABELS_FILE, labels_text
+from bert_tf.tasks.run_files import LABELS_FILE, WINDOW_COMBINATIONS, labels_text
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tokenization import FullTokenizer
 
@@ -171,11 +171,16 @@ def window_signatures(preprocessor, model, info, outputs_of):
         features = dict(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
         logits = tf.cast(model(features, training=False)["logits"], tf.float32)  # [W, L]
         if model.is_regression:
-            return outputs_of(tf.math.segment_mean(logits, text_index))
-        log_probs = tf.nn.log_softmax(logits, axis=-1)
-        if info.window_combination == "max":
-            return outputs_of(tf.math.segment_max(log_probs, text_index))
-        return outputs_of(tf.math.segment_mean(log_probs, text_index))
+            values = logits
+        else:
+            values = tf.nn.log_softmax(logits, axis=-1)
+            if info.window_combination == "max":
+                return outputs_of(tf.math.segment_max(values, text_index))
+        if info.window_combination != "weighted_mean":
+            return outputs_of(tf.math.segment_mean(values, text_index))
+        weights = tf.cast(window_weights(tf.reduce_sum(input_mask, axis=-1)), tf.float32)[:, None]
+        total = tf.math.segment_sum(values * weights, text_index)
+        return outputs_of(total / tf.math.segment_sum(weights, text_index))
 
     @tf.function(input_signature=text_spec)
     def serve(text_a):
@@ -200,9 +205,6 @@ SPEC = TaskSpec(
 # ---------------------------------------------------------------------------------- the run
 
 
-WINDOW_COMBINATIONS = ("mean", "max")
-
-
 @dataclasses.dataclass(kw_only=True)
 class ClassifierConfig(FineTuningConfig, data.DataSource):
     """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
@@ -218,9 +220,11 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
     )
     window_combination: str | None = setting(
         None,
-        "How a text's windows combine: mean (of their log-probabilities) or max (of each label's "
-        "probability), renormalized; regression averages. Default: the checkpoint's run's (its "
-        "task.json) when the run does not train or resumes, else mean.",
+        "How a text's windows combine: weighted_mean (of their log-probabilities, each window "
+        "weighted by the text's wordpieces it holds), mean (unweighted) or max (of each label's "
+        "probability), renormalized; regression averages (weighted for weighted_mean). Default: "
+        "the checkpoint's run's (its task.json) when the run does not train or resumes, else "
+        "weighted_mean.",
         choices=WINDOW_COMBINATIONS,
     )
 
@@ -275,7 +279,7 @@ class ClassifierRun(FineTuningRun):
                 f"--doc_stride={info.doc_stride} (the task.json of the checkpoint's run)"
             )
         if config.window_combination is None:
-            changes["window_combination"] = info.window_combination if info else "mean"
+            changes["window_combination"] = info.window_combination if info else "weighted_mean"
         if changes and info is not None:
             logging.info("from the task.json of the checkpoint's run: %s", changes)
             if info.max_seq_length != config.max_seq_length:
@@ -415,12 +419,17 @@ class ClassifierRun(FineTuningRun):
 
     def text_logits(self, path, info, batch_size, feature_keys=()):
         """{"logits" [T, L], features...}: one row per text, its windows combined when windowing."""
-        keys = [*feature_keys, "text_index"] if self.windows else list(feature_keys)
+        keys = [*feature_keys, "text_index", "input_mask"] if self.windows else list(feature_keys)
         result = self.predict_features(path, info, batch_size, ["logits"], keys)
         if not self.windows:
             return result
-        rule = "mean" if self.is_regression else self.config.window_combination
-        combined = combine_windows(result["logits"], result["text_index"], rule, self.is_regression)
+        combined = combine_windows(
+            result["logits"],
+            result["text_index"],
+            self.config.window_combination,
+            self.is_regression,
+            result["input_mask"].sum(axis=-1),
+        )
         first = np.unique(result["text_index"], return_index=True)[1]  # a text's first window
         return {"logits": combined, **{name: result[name][first] for name in feature_keys}}
 
@@ -469,16 +478,18 @@ def run(config):
     return sweep.run(config, ClassifierRun)
 
 
-def combine_windows(logits, text_index, rule, is_regression=False):
+def combine_windows(logits, text_index, rule, is_regression=False, num_tokens=None):
     """One row per text from its windows' logits [W, L], windows in text order.
 
     Args:
       logits: float [W, L].
       text_index: int [W], non-decreasing: the text of each window.
-      rule: "mean": the mean of the windows' log-probabilities; "max": each label's largest
-        log-probability; either is a text's logits (softmax renormalizes them). Regression: the
-        mean of the windows' scores.
+      rule: "weighted_mean": the mean of the windows' log-probabilities, each window weighted by
+        the text's wordpieces it holds (window_weights); "mean": their plain mean; "max": each
+        label's largest log-probability. Any is a text's logits (softmax renormalizes them).
+        Regression: the windows' scores averaged (weighted for "weighted_mean").
       is_regression: the logits are scores [W, 1].
+      num_tokens: int [W], the windows' tokens (their input_mask's sum); "weighted_mean" only.
 
     Returns:
       float64 [T, L].
@@ -488,8 +499,19 @@ def combine_windows(logits, text_index, rule, is_regression=False):
     _, starts = np.unique(text_index, return_index=True)
     if rule == "max" and not is_regression:
         return np.maximum.reduceat(values, starts, axis=0)
-    counts = np.diff(np.append(starts, len(values)))[:, None]
-    return np.add.reduceat(values, starts, axis=0) / counts
+    if rule == "weighted_mean":
+        weights = np.asarray(window_weights(np.asarray(num_tokens)), np.float64)[:, None]
+    else:
+        weights = np.ones_like(values[:, :1])
+    total = np.add.reduceat(values * weights, starts, axis=0)
+    return total / np.add.reduceat(weights, starts, axis=0)
+
+
+def window_weights(num_tokens):
+    """A window's weight in the weighted_mean rule, from its tokens (its input_mask's sum): the
+    text's wordpieces it holds, [CLS] and [SEP] not counted, and at least 1 (the one window of an
+    empty text). A short last window speaks for few words: its weight says so."""
+    return tf.maximum(num_tokens - 2, 1)
 
 
 def evaluation_results(logits, label_ids, task_name, is_regression):

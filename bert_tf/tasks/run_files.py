@@ -15,6 +15,8 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 
 TASK_FILE = "task.json"
+# How a classifier combines a text's windows (bert_tf.tasks.classification.combine_windows).
+WINDOW_COMBINATIONS = ("weighted_mean", "mean", "max")
 LABELS_FILE = "labels.txt"
 
 
@@ -30,7 +32,8 @@ class TaskInfo:
       labels: classifier and tagger: the label strings in id order.
       is_pair, is_regression: classifier: two texts per example; a score instead of labels.
       doc_stride: tagger, SQuAD, classifier windows: pieces between the starts of two windows.
-      window_combination: classifier windows: how a text's windows combine ("mean", "max").
+      window_combination: classifier windows: how a text's windows combine ("weighted_mean",
+        "mean", "max"); "mean" for a run that recorded none (the rule before weighted_mean).
       version_2_with_negative, max_query_length, n_best_size, max_answer_length,
       null_score_diff_threshold: SQuAD's settings (run_squad.py's flags).
     """
@@ -65,6 +68,13 @@ class TaskInfo:
         if unknown:
             raise InputError(f"{where}: unknown keys {unknown} (known: {sorted(known)})")
         values = dict(values)
+        if values.get("window_combination") is None:
+            values.pop("window_combination", None)  # null: the default
+        elif values["window_combination"] not in WINDOW_COMBINATIONS:
+            raise InputError(
+                f"{where}: window_combination {values['window_combination']!r} is none of "
+                f"{', '.join(WINDOW_COMBINATIONS)}"
+            )
         if values.get("bert_config") is not None:
             try:
                 values["bert_config"] = BertConfig.from_dict(values["bert_config"])
