@@ -52,6 +52,7 @@ import minilm  # noqa: E402
 
 FLAGS = flags.FLAGS
 MODES = ("truncated", "windows")
+RULES = ("weighted_mean", "mean", "max")  # --window_combination's, the default first
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Training seeds (head init, dropout, input order).")
 flags.DEFINE_list("modes", list(MODES), f"Any of {', '.join(MODES)}.")
 flags.DEFINE_integer("doc_stride", 126, "--doc_stride of the windowed runs (wordpieces).")
@@ -76,6 +77,7 @@ def config_of(data_dir, model_dir, output_dir, seed, doc_stride, do_train=True):
         train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
         learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs, seed=seed,
         length_bucketing=FLAGS.length_bucketing, doc_stride=doc_stride, log_steps=100,
+        window_combination="mean",  # evaluate()'s column; rule_accuracies scores every rule
         save_checkpoints_steps=10**6,
     )  # fmt: skip
 
@@ -88,7 +90,6 @@ def window_scores(run, dump_path):
     logits, text_index, label_ids and input_mask are saved to `dump_path` (.npz).
     """
     from bert_tf import io, metrics
-    from bert_tf.tasks.classification import combine_windows
 
     path, info = run.features("eval")
     result = run.predict_features(
@@ -96,17 +97,30 @@ def window_scores(run, dump_path):
     )
     with io.atomic_write(dump_path, "wb") as writer:
         np.savez(writer, **result)
-    first = np.unique(result["text_index"], return_index=True)[1]
-    labels = result["label_ids"][first]
-    scores = {"windows_per_text": len(result["text_index"]) / len(first)}
-    for rule in ("mean", "max"):
-        combined = combine_windows(result["logits"], result["text_index"], rule)
-        scores[rule] = float(np.mean(combined.argmax(-1) == labels))
-    scores["first_window"] = float(np.mean(result["logits"][first].argmax(-1) == labels))
+    scores = {"windows_per_text": len(result["text_index"]) / len(set(result["text_index"]))}
+    scores.update(rule_accuracies(result))
     probabilities = metrics.softmax(np.asarray(result["logits"], np.float64))
     wrong = probabilities.argmax(-1) != result["label_ids"]
     scores["window_accuracy"] = float(1 - np.mean(wrong))
     scores["wrong_windows_over_0.9"] = float(np.mean(probabilities[wrong].max(-1) > 0.9))
+    return scores
+
+
+def rule_accuracies(windows):
+    """{rule: dev accuracy} for each --window_combination rule and "first_window" (that alone),
+    from the dev windows' logits, text_index, label_ids and input_mask (a dict or a saved .npz)."""
+    from bert_tf.tasks.classification import combine_windows
+
+    first = np.unique(windows["text_index"], return_index=True)[1]
+    labels = windows["label_ids"][first]
+    num_tokens = windows["input_mask"].sum(axis=-1)
+    scores = {}
+    for rule in RULES:
+        combined = combine_windows(
+            windows["logits"], windows["text_index"], rule, False, num_tokens
+        )
+        scores[rule] = float(np.mean(combined.argmax(-1) == labels))
+    scores["first_window"] = float(np.mean(windows["logits"][first].argmax(-1) == labels))
     return scores
 
 
@@ -156,8 +170,8 @@ def dump_path(work_dir, mode, seed, run_settings, stride):
     return os.path.join(work_dir, "dev_logits", f"{mode}_seed{seed}_{digest}_stride{stride}.npz")
 
 
-def dev_log_probabilities(runs, work_dir):
-    """(per run, its dev articles' mean-rule log-probabilities [articles, labels]; the labels).
+def dev_log_probabilities(runs, work_dir, rule=RULES[0]):
+    """(per run, its dev articles' log-probabilities [articles, labels] by `rule`; the labels).
 
     Read from the runs' saved dev logits; None when a run's file is missing.
     """
@@ -165,13 +179,22 @@ def dev_log_probabilities(runs, work_dir):
 
     combined = []
     for row in runs:
-        path = dump_path(work_dir, row["mode"], row["seed"], row["settings"], FLAGS.doc_stride)
-        if not os.path.exists(path):
+        windows = saved_windows(row, work_dir)
+        if windows is None:
             return None
-        with np.load(path) as dump:
-            logits, text_index, label_ids = dump["logits"], dump["text_index"], dump["label_ids"]
-        combined.append(combine_windows(logits, text_index, "mean"))
-    return combined, label_ids[np.unique(text_index, return_index=True)[1]]
+        num_tokens = windows["input_mask"].sum(axis=-1)
+        text_index = windows["text_index"]
+        combined.append(combine_windows(windows["logits"], text_index, rule, False, num_tokens))
+    return combined, windows["label_ids"][np.unique(text_index, return_index=True)[1]]
+
+
+def saved_windows(row, work_dir):
+    """A run's saved dev windows ({name: array}, at --doc_stride), or None when not saved."""
+    path = dump_path(work_dir, row["mode"], row["seed"], row["settings"], FLAGS.doc_stride)
+    if not os.path.exists(path):
+        return None
+    with np.load(path) as dump:
+        return {name: dump[name] for name in dump.files}
 
 
 def bag_of_words_wrong(train, dev):
@@ -211,18 +234,23 @@ def settings():
 def summarize(rows, work_dir, dev, peer_wrong):
     """Per mode: each rule's dev accuracy over seeds (mean, standard error, min - max); the articles
     wrong in every seed; the bag-of-words peer (`peer_wrong`: its wrong dev articles)."""
+    for row in rows:
+        windows = saved_windows(row, work_dir)
+        if windows is not None:  # every rule, from the saved windows (rules added since count)
+            row.update(rule_accuracies(windows))
     print(
-        "\n| training input | seeds | eval: evaluate() (mean rule) | windows, mean rule | "
-        "windows, max rule | first window only | dev windows right | wrong windows with p > 0.9 "
-        "| training inputs | train examples/s (median) | train s (median) |"
+        "\n| training input | seeds | eval: evaluate() (mean rule) | windows, weighted_mean rule "
+        "(default) | windows, mean rule | windows, max rule | first window only | dev windows "
+        "right | wrong windows with p > 0.9 | training inputs | train examples/s (median) | train "
+        "s (median) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for mode in MODES:
         runs = [row for row in rows if row["mode"] == mode]
         if not runs:
             continue
-        keys = ("accuracy", "mean", "max", "first_window", "window_accuracy")
-        # Runs recorded before a column existed leave it empty ("-").
+        keys = ("accuracy", *RULES, "first_window", "window_accuracy")
+        # Runs recorded before a column existed, their windows not saved, leave it empty ("-").
         cells = [_mean_cell([r[key] for r in runs if key in r]) for key in keys]
         wrong = [r["wrong_windows_over_0.9"] for r in runs if "wrong_windows_over_0.9" in r]
         cells.append(f"{100 * statistics.fmean(wrong):.0f}%" if wrong else "-")
@@ -247,8 +275,8 @@ def summarize(rows, work_dir, dev, peer_wrong):
             # The seeds' errors of their own, averaged away: how far more seeds could go.
             ensemble = np.mean(sum(combined).argmax(-1) == labels)
             print(
-                f"{mode}: {len(always)} dev articles wrong (mean rule) in all {len(runs)} seeds "
-                f"({len(always & peer_wrong)} of them wrong for the bag-of-words peer too), "
+                f"{mode}: {len(always)} dev articles wrong ({RULES[0]} rule) in all {len(runs)} "
+                f"seeds ({len(always & peer_wrong)} of them wrong for the bag-of-words peer too), "
                 f"{int(np.sum(counts == len(runs) - 1))} more in all but one; the seeds' "
                 f"log-probabilities summed (an ensemble): {ensemble:.2%}"
             )
@@ -259,10 +287,10 @@ def summarize(rows, work_dir, dev, peer_wrong):
                 for stride, scores in row.get("by_eval_stride", {}).items()
                 if stride != str(FLAGS.doc_stride)
             )
+            rules = "".join(f", {rule} {row[rule]:.4f}" for rule in RULES if rule in row)
             print(
-                f"{mode} seed {row['seed']}: evaluate() {row['accuracy']:.4f}, mean "
-                f"{row['mean']:.4f}, max {row['max']:.4f}, first window {row['first_window']:.4f}"
-                f"{others}"
+                f"{mode} seed {row['seed']}: evaluate() {row['accuracy']:.4f}{rules}, first window "
+                f"{row['first_window']:.4f}{others}"
             )
 
 
