@@ -246,6 +246,8 @@ def test_weighted_mean_weighs_each_window_by_the_wordpieces_it_holds():
     np.testing.assert_allclose(weighted[1], np.log([0.3, 0.7]))
     assert weighted[0].argmax() == 0
     assert combine_windows(logits, text_index, "mean")[0].argmax() == 1
+    with pytest.raises(ValueError, match="median"):
+        combine_windows(logits, text_index, "median")
     scores = np.array([[1.0], [5.0], [2.0]])
     np.testing.assert_allclose(
         combine_windows(scores, text_index, "weighted_mean", True, num_tokens), [[2.0], [2.0]]
@@ -303,3 +305,10 @@ def test_a_task_json_naming_an_unknown_window_rule_is_refused():
         TaskInfo.from_json(
             {"model_type": "classifier", "window_combination": "median"}, "out/task.json"
         )
+
+
+@pytest.mark.parametrize("recorded", [{}, {"window_combination": None}])
+def test_a_task_json_from_before_weighted_mean_combines_by_mean(recorded):
+    # Windowed runs before weighted_mean existed combined by the plain mean and may not say so.
+    task = {"model_type": "classifier", "doc_stride": 15, **recorded}
+    assert TaskInfo.from_json(task, "task.json").window_combination == "mean"

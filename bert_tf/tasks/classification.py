@@ -161,6 +161,11 @@ def window_signatures(preprocessor, model, info, outputs_of):
         for name in ("input_ids", "input_mask", "segment_ids")
     ] + [tf.TensorSpec([None], tf.int32, name="text_index")]
 
+    if info.window_combination not in WINDOW_COMBINATIONS:
+        raise ValueError(
+            f"window_combination {info.window_combination!r}: none of {WINDOW_COMBINATIONS}"
+        )
+
     @tf.function(input_signature=text_spec)
     def preprocess(text_a):
         features, text_index = text_windows(preprocessor, text_a, info.doc_stride)
@@ -178,9 +183,11 @@ def window_signatures(preprocessor, model, info, outputs_of):
                 return outputs_of(tf.math.segment_max(values, text_index))
         if info.window_combination != "weighted_mean":
             return outputs_of(tf.math.segment_mean(values, text_index))
-        weights = tf.cast(window_weights(tf.reduce_sum(input_mask, axis=-1)), tf.float32)[:, None]
+        # combine_windows' weights: the text's wordpieces a window holds, at least 1.
+        pieces = tf.maximum(tf.reduce_sum(input_mask, axis=-1) - 2, 1)
+        weights = tf.cast(pieces, tf.float32)[:, None]
         total = tf.math.segment_sum(values * weights, text_index)
-        return outputs_of(total / tf.math.segment_sum(weights, text_index))
+        return outputs_of(tf.math.divide_no_nan(total, tf.math.segment_sum(weights, text_index)))
 
     @tf.function(input_signature=text_spec)
     def serve(text_a):
@@ -419,16 +426,16 @@ class ClassifierRun(FineTuningRun):
 
     def text_logits(self, path, info, batch_size, feature_keys=()):
         """{"logits" [T, L], features...}: one row per text, its windows combined when windowing."""
-        keys = [*feature_keys, "text_index", "input_mask"] if self.windows else list(feature_keys)
-        result = self.predict_features(path, info, batch_size, ["logits"], keys)
         if not self.windows:
-            return result
+            return self.predict_features(path, info, batch_size, ["logits"], feature_keys)
+        rule = self.config.window_combination
+        keys = [*feature_keys, "text_index"]
+        if rule == "weighted_mean":
+            keys.append("input_mask")  # the windows' lengths weigh them
+        result = self.predict_features(path, info, batch_size, ["logits"], keys)
+        num_tokens = result["input_mask"].sum(axis=-1) if rule == "weighted_mean" else None
         combined = combine_windows(
-            result["logits"],
-            result["text_index"],
-            self.config.window_combination,
-            self.is_regression,
-            result["input_mask"].sum(axis=-1),
+            result["logits"], result["text_index"], rule, self.is_regression, num_tokens
         )
         first = np.unique(result["text_index"], return_index=True)[1]  # a text's first window
         return {"logits": combined, **{name: result[name][first] for name in feature_keys}}
@@ -485,33 +492,32 @@ def combine_windows(logits, text_index, rule, is_regression=False, num_tokens=No
       logits: float [W, L].
       text_index: int [W], non-decreasing: the text of each window.
       rule: "weighted_mean": the mean of the windows' log-probabilities, each window weighted by
-        the text's wordpieces it holds (window_weights); "mean": their plain mean; "max": each
-        label's largest log-probability. Any is a text's logits (softmax renormalizes them).
-        Regression: the windows' scores averaged (weighted for "weighted_mean").
+        the text's wordpieces it holds ([CLS] and [SEP] not counted; at least 1, for the one
+        window of an empty text), so that a short last window counts for the few words it reads;
+        "mean": their plain mean; "max": each label's largest log-probability. Any is a text's
+        logits (softmax renormalizes them). Regression: the windows' scores averaged (weighted
+        for "weighted_mean").
       is_regression: the logits are scores [W, 1].
       num_tokens: int [W], the windows' tokens (their input_mask's sum); "weighted_mean" only.
 
     Returns:
       float64 [T, L].
     """
+    if rule not in WINDOW_COMBINATIONS:
+        raise ValueError(f"window combination {rule!r}: none of {WINDOW_COMBINATIONS}")
     logits = np.asarray(logits, np.float64)
     values = logits if is_regression else metrics.log_softmax(logits)
     _, starts = np.unique(text_index, return_index=True)
     if rule == "max" and not is_regression:
         return np.maximum.reduceat(values, starts, axis=0)
     if rule == "weighted_mean":
-        weights = np.asarray(window_weights(np.asarray(num_tokens)), np.float64)[:, None]
+        if num_tokens is None:
+            raise ValueError("the weighted_mean rule needs the windows' num_tokens")
+        weights = np.maximum(np.asarray(num_tokens, np.float64) - 2, 1)[:, None]
     else:
         weights = np.ones_like(values[:, :1])
     total = np.add.reduceat(values * weights, starts, axis=0)
     return total / np.add.reduceat(weights, starts, axis=0)
-
-
-def window_weights(num_tokens):
-    """A window's weight in the weighted_mean rule, from its tokens (its input_mask's sum): the
-    text's wordpieces it holds, [CLS] and [SEP] not counted, and at least 1 (the one window of an
-    empty text). A short last window speaks for few words: its weight says so."""
-    return tf.maximum(num_tokens - 2, 1)
 
 
 def evaluation_results(logits, label_ids, task_name, is_regression):
