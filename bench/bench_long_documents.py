@@ -10,18 +10,20 @@ seed, one run of each mode at the same settings (batch, learning rate, epochs):
     training reads every window as an example with its article's label (an epoch is every window
     once), eval combines an article's windows.
 
-From each run's one pass over the dev windows the script scores both --window_combination rules
-(mean of the windows' log-probabilities, max of each label's), the first window alone and the
-windows alone (how many predict their article's label; how many of the wrong ones do so with a
-probability over 0.9); the truncated model is also scored on the dev windows (windows at eval
-only). --eval_doc_strides scores each model on the windows of other strides too. The dev windows'
-logits are saved under work_dir/dev_logits/; from them the table is followed by how many dev
-articles the mean rule gets wrong in every seed of a mode (errors no seed fixes), and how many of
-those a named peer that reads whole articles, TF-IDF + LinearSVC (scikit-learn), gets wrong too:
-articles whose label is in doubt whatever reads them. Every run appends one JSON line to
---results; a run already there is skipped, so the seeds can be split over commands.
---summarize_only trains nothing, but reads the corpus again (writing work_dir/bbc_news/ again) for
-the peer.
+From each run's one pass over the dev windows the script scores every --window_combination rule
+(weighted_mean: the windows' log-probabilities averaged, each window weighted by its wordpieces;
+mean: unweighted; max: each label's largest), the first window alone and the windows alone (how many
+predict their article's label; how many of the wrong ones do so with a probability over 0.9); the
+truncated model is also scored on the dev windows (windows at eval only). --eval_doc_strides scores
+each model on the windows of other strides too. The dev windows' logits are saved under
+work_dir/dev_logits/; from them the table is followed by how many dev articles the default rule
+(weighted_mean) gets wrong in every seed of a mode (errors no seed fixes), and how many of those a
+named peer that reads whole articles, TF-IDF + LinearSVC (scikit-learn), gets wrong too: articles
+whose label is in doubt whatever reads them. Every run appends one JSON line to --results; a run
+already there is skipped, so the seeds can be split over commands. --summarize_only trains nothing,
+but reads the corpus again (writing work_dir/bbc_news/ again) for the peer; it scores every rule
+from the saved dev logits, so a rule added since a run counts too. evaluate() (the table's first
+column) runs with --window_combination=mean.
 
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --seeds=1,2,3
     .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --summarize_only
@@ -86,8 +88,8 @@ def window_scores(run, dump_path):
     """Dev accuracy of a windowed ClassifierRun's model by each rule, from one pass over the windows.
 
     Also the windows alone: the share predicting their text's label, and the share of the wrong ones
-    with a probability over 0.9 (confidently wrong windows weigh on the mean rule). The windows'
-    logits, text_index, label_ids and input_mask are saved to `dump_path` (.npz).
+    with a probability over 0.9 (confidently wrong windows weigh on the averaging rules). The
+    windows' logits, text_index, label_ids and input_mask are saved to `dump_path` (.npz).
     """
     from bert_tf import io, metrics
 
@@ -97,7 +99,7 @@ def window_scores(run, dump_path):
     )
     with io.atomic_write(dump_path, "wb") as writer:
         np.savez(writer, **result)
-    scores = {"windows_per_text": len(result["text_index"]) / len(set(result["text_index"]))}
+    scores = {"windows_per_text": len(result["text_index"]) / len(np.unique(result["text_index"]))}
     scores.update(rule_accuracies(result))
     probabilities = metrics.softmax(np.asarray(result["logits"], np.float64))
     wrong = probabilities.argmax(-1) != result["label_ids"]
@@ -117,7 +119,7 @@ def rule_accuracies(windows):
     scores = {}
     for rule in RULES:
         combined = combine_windows(
-            windows["logits"], windows["text_index"], rule, False, num_tokens
+            windows["logits"], windows["text_index"], rule, num_tokens=num_tokens
         )
         scores[rule] = float(np.mean(combined.argmax(-1) == labels))
     scores["first_window"] = float(np.mean(windows["logits"][first].argmax(-1) == labels))
@@ -125,7 +127,7 @@ def rule_accuracies(windows):
 
 
 def train_and_score(mode, seed, data_dir, model_dir, work_dir):
-    """One run of `mode`: {"accuracy" (evaluate()'s), "mean", "max", "first_window", speeds...}."""
+    """One run of `mode`: {"accuracy" (evaluate()'s), each rule's, "first_window", speeds...}."""
     from bert_tf.tasks.classification import ClassifierRun
 
     output_dir = os.path.join(work_dir, "runs", f"{mode}_seed{seed}")
@@ -184,7 +186,7 @@ def dev_log_probabilities(runs, work_dir, rule=RULES[0]):
             return None
         num_tokens = windows["input_mask"].sum(axis=-1)
         text_index = windows["text_index"]
-        combined.append(combine_windows(windows["logits"], text_index, rule, False, num_tokens))
+        combined.append(combine_windows(windows["logits"], text_index, rule, num_tokens=num_tokens))
     return combined, windows["label_ids"][np.unique(text_index, return_index=True)[1]]
 
 
