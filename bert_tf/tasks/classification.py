@@ -161,11 +161,6 @@ def window_signatures(preprocessor, model, info, outputs_of):
         for name in ("input_ids", "input_mask", "segment_ids")
     ] + [tf.TensorSpec([None], tf.int32, name="text_index")]
 
-    if info.window_combination not in WINDOW_COMBINATIONS:
-        raise ValueError(
-            f"window_combination {info.window_combination!r}: none of {WINDOW_COMBINATIONS}"
-        )
-
     @tf.function(input_signature=text_spec)
     def preprocess(text_a):
         features, text_index = text_windows(preprocessor, text_a, info.doc_stride)
@@ -428,14 +423,14 @@ class ClassifierRun(FineTuningRun):
         """{"logits" [T, L], features...}: one row per text, its windows combined when windowing."""
         if not self.windows:
             return self.predict_features(path, info, batch_size, ["logits"], feature_keys)
-        rule = self.config.window_combination
-        keys = [*feature_keys, "text_index"]
-        if rule == "weighted_mean":
-            keys.append("input_mask")  # the windows' lengths weigh them
+        keys = [*feature_keys, "text_index", "input_mask"]  # input_mask: weighted_mean's weights
         result = self.predict_features(path, info, batch_size, ["logits"], keys)
-        num_tokens = result["input_mask"].sum(axis=-1) if rule == "weighted_mean" else None
         combined = combine_windows(
-            result["logits"], result["text_index"], rule, self.is_regression, num_tokens
+            result["logits"],
+            result["text_index"],
+            self.config.window_combination,
+            self.is_regression,
+            num_tokens=result["input_mask"].sum(axis=-1),
         )
         first = np.unique(result["text_index"], return_index=True)[1]  # a text's first window
         return {"logits": combined, **{name: result[name][first] for name in feature_keys}}

@@ -53,6 +53,15 @@ class TaskInfo:
     max_answer_length: int = 30
     null_score_diff_threshold: float = 0.0
 
+    def __post_init__(self):
+        if self.window_combination is None:  # a task.json's null
+            self.window_combination = "mean"
+        if self.window_combination not in WINDOW_COMBINATIONS:
+            raise ValueError(
+                f"window_combination {self.window_combination!r} is none of "
+                f"{', '.join(WINDOW_COMBINATIONS)}"
+            )
+
     def to_json(self):
         values = dataclasses.asdict(self)
         values["bert_config"] = self.bert_config.to_dict() if self.bert_config else None
@@ -68,19 +77,15 @@ class TaskInfo:
         if unknown:
             raise InputError(f"{where}: unknown keys {unknown} (known: {sorted(known)})")
         values = dict(values)
-        if values.get("window_combination") is None:
-            values.pop("window_combination", None)  # null: the default
-        elif values["window_combination"] not in WINDOW_COMBINATIONS:
-            raise InputError(
-                f"{where}: window_combination {values['window_combination']!r} is none of "
-                f"{', '.join(WINDOW_COMBINATIONS)}"
-            )
         if values.get("bert_config") is not None:
             try:
                 values["bert_config"] = BertConfig.from_dict(values["bert_config"])
             except ValueError as error:
                 raise InputError(f"{where}: bert_config: {error}") from None
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ValueError as error:
+            raise InputError(f"{where}: {error}") from None
 
 
 def write_task_info(folder, info):
