@@ -172,22 +172,23 @@ def dump_path(work_dir, mode, seed, run_settings, stride):
     return os.path.join(work_dir, "dev_logits", f"{mode}_seed{seed}_{digest}_stride{stride}.npz")
 
 
-def dev_log_probabilities(runs, work_dir, rule=RULES[0]):
-    """(per run, its dev articles' log-probabilities [articles, labels] by `rule`; the labels).
-
-    Read from the runs' saved dev logits; None when a run's file is missing.
-    """
+def dev_log_probabilities(saved):
+    """(per run, its dev articles' log-probabilities [articles, labels] by the default rule; the
+    labels),
+    from the runs' saved dev windows (`saved`: saved_windows' dicts)."""
     from bert_tf.tasks.classification import combine_windows
 
-    combined = []
-    for row in runs:
-        windows = saved_windows(row, work_dir)
-        if windows is None:
-            return None
-        num_tokens = windows["input_mask"].sum(axis=-1)
-        text_index = windows["text_index"]
-        combined.append(combine_windows(windows["logits"], text_index, rule, num_tokens=num_tokens))
-    return combined, windows["label_ids"][np.unique(text_index, return_index=True)[1]]
+    combined = [
+        combine_windows(
+            windows["logits"],
+            windows["text_index"],
+            RULES[0],
+            num_tokens=windows["input_mask"].sum(axis=-1),
+        )
+        for windows in saved
+    ]
+    first = np.unique(saved[0]["text_index"], return_index=True)[1]
+    return combined, saved[0]["label_ids"][first]
 
 
 def saved_windows(row, work_dir):
@@ -236,8 +237,9 @@ def settings():
 def summarize(rows, work_dir, dev, peer_wrong):
     """Per mode: each rule's dev accuracy over seeds (mean, standard error, min - max); the articles
     wrong in every seed; the bag-of-words peer (`peer_wrong`: its wrong dev articles)."""
+    saved = {(row["mode"], row["seed"]): saved_windows(row, work_dir) for row in rows}
     for row in rows:
-        windows = saved_windows(row, work_dir)
+        windows = saved[row["mode"], row["seed"]]
         if windows is not None:  # every rule, from the saved windows (rules added since count)
             row.update(rule_accuracies(windows))
     print(
@@ -267,11 +269,13 @@ def summarize(rows, work_dir, dev, peer_wrong):
     )
     for mode in MODES:
         runs = [row for row in rows if row["mode"] == mode]
-        predictions = dev_log_probabilities(runs, work_dir) if len(runs) > 1 else None
-        if len(runs) > 1 and predictions is None:
+        if len(runs) < 2:
+            continue
+        windows = [saved[mode, row["seed"]] for row in runs]
+        if any(run_windows is None for run_windows in windows):
             print(f"{mode}: the dev logits of some seeds are not in {work_dir}/dev_logits")
-        elif predictions is not None:
-            combined, labels = predictions
+        else:
+            combined, labels = dev_log_probabilities(windows)
             counts = sum((run.argmax(-1) != labels).astype(int) for run in combined)
             always = set(np.flatnonzero(counts == len(runs)).tolist())
             # The seeds' errors of their own, averaged away: how far more seeds could go.
