@@ -6,7 +6,7 @@ words nor remembering a training sentence tells the classes apart, only word ord
 is what masked-LM pretraining teaches a model, so the task shows what pretraining adds (the demo
 fine-tunes from the pretrained checkpoint and from random weights, side by side).
 
-Source: ../shared/data/austen_sentences.txt (one sentence per line, a blank line between chapters;
+Source: tests/fixtures/austen_sentences.txt.xz (one sentence per line, a blank line between chapters;
 Emma, Mansfield Park, Northanger Abbey, Sense and Sensibility). Its first six chapters are
 sample_data/sample_text.txt, the pretraining corpus; they are left out, so no sentence of the task was
 seen in pretraining. Chapters, not sentences, are dealt to the splits (counting from the seventh
@@ -22,17 +22,15 @@ The same source gives the same bytes: one seeded random.Random and string operat
 """
 
 import argparse
+import lzma
 import os
 import random
 import re
 import sys
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_SOURCE = os.path.join(
-    os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared")),
-    "data",
-    "austen_sentences.txt",
-)
+# The corpus, xz-packed: tests/fixtures/README.md says where it comes from.
+DEFAULT_SOURCE = os.path.join(REPO_DIR, "tests", "fixtures", "austen_sentences.txt.xz")
 DEFAULT_OUTPUT = os.path.join(REPO_DIR, "sample_data", "word_order")
 
 SEED = 12345
@@ -48,8 +46,9 @@ _WORD = re.compile(r"^(\W*)(.*?)(\W*)$")
 def read_chapters(path):
     """The source's chapters, each a list of sentences (title-split lines rejoined)."""
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} is absent: set BERT_TF_SHARED_DIR or pass --source")
-    with open(path, encoding="utf-8") as f:
+        raise FileNotFoundError(f"{path} is absent: pass --source")
+    opener = lzma.open if path.endswith(".xz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
         blocks = f.read().split("\n\n")
     chapters = []
     for block in blocks:

@@ -1,41 +1,20 @@
-"""Shared pytest fixtures: paths to ../shared and to the repo's sample data."""
+"""Shared pytest fixtures: the reference fixtures in tests/fixtures/ and the repo's sample data."""
 
+import lzma
 import os
 import pathlib
 
 import pytest
 
 REPO_DIR = pathlib.Path(__file__).resolve().parent.parent
-SHARED_DIR = pathlib.Path(os.environ.get("BERT_TF_SHARED_DIR", REPO_DIR.parent / "shared"))
+FIXTURES_DIR = REPO_DIR / "tests" / "fixtures"
 SAMPLE_DIR = REPO_DIR / "sample_data"
-
-
-# Set by .ci/run: there a missing shared folder is a broken checkout, not a user's machine.
-REQUIRE_SHARED = os.environ.get("BERT_TF_REQUIRE_SHARED") == "1"
-
-
-def pytest_sessionstart(session):
-    if REQUIRE_SHARED and not (SHARED_DIR / "fixtures").is_dir():
-        raise pytest.UsageError(
-            f"BERT_TF_REQUIRE_SHARED=1 but the shared folder {SHARED_DIR} has no fixtures/: the "
-            "tests that read it would all skip (set BERT_TF_SHARED_DIR to the shared folder)"
-        )
-
-
-def _shared_path(*parts):
-    path = SHARED_DIR.joinpath(*parts)
-    if not path.exists():
-        message = f"shared fixture {path} is absent (set BERT_TF_SHARED_DIR to the shared folder)"
-        if REQUIRE_SHARED:
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 @pytest.fixture(scope="session")
 def google_ckpt_dir():
-    """../shared/fixtures/google_ckpt_tiny: a checkpoint written by the original TF1 code."""
-    return _shared_path("fixtures", "google_ckpt_tiny")
+    """tests/fixtures/google_ckpt_tiny: a checkpoint written by the original TF1 code."""
+    return FIXTURES_DIR / "google_ckpt_tiny"
 
 
 @pytest.fixture(scope="session")
@@ -63,14 +42,19 @@ def reference(google_ckpt_dir):
 
 @pytest.fixture(scope="session")
 def tokenization_dir():
-    """../shared/fixtures/tokenization: uncased vocab + the original FullTokenizer's outputs."""
-    return _shared_path("fixtures", "tokenization")
+    """tests/fixtures/tokenization: uncased vocab + the original FullTokenizer's outputs."""
+    return FIXTURES_DIR / "tokenization"
+
+
+AUSTEN_SENTENCES_XZ = FIXTURES_DIR / "austen_sentences.txt.xz"
 
 
 @pytest.fixture(scope="session")
-def austen_sentences_path():
-    """../shared/data/austen_sentences.txt: 184 documents, one sentence per line."""
-    return _shared_path("data", "austen_sentences.txt")
+def austen_sentences_path(tmp_path_factory):
+    """austen_sentences.txt (184 documents, one sentence per line), unpacked from tests/fixtures."""
+    path = tmp_path_factory.mktemp("austen") / "austen_sentences.txt"
+    path.write_bytes(lzma.decompress(AUSTEN_SENTENCES_XZ.read_bytes()))
+    return path
 
 
 @pytest.fixture(scope="session")

