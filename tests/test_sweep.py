@@ -67,7 +67,7 @@ def test_sweep_results_hold_each_seed_their_mean_and_spread(swept):
     ]
     assert header == [
         "learning_rate", "train_batch_size", "num_train_epochs", "seed=1", "seed=2", "mean", "std",
-        "metric",
+        "metric", "collapsed_seeds",
     ]  # fmt: skip
     assert [row[:3] for row in rows] == [
         ["0.001", "8", "1"], ["0.001", "16", "1"], ["0.0003", "8", "1"], ["0.0003", "16", "1"],
@@ -79,6 +79,11 @@ def test_sweep_results_hold_each_seed_their_mean_and_spread(swept):
         assert float(row[5]) == pytest.approx(statistics.fmean(scores), abs=5e-5)
         assert float(row[6]) == pytest.approx(statistics.stdev(scores), abs=5e-5)
         assert row[7] == "eval_accuracy"
+        runs = {
+            s: json.loads((output_dir / f"{name}_seed{s}" / "sweep_run.json").read_text())
+            for s in (1, 2)
+        }
+        assert row[8] == ",".join(str(s) for s, run in runs.items() if run["collapsed"])
 
 
 def test_best_is_the_run_with_the_highest_dev_metric_and_predicts(swept):

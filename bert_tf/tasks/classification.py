@@ -461,7 +461,10 @@ class ClassifierRun(FineTuningRun):
         results = evaluation_results(
             result["logits"], result["label_ids"], self.processor.task_name, self.is_regression
         )
-        return self.evaluation_done(results)
+        if self.is_regression:
+            return self.evaluation_done(results)
+        predicted = [self.labels[i] for i in result["logits"].argmax(axis=-1)]
+        return self.evaluation_done(results, predicted, "label")
 
     def predict_test(self):
         path, info = self.features("predict")

@@ -259,7 +259,9 @@ class MultipleChoiceRun(FineTuningRun):
         result = self.predict_features(
             path, info, self.config.eval_batch_size, ["logits"], ["label_ids"]
         )
-        return self.evaluation_done(evaluation_results(result["logits"], result["label_ids"]))
+        results = evaluation_results(result["logits"], result["label_ids"])
+        choices = result["logits"].argmax(axis=-1).tolist()
+        return self.evaluation_done(results, choices, "choice")
 
     def predict_test(self):
         path, info = self.features("predict")

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io
+from bert_tf import io, metrics
 from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.data.feature_cache import make_feature_dataset, reading_cached_records
 from bert_tf.distribute import STRATEGIES, get_strategy, is_chief, resolve_strategy_name
@@ -390,6 +390,8 @@ class FineTuningRun(Run):
     metric_name = "eval_accuracy"
     # Flags a task cannot run without (besides the shared ones).
     required_flags = ()
+    # What every dev prediction of the last evaluation was, when they were all one (evaluation_done).
+    collapsed = None
 
     def __init__(self, config):
         super().__init__(config)
@@ -598,10 +600,13 @@ class FineTuningRun(Run):
         real = result["is_real_example"].astype(bool)
         return {name: value[real] for name, value in result.items()}
 
-    def evaluation_done(self, results):
-        """Adds the global step to eval results, writes eval_results.txt and returns them."""
+    def evaluation_done(self, results, predictions=None, what="prediction"):
+        """Adds the global step to eval results, writes eval_results.txt and returns them; logs a
+        WARNING and sets `collapsed` (a sweep records it) when every dev prediction is the same."""
         results["global_step"] = self.trainer().global_step
         self.write_eval_results(results)
+        if predictions is not None:
+            self.collapsed = metrics.collapse(predictions, what, self.config.learning_rate)
         return results
 
     def export(self):

@@ -24,7 +24,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import squad_evaluation
+from bert_tf import metrics, squad_evaluation
 from bert_tf.data import squad as data
 from bert_tf.data import squad_predictions
 from bert_tf.data.feature_cache import cached_records, file_identity
@@ -415,6 +415,9 @@ class SquadRun(FineTuningRun):
         self.write_output("eval_results.json", json.dumps(results, indent=2) + "\n")
         for name, value in results.items():
             logging.info("  %s = %s", name, value)
+        self.collapsed = metrics.collapse(
+            list(predictions.values()), "answer", config.learning_rate
+        )
         return results
 
     def run(self):

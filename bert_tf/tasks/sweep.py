@@ -160,6 +160,7 @@ def _train(config, run_class, combination, number, total):
         if best is not None and best["value"] > value:  # --eval_every_steps kept a better one
             metric, value, checkpoint = best["metric"], best["value"], BEST_CHECKPOINT
         done = {"settings": combination, "metric": metric, "value": value, "checkpoint": checkpoint}
+        done["collapsed"] = task_run.collapsed  # every dev prediction one value, or None
         if task_run.is_chief:
             io.write_text(os.path.join(folder, RUN_FILE), json.dumps(done, indent=2) + "\n")
     else:
@@ -210,21 +211,25 @@ def collect(config, grid):
 
 
 def results_table(grid, finished):
-    """sweep_results.tsv: per learning rate, batch size and epochs, each seed's metric, mean, std."""
+    """sweep_results.tsv: per learning rate, batch size and epochs, each seed's metric, mean, std, and
+    the seeds whose run collapsed (every dev prediction one value: it learned nothing)."""
     seeds = list(dict.fromkeys(c["seed"] for c in grid))
     metric = next(iter(finished.values()))["metric"]
     header = [*SWEEP_FIELDS[:3], *(f"seed={seed}" for seed in seeds), "mean", "std", "metric"]
+    header.append("collapsed_seeds")
     rows = ["\t".join(header)]
     settings = list(dict.fromkeys(tuple(c[name] for name in SWEEP_FIELDS[:3]) for c in grid))
     for values in settings:
-        scores = []
+        scores, collapsed = [], []
         for seed in seeds:
             combination = dict(zip(SWEEP_FIELDS, (*values, seed), strict=True))
             done = finished.get(run_name(combination))
             scores.append(None if done is None else done["value"])
+            if done is not None and done.get("collapsed"):
+                collapsed.append(f"{seed}")
         known = [score for score in scores if score is not None]
         mean = f"{statistics.fmean(known):.4f}" if known else ""
         std = f"{statistics.stdev(known):.4f}" if len(known) > 1 else ""
         cells = [f"{v:g}" for v in values] + ["" if s is None else f"{s:.4f}" for s in scores]
-        rows.append("\t".join([*cells, mean, std, metric]))
+        rows.append("\t".join([*cells, mean, std, metric, ",".join(collapsed)]))
     return "\n".join(rows) + "\n"

@@ -255,7 +255,7 @@ class TaggerRun(FineTuningRun):
         gold = [sentence.labels for sentence in self.sentences("dev")[1]]
         results = evaluation_results(gold, predicted, self.labels)
         results.update(eval_loss=loss, loss=loss)
-        return self.evaluation_done(results)
+        return self.evaluation_done(results, [tag for tags in predicted for tag in tags], "tag")
 
     def predict_test(self):
         predicted, _ = self.predict_words("predict", self.config.predict_batch_size)
