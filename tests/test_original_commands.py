@@ -29,8 +29,8 @@ EXTRA_TEXT = " ".join(
     + ["Who was Jim Henson ? Jim Henson was a puppeteer"]
 )  # fmt: skip
 PRETRAINING_KEYS = {
-    "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
-    "next_sentence_loss",
+    "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "masked_lm_perplexity",
+    "next_sentence_accuracy", "next_sentence_loss",
 }  # fmt: skip
 
 

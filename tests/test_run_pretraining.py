@@ -28,8 +28,8 @@ from conftest import FLOAT32_EPS, assert_float32_close
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVAL_KEYS = {
-    "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
-    "next_sentence_loss",
+    "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "masked_lm_perplexity",
+    "next_sentence_accuracy", "next_sentence_loss",
 }  # fmt: skip
 
 
@@ -123,6 +123,13 @@ def test_eval_of_a_google_checkpoint_reproduces_its_own_loss(tmp_path, google_ck
     weights = reference["masked_lm_weights"]
     accuracy = np.sum((log_probs.argmax(-1) == ids) * weights) / np.sum(weights)
     assert results["masked_lm_accuracy"] == pytest.approx(accuracy, abs=1e-6)
+    # Perplexity (the paper's Table 6): exp of the mean negative log-likelihood of the masked
+    # positions, each weighted by masked_lm_weights, from the original's log-probs.
+    nll = -np.take_along_axis(log_probs, ids[..., None], axis=-1)[..., 0]
+    perplexity = np.exp(np.sum(nll * weights) / np.sum(weights))
+    # rel 5e-4: the loss above may be 1e-4 relative off, and exp turns its absolute error (loss ~5)
+    # into a relative one; unweighted positions or exp of the total loss are off by far more.
+    assert results["masked_lm_perplexity"] == pytest.approx(perplexity, rel=5e-4)
 
 
 def test_eval_reads_gzip_records_and_repeats_them_like_the_original(
