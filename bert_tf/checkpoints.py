@@ -29,6 +29,7 @@ _TRAINING_STATE_NAMES = ("global_step",)
 _TASK_FILE = "task.json"
 # How `restore_init_checkpoint` treats a model's heads.
 HEADS = ("optional", "required", "skip")
+POSITION_EMBEDDINGS = "bert/embeddings/position_embeddings"
 
 
 def _dense(prefix, layer):
@@ -47,7 +48,7 @@ def encoder_variable_names(bert):
     names = {
         "bert/embeddings/word_embeddings": embeddings.word_embeddings,
         "bert/embeddings/token_type_embeddings": embeddings.token_type_embeddings,
-        "bert/embeddings/position_embeddings": embeddings.position_embeddings,
+        POSITION_EMBEDDINGS: embeddings.position_embeddings,
         **_layer_norm("bert/embeddings/LayerNorm", embeddings.layer_norm),
     }
     for i, block in enumerate(bert.encoder_layers):
@@ -317,6 +318,14 @@ def restore_init_checkpoint(model, path, heads="optional", dry_run=False, resumi
                     if part.is_head
                     else " (is the BERT config the checkpoint's own?)"
                 )
+                if name == POSITION_EMBEDDINGS and shape[0] < expected[0]:
+                    # Pretraining's phase 2 (longer sequences) from a phase 1 built too short.
+                    remedy = (
+                        f": it was pretrained with max_position_embeddings={shape[0]}, so it cannot "
+                        f"read sequences of {expected[0]} positions; the first phase of a two-phase "
+                        "schedule must be built with max_position_embeddings at least the second's"
+                        " --max_seq_length"
+                    )
                 raise InputError(
                     f"{prefix}: {name} of the {part.name} has shape {shape} in the checkpoint but "
                     f"{expected} in the model{remedy}"
