@@ -68,8 +68,12 @@ class BertClassifier(BertTaskModel):
         }
 
 
-def classification_loss(outputs, features, num_examples, is_regression):
-    """Summed per-example loss / num_examples: cross-entropy, or squared error for regression."""
+def classification_loss(outputs, features, num_examples, is_regression, class_weights=None):
+    """Summed per-example loss / num_examples: cross-entropy, or squared error for regression.
+
+    class_weights: None, or float [L]: each example's cross-entropy is multiplied by its label's weight
+    (the normalizer stays the number of examples, as Keras' class_weight does).
+    """
     logits = tf.cast(outputs["logits"], tf.float32)
     if is_regression:
         labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.float32)
@@ -77,6 +81,8 @@ def classification_loss(outputs, features, num_examples, is_regression):
     else:
         labels = tf.cast(tf.reshape(features["label_ids"], [-1]), tf.int32)
         per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        if class_weights is not None:
+            per_example *= tf.gather(tf.constant(class_weights, tf.float32), labels)
     return tf.reduce_sum(per_example) / num_examples
 
 
@@ -220,6 +226,12 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
         "that does not train, or resumes, takes the windows of the checkpoint's run (its "
         "task.json), as its export does.",
     )
+    class_weights: str = setting(
+        "none",
+        "Weights of the labels in the training loss, for imbalanced data: none, auto (inverse "
+        "frequency in the training data, n / (labels * n_label)) or one number per label, "
+        "comma-separated, in label order. Classification only; eval_loss stays unweighted.",
+    )
     window_combination: str | None = setting(
         None,
         "How a text's windows combine: weighted_mean (of their log-probabilities, each window "
@@ -261,6 +273,23 @@ class ClassifierRun(FineTuningRun):
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+        self.class_weights = self._class_weights()
+
+    def _class_weights(self):
+        """--class_weights as one float per label (logged), or None; read only when training."""
+        value = self.config.class_weights
+        if value in (None, "", "none"):
+            return None
+        if self.is_regression:
+            raise InputError("--class_weights is for classification; this task is regression")
+        if not self.config.do_train:
+            return None
+        weights = data_features.parse_class_weights(
+            value, self.labels, lambda: [example.label for example in self.examples("train")]
+        )
+        shown = ", ".join(f"{label}={w:.4g}" for label, w in zip(self.labels, weights, strict=True))
+        logging.info("class weights (--class_weights=%s): %s", value, shown)
+        return weights
 
     def _with_checkpoint_windows(self, config):
         """(`config` with its windows settled, where --doc_stride came from).
@@ -440,7 +469,7 @@ class ClassifierRun(FineTuningRun):
     def loss(self, outputs, features, normalizers):
         return {
             "loss": classification_loss(
-                outputs, features, normalizers["examples"], self.is_regression
+                outputs, features, normalizers["examples"], self.is_regression, self.class_weights
             )
         }
 

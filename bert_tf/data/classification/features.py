@@ -7,6 +7,8 @@
 S = max_seq_length.
 """
 
+import collections
+
 import tensorflow as tf
 
 from bert_tf.data.packing import Span, pack_tokens, pad_to, window_spans
@@ -32,6 +34,48 @@ def label_id(example, label_map, is_regression):
     if example.label not in label_map:
         raise InputError(f"{where}: label {example.label!r} is not one of {list(label_map)}")
     return label_map[example.label]
+
+
+def parse_class_weights(value, labels, training_labels):
+    """--class_weights as one float per label, in label order, or None for "none".
+
+    Args:
+      value: "none", "auto" (inverse frequency in the training data: n / (L * n_label), so that
+        every label weighs as much in all as the others: scikit-learn's "balanced") or L
+        comma-separated positive numbers.
+      labels: the label strings in id order (L of them).
+      training_labels: the training examples' label strings (auto only; a callable, read then).
+
+    Returns:
+      A list of L floats, or None.
+
+    Raises:
+      InputError: naming the flag, for a wrong count, a non-positive weight, or (auto) a label
+        without a training example.
+    """
+    if value in (None, "", "none"):
+        return None
+    if value == "auto":
+        counts = collections.Counter(training_labels())
+        total = sum(counts.values())
+        absent = [label for label in labels if not counts[label]]
+        if absent:
+            raise InputError(
+                f"--class_weights=auto: label {absent[0]!r} has no training example to count"
+            )
+        return [total / (len(labels) * counts[label]) for label in labels]
+    try:
+        weights = [float(part) for part in value.split(",")]
+    except ValueError:
+        raise InputError(
+            f"--class_weights={value}: auto, none or {len(labels)} comma-separated numbers"
+        ) from None
+    if len(weights) != len(labels) or min(weights) <= 0:
+        raise InputError(
+            f"--class_weights={value}: needs {len(labels)} positive numbers, one per label "
+            f"{labels}, in that order"
+        )
+    return weights
 
 
 def convert_example_to_feature(example, label_map, max_seq_length, tokenizer, is_regression=False):
