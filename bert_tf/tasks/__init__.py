@@ -8,11 +8,18 @@ scripts. A new task is one module here (and one in bert_tf/data/), added to TASK
 """
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import classification, encoder, multiple_choice, squad, tagging
+from bert_tf.tasks import classification, encoder, multi_label, multiple_choice, squad, tagging
 
 TASKS = {
     spec.name: spec
-    for spec in (encoder.SPEC, classification.SPEC, squad.SPEC, tagging.SPEC, multiple_choice.SPEC)
+    for spec in (
+        encoder.SPEC,
+        classification.SPEC,
+        multi_label.SPEC,
+        squad.SPEC,
+        tagging.SPEC,
+        multiple_choice.SPEC,
+    )
 }
 
 

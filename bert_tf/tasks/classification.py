@@ -60,6 +60,15 @@ class BertClassifier(BertTaskModel):
             return {"logits": logits}
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
+    def serving_outputs(self, logits, labels, info):
+        """The export's outputs of logits [B, L] (combined windows' included): "probabilities" [B, L]
+        and "label" [B] (of the strings `labels` [L]); for regression, "predictions" [B]."""
+        if self.is_regression:
+            return {"predictions": logits[:, 0]}
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        return {"probabilities": probabilities, "label": tf.gather(labels, best)}
+
     def get_config(self):
         return {
             **super().get_config(),
@@ -112,11 +121,7 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     label_strings = tf.constant(labels or [""], tf.string)
 
     def outputs_of(logits):
-        if model.is_regression:
-            return {"predictions": logits[:, 0]}
-        probabilities = tf.nn.softmax(logits, axis=-1)
-        best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        return {"probabilities": probabilities, "label": tf.gather(label_strings, best)}
+        return model.serving_outputs(logits, label_strings, info)
 
     if info.doc_stride:
         signatures = window_signatures(module.preprocessor, model, info, outputs_of)
@@ -247,6 +252,8 @@ class ClassifierRun(FineTuningRun):
     """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
 
     spec = SPEC
+    # The features' format in the cache key: a change of it makes the features again.
+    feature_format = "bert_tf classifier features 1"
 
     @property
     def metric_name(self):
@@ -261,7 +268,7 @@ class ClassifierRun(FineTuningRun):
             raise InputError(f"--doc_stride must be positive, got {config.doc_stride}")
         config, stride_source = self._with_checkpoint_windows(config)
         self.config = config
-        self.processor = data.get_processor(config)
+        self.processor = self.make_processor(config)
         self.windows = config.doc_stride is not None
         if self.windows and self.processor.is_pair:
             raise InputError(
@@ -290,6 +297,10 @@ class ClassifierRun(FineTuningRun):
         shown = ", ".join(f"{label}={w:.4g}" for label, w in zip(self.labels, weights, strict=True))
         logging.info("class weights (--class_weights=%s): %s", value, shown)
         return weights
+
+    def make_processor(self, config):
+        """The DataProcessor that reads the run's examples (data.get_processor)."""
+        return data.get_processor(config)
 
     def _with_checkpoint_windows(self, config):
         """(`config` with its windows settled, where --doc_stride came from).
@@ -366,7 +377,11 @@ class ClassifierRun(FineTuningRun):
             if needed:
                 for example in self.examples(split):
                     if split != "predict":
-                        data_features.label_id(example, self.label_map, self.is_regression)
+                        self.label_value(example)
+
+    def label_value(self, example):
+        """The label_ids of an example's features: its label's id (its score for regression)."""
+        return data_features.label_id(example, self.label_map, self.is_regression)
 
     def features(self, split):
         """Writes (or reuses) output_dir/{train,eval,predict}.tf_record; returns (path, info)."""
@@ -378,7 +393,7 @@ class ClassifierRun(FineTuningRun):
         }[split]
         path = self.feature_path(split)
         settings = {
-            "format": "bert_tf classifier features 1",
+            "format": self.feature_format,
             "task_name": config.task_name,
             "tfds_name": config.tfds_name,
             "inputs": [file_identity(p) if io.exists(p) else p for p in sources(config.data_dir)],
@@ -416,19 +431,7 @@ class ClassifierRun(FineTuningRun):
 
         def make_examples():
             examples = self.examples(split)
-            serialized = [
-                data_features.serialize_classifier_feature(
-                    data_features.convert_example_to_feature(
-                        example,
-                        self.label_map,
-                        config.max_seq_length,
-                        self.tokenizer,
-                        is_regression=self.is_regression,
-                    ),
-                    is_regression=self.is_regression,
-                )
-                for example in examples
-            ]
+            serialized = [self.serialized_feature(example) for example in examples]
             return serialized, {"num_real_examples": len(examples)}
 
         info = cached_records(path, settings, make_windows if self.windows else make_examples)
@@ -437,6 +440,17 @@ class ClassifierRun(FineTuningRun):
         else:
             logging.info("%s: %d examples", path, info["num_real_examples"])
         return path, info
+
+    def serialized_feature(self, example):
+        """The TFRecord bytes of one example's features (the original's, truncated and padded)."""
+        feature = data_features.convert_example_to_feature(
+            example,
+            self.label_map,
+            self.config.max_seq_length,
+            self.tokenizer,
+            is_regression=self.is_regression,
+        )
+        return data_features.serialize_classifier_feature(feature, self.is_regression)
 
     def feature_spec(self, is_training, path=None):
         return data_features.classifier_feature_spec(

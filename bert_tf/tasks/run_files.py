@@ -25,8 +25,8 @@ class TaskInfo:
     """What rebuilds a run's model and its export: the task, the encoder, the tokenizer, the head.
 
     Attributes:
-      model_type: the task's name in bert_tf.tasks.TASKS ("classifier", "squad", "tagger",
-        "multiple_choice", "encoder"), or "pretraining".
+      model_type: the task's name in bert_tf.tasks.TASKS ("classifier", "multi_label", "squad",
+        "tagger", "multiple_choice", "encoder"), or "pretraining".
       bert_config: the encoder's BertConfig (None: give --bert_config_file).
       do_lower_case, max_seq_length: the tokenizer's settings.
       labels: classifier and tagger: the label strings in id order.
@@ -34,6 +34,7 @@ class TaskInfo:
       doc_stride: tagger, SQuAD, classifier windows: pieces between the starts of two windows.
       window_combination: classifier windows: how a text's windows combine ("weighted_mean",
         "mean", "max"); "mean" for a run that recorded none (the rule before weighted_mean).
+      thresholds: multi_label: each label's threshold (probability over it: predicted); None: 0.5.
       version_2_with_negative, max_query_length, n_best_size, max_answer_length,
       null_score_diff_threshold: SQuAD's settings (run_squad.py's flags).
     """
@@ -47,6 +48,7 @@ class TaskInfo:
     is_regression: bool = False
     doc_stride: int | None = None
     window_combination: str = "mean"
+    thresholds: list | None = None
     version_2_with_negative: bool = False
     max_query_length: int = 64
     n_best_size: int = 20

@@ -119,8 +119,12 @@ class ColumnsProcessor(TableProcessor):
         check_label = functools.partial(self._check_label, allowed=allowed)
         examples = self._read_examples(path, data_rows, columns, split, check_label)
         if finding_labels:
-            self._found_labels = _sorted_labels({example.label for example in examples})
+            self._found_labels = _sorted_labels(self._label_set(examples))
         return examples
+
+    def _label_set(self, examples):
+        """The labels that examples of the training file have."""
+        return {example.label for example in examples}
 
     def _columns(self, path, header, with_label):
         """Resolves the column flags against this file's header."""

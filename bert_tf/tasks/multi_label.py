@@ -1,0 +1,303 @@
+"""Multi-label classification (`run_classifier.py --multi_label=True`): several labels per text, or none.
+
+The classifier's model with a sigmoid per label in place of the softmax, trained with binary
+cross-entropy (each label's positives weighed against its negatives by `--class_weights`). A label is
+predicted when its probability is over its threshold: `--threshold` for all, or each label's own, picked
+on dev by `--tune_thresholds` and kept in task.json for prediction and the export. Everything else (the
+tables, features cache, checkpoints, --init_checkpoint, sweeps, the export's serving contract) is the
+classifier's: `MultiLabelRun` is a `ClassifierRun` that says only what differs.
+
+B = batch, L = number of labels, N = examples.
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data.classification import features as data_features
+from bert_tf.data.classification import multi_label as data_multi_label
+from bert_tf.data.records import serialize_values
+from bert_tf.errors import InputError
+from bert_tf.settings import setting
+from bert_tf.tasks import classification, sweep
+from bert_tf.tasks.run_files import write_task_info
+from bert_tf.tasks.spec import TaskSpec
+
+MODEL_TYPE = "multi_label"
+DEFAULT_THRESHOLD = 0.5
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertMultiLabelClassifier(classification.BertClassifier):
+    """The classifier with a sigmoid per label: {"logits", "probabilities"} float32 [B, L].
+
+    Example:
+    ```python
+    model = BertMultiLabelClassifier(BertConfig.from_preset("bert_tiny"), num_labels=4)
+    model({"input_ids": tf.constant([[101, 7592, 102]])})["probabilities"]  # [1, 4], each in (0, 1)
+    ```
+    """
+
+    task_name = MODEL_TYPE
+
+    def __init__(self, config, num_labels, **kwargs):
+        kwargs.setdefault("name", "bert_multi_label_classifier")
+        kwargs.pop("is_regression", None)
+        super().__init__(config, num_labels, **kwargs)
+
+    def call(self, inputs, training=None):
+        logits = self.logits(inputs, training=training)  # [B, L]
+        return {"logits": logits, "probabilities": tf.sigmoid(logits)}
+
+    def serving_outputs(self, logits, labels, info):
+        """ "probabilities" [B, L] and "labels": string [B, K], the labels over their thresholds in
+        label order, padded with "" to the most any input of the batch has."""
+        probabilities = tf.sigmoid(logits)
+        over = probabilities > tf.constant(thresholds_of(info), tf.float32)  # [B, L]
+        names = tf.ragged.boolean_mask(tf.broadcast_to(labels, tf.shape(over)), over)
+        return {"probabilities": probabilities, "labels": names.to_tensor(default_value="")}
+
+
+def thresholds_of(info):
+    """Each label's threshold in a TaskInfo: its own, else 0.5."""
+    return list(info.thresholds or [DEFAULT_THRESHOLD] * len(info.labels))
+
+
+def build_model(bert_config, info):
+    return BertMultiLabelClassifier(bert_config, len(info.labels))
+
+
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    export_model=classification.export_model,
+    google_head="output_weights",
+)
+
+
+def multi_label_loss(outputs, features, num_examples, positive_weights=None):
+    """Binary cross-entropy, the mean over the L labels of an example, summed / num_examples.
+
+    positive_weights: None or float [L]: each label's positive term is multiplied by its weight.
+    """
+    logits = tf.cast(outputs["logits"], tf.float32)  # [B, L]
+    labels = tf.cast(features["label_ids"], tf.float32)  # [B, L]
+    weights = 1.0 if positive_weights is None else tf.constant(positive_weights, tf.float32)
+    per_label = tf.nn.weighted_cross_entropy_with_logits(labels, logits, weights)
+    return tf.reduce_sum(tf.reduce_mean(per_label, axis=-1)) / num_examples
+
+
+def evaluation_results(probabilities, gold, thresholds, labels):
+    """eval_results.txt's values at `thresholds`: micro and macro F1, micro precision and recall,
+    subset accuracy (every label right), eval_loss (binary cross-entropy, unweighted) and each
+    label's F1 (`eval_f1_<label>`). A label nobody predicted and nobody has scores F1 0, as
+    scikit-learn's zero_division=0."""
+    probabilities = np.asarray(probabilities, np.float64)  # [N, L]
+    gold = np.asarray(gold) > 0.5  # [N, L]
+    predicted = probabilities > np.asarray(thresholds)
+    true_positives = (predicted & gold).sum(axis=0)
+    predicted_count, gold_count = predicted.sum(axis=0), gold.sum(axis=0)
+    per_label_f1 = [
+        _f1(*counts) for counts in zip(true_positives, predicted_count, gold_count, strict=True)
+    ]
+    clipped = np.clip(probabilities, 1e-7, 1 - 1e-7)
+    bce = -(gold * np.log(clipped) + ~gold * np.log(1 - clipped))
+    results = {
+        "eval_micro_f1": _f1(true_positives.sum(), predicted_count.sum(), gold_count.sum()),
+        "eval_macro_f1": float(np.mean(per_label_f1)),
+        "eval_micro_precision": _ratio(true_positives.sum(), predicted_count.sum()),
+        "eval_micro_recall": _ratio(true_positives.sum(), gold_count.sum()),
+        "eval_subset_accuracy": float(np.mean((predicted == gold).all(axis=1))),
+        "eval_loss": float(bce.mean()),
+    }
+    results.update({f"eval_f1_{label}": f1 for label, f1 in zip(labels, per_label_f1, strict=True)})
+    results["loss"] = results["eval_loss"]
+    return results
+
+
+def _ratio(numerator, denominator):
+    return float(numerator / denominator) if denominator else 0.0
+
+
+def _f1(true_positives, predicted, gold):
+    return _ratio(2 * true_positives, predicted + gold)
+
+
+def tune_thresholds(probabilities, gold):
+    """Each label's threshold that maximizes its F1 on these examples.
+
+    The candidates are 0.5 and the midpoints between a label's consecutive distinct probabilities; of
+    equal F1s, the one nearest 0.5 wins (so a label without dev positives keeps 0.5).
+
+    Returns:
+      A list of L floats.
+    """
+    probabilities, gold = np.asarray(probabilities, np.float64), np.asarray(gold) > 0.5
+    thresholds = []
+    for column, positives in zip(probabilities.T, gold.T, strict=True):
+        values = np.unique(column)
+        candidates = [DEFAULT_THRESHOLD, *((values[:-1] + values[1:]) / 2)]
+        scores = [
+            (_f1((over := column > t)[positives].sum(), over.sum(), positives.sum()), -abs(t - 0.5))
+            for t in candidates
+        ]
+        thresholds.append(float(candidates[max(range(len(candidates)), key=scores.__getitem__)]))
+    return thresholds
+
+
+@dataclasses.dataclass(kw_only=True)
+class MultiLabelConfig(classification.ClassifierConfig):
+    """run_classifier.py's settings: the classifier's, and those of --multi_label."""
+
+    multi_label: bool = setting(
+        False,
+        "Several labels per text (tsv/csv): --label_column holds them joined by "
+        "--label_separator (an empty cell: none); a sigmoid per label, binary cross-entropy.",
+    )
+    label_separator: str = setting(",", "--multi_label: what joins a cell's labels.")
+    threshold: float | None = setting(
+        None,
+        "--multi_label: a label is predicted when its probability is over this. Default: the "
+        "thresholds of the checkpoint's run (its task.json) when the run does not train, else 0.5.",
+    )
+    tune_thresholds: bool = setting(
+        False,
+        "--multi_label with --do_eval: pick each label's threshold that maximizes its F1 on dev, "
+        "record them in task.json; prediction and the export then use them.",
+    )
+
+
+class MultiLabelRun(classification.ClassifierRun):
+    """One run_classifier.py --multi_label=True invocation."""
+
+    spec = SPEC
+    metric_name = "eval_micro_f1"
+
+    @property
+    def feature_format(self):
+        return f"bert_tf multi-label features 1, separator {self.config.label_separator!r}"
+
+    def __init__(self, config):
+        if config.task_name not in ("tsv", "csv") or config.tfds_name:
+            raise InputError("--multi_label reads your own tables: --task_name=tsv or csv")
+        if config.doc_stride is not None:
+            raise InputError("--multi_label does not window long texts yet: drop --doc_stride")
+        if config.threshold is not None and not 0 < config.threshold < 1:
+            raise InputError(f"--threshold must be in (0, 1), got {config.threshold}")
+        if config.tune_thresholds and not config.do_eval:
+            raise InputError("--tune_thresholds picks the thresholds on dev: pass --do_eval")
+        super().__init__(config)
+        self.thresholds = self._thresholds()
+
+    def make_processor(self, config):
+        return data_multi_label.MultiLabelProcessor(
+            config.task_name,
+            text_a_column=config.text_a_column,
+            text_b_column=config.text_b_column,
+            label_column=config.label_column,
+            has_header=config.has_header,
+            labels=config.labels,
+            data_dir=config.data_dir,
+            skip_malformed_lines=config.skip_malformed_lines,
+            separator=config.label_separator,
+        )
+
+    def _thresholds(self):
+        """--threshold for every label; else the checkpoint's run's, when it goes on with a model."""
+        if self.config.threshold is not None:
+            return [self.config.threshold] * len(self.labels)
+        info = None
+        if not self.config.do_train or self.resumes():
+            info = self.checkpoint_task_info()
+        if info is not None and info.model_type == MODEL_TYPE and info.labels == self.labels:
+            return thresholds_of(info)
+        return [DEFAULT_THRESHOLD] * len(self.labels)
+
+    def _class_weights(self):
+        if not self.config.do_train:
+            return None
+        return data_multi_label.positive_weights(
+            self.config.class_weights,
+            self.labels,
+            lambda: [example.label for example in self.examples("train")],
+        )
+
+    def head_info(self):
+        return {**super().head_info(), "thresholds": self.thresholds}
+
+    def label_value(self, example):
+        return data_multi_label.multi_hot(example.label, self.label_map)
+
+    def serialized_feature(self, example):
+        feature = data_features.convert_example_to_feature(
+            dataclasses.replace(example, label=None), [], self.config.max_seq_length, self.tokenizer
+        )
+        feature["label_ids"] = self.label_value(example)
+        return serialize_values(feature, self.feature_spec(True))
+
+    def feature_spec(self, is_training, path=None):
+        return data_multi_label.feature_spec(self.config.max_seq_length, len(self.labels))
+
+    def padding_feature(self, is_training, path=None):
+        return data_multi_label.padding_feature(self.config.max_seq_length, len(self.labels))
+
+    def loss(self, outputs, features, normalizers):
+        return {
+            "loss": multi_label_loss(outputs, features, normalizers["examples"], self.class_weights)
+        }
+
+    def evaluate(self):
+        path, info = self.features("eval")
+        result = self.text_logits(path, info, self.config.eval_batch_size, ["label_ids"])
+        probabilities = _sigmoid(result["logits"])
+        if self.config.tune_thresholds:
+            self.thresholds = tune_thresholds(probabilities, result["label_ids"])
+            shown = ", ".join(
+                f"{label}={t:.4g}" for label, t in zip(self.labels, self.thresholds, strict=True)
+            )
+            logging.info("thresholds tuned on dev: %s", shown)
+            if self.is_chief:
+                write_task_info(self.config.output_dir, self.task_info())
+        results = evaluation_results(
+            probabilities, result["label_ids"], self.thresholds, self.labels
+        )
+        label_sets = [tuple(self._labels_over(row)) for row in probabilities]
+        return self.evaluation_done(results, label_sets, "label set")
+
+    def _labels_over(self, probabilities):
+        pairs = zip(self.labels, zip(probabilities, self.thresholds, strict=True), strict=True)
+        return [label for label, (p, t) in pairs if p > t]
+
+    def predict_test(self):
+        """test_results.tsv: a header of the labels, then each example's probabilities; test_labels.tsv:
+        each example's labels over their thresholds, joined by --label_separator (empty: none)."""
+        path, info = self.features("predict")
+        probabilities = _sigmoid(
+            self.text_logits(path, info, self.config.predict_batch_size)["logits"]
+        )
+        rows = ["\t".join(self.labels)] + [
+            "\t".join(f"{p:.6f}" for p in row) for row in probabilities
+        ]
+        self.write_output("test_results.tsv", "".join(f"{row}\n" for row in rows))
+        separator = self.config.label_separator
+        lines = [separator.join(self._labels_over(row)) for row in probabilities]
+        self.write_output("test_labels.tsv", "".join(f"{line}\n" for line in lines))
+        return probabilities
+
+
+def _sigmoid(logits):
+    return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
+
+
+def run(config):
+    """run_classifier.py: the multi-label run with --multi_label=True, else the classifier's (a sweep
+    when a sweep flag lists several values)."""
+    if not config.multi_label:
+        for name in ("threshold", "tune_thresholds"):
+            if getattr(config, name):
+                raise InputError(f"--{name} is for --multi_label=True")
+        return classification.run(config)
+    return sweep.run(config, MultiLabelRun)

@@ -1,0 +1,285 @@
+"""run_classifier.py --multi_label=True end to end: the label cells, the metrics against scikit-learn,
+test_results.tsv / test_labels.tsv, tuned thresholds, the raw-text export, prediction in a fresh dir.
+
+The data is a small learnable task written here: a sentence of filler words holds the words of some of
+three topics (animal, colour, food), and its labels are those topics: none, one, two or all three.
+"""
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import sklearn.metrics
+
+from bert_tf.errors import InputError
+from bert_tf.tasks import multi_label
+from bert_tf.tasks.multi_label import MultiLabelConfig, MultiLabelRun
+
+from conftest import SAMPLE_DIR, SUBPROCESS_ENV
+
+TOPICS = {
+    "animal": "cat dog horse sheep".split(),
+    "colour": "red blue green yellow".split(),
+    "food": "bread apple cheese soup".split(),
+}
+LABELS = sorted(TOPICS)
+FILLER = "the lady walked to the house and said that she was very much in".split()
+
+
+def _sentence(rng, labels):
+    # Always 8 words: the length must not tell how many labels a text has.
+    words = rng.sample(FILLER, 8 - len(labels)) + [rng.choice(TOPICS[label]) for label in labels]
+    rng.shuffle(words)
+    return " ".join(words)
+
+
+def write_tables(data_dir, sizes=(("train", 320), ("dev", 64)), seed=0):
+    """train/dev.tsv (`sentence<TAB>labels`); test.tsv holds dev's sentences, unlabelled, so that
+    test_results.tsv gives the dev set's probabilities. Returns {split: [(sentence, labels)]}."""
+    rng = random.Random(seed)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    splits = {}
+    for split, size in sizes:
+        rows = []
+        for _ in range(size):
+            labels = tuple(label for label in LABELS if rng.random() < 0.4)
+            rows.append((_sentence(rng, labels), labels))
+        text = "".join(f"{sentence}\t{','.join(labels)}\n" for sentence, labels in rows)
+        (data_dir / f"{split}.tsv").write_text(text)
+        splits[split] = rows
+    (data_dir / "test.tsv").write_text("".join(f"{s}\n" for s, _ in splits["dev"]))
+    return splits
+
+
+def ml_config(data_dir, output_dir, **overrides):
+    values = dict(
+        bert_config_file=str(SAMPLE_DIR / "bert_config_tiny.json"),
+        vocab_file=str(SAMPLE_DIR / "vocab.txt"), output_dir=str(output_dir), task_name="tsv",
+        data_dir=str(data_dir), text_a_column="0", label_column="1", multi_label=True,
+        max_seq_length=16, train_batch_size=16, eval_batch_size=16, predict_batch_size=16,
+        learning_rate=1e-3, num_train_epochs=8.0, iterations_per_loop=20, log_steps=20, seed=3,
+    )  # fmt: skip
+    values.update(overrides)
+    return MultiLabelConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multi_label")
+    splits = write_tables(root / "data")
+    config = ml_config(
+        root / "data", root / "out", do_train=True, do_eval=True, do_predict=True,
+        export_dir=str(root / "export"),
+    )  # fmt: skip
+    outcome = multi_label.run(config)
+    return {"root": root, "splits": splits, "outcome": outcome}
+
+
+def _eval_results(folder):
+    lines = (folder / "eval_results.txt").read_text().splitlines()
+    return {key: float(value) for key, value in (line.split(" = ") for line in lines)}
+
+
+def _test_results(folder):
+    header, *rows = (folder / "test_results.tsv").read_text().splitlines()
+    return header.split("\t"), np.array([[float(p) for p in row.split("\t")] for row in rows])
+
+
+def _gold(rows):
+    return np.array([[label in labels for label in LABELS] for _, labels in rows])
+
+
+def test_metrics_are_scikit_learns_on_the_predictions_written(trained):
+    out = trained["root"] / "out"
+    header, probabilities = _test_results(out)
+    assert header == LABELS
+    gold, predicted = _gold(trained["splits"]["dev"]), probabilities > 0.5
+    results = _eval_results(out)
+    for average in ("micro", "macro"):
+        expected = sklearn.metrics.f1_score(gold, predicted, average=average, zero_division=0)
+        assert results[f"eval_{average}_f1"] == pytest.approx(expected, abs=1e-9)
+    precision = sklearn.metrics.precision_score(gold, predicted, average="micro", zero_division=0)
+    recall = sklearn.metrics.recall_score(gold, predicted, average="micro", zero_division=0)
+    assert results["eval_micro_precision"] == pytest.approx(precision, abs=1e-9)
+    assert results["eval_micro_recall"] == pytest.approx(recall, abs=1e-9)
+    assert results["eval_subset_accuracy"] == pytest.approx(
+        sklearn.metrics.accuracy_score(gold, predicted), abs=1e-9
+    )
+    per_label = sklearn.metrics.f1_score(gold, predicted, average=None, zero_division=0)
+    for label, f1 in zip(LABELS, per_label, strict=True):
+        assert results[f"eval_f1_{label}"] == pytest.approx(f1, abs=1e-9)
+    # Binary cross-entropy, the mean over labels and examples (test_results.tsv has 6 decimals).
+    clipped = np.clip(probabilities, 1e-7, 1 - 1e-7)
+    bce = -np.mean(gold * np.log(clipped) + (1 - gold) * np.log(1 - clipped))
+    assert results["eval_loss"] == pytest.approx(bce, abs=1e-4)
+
+
+def test_it_learns_the_topics(trained):
+    # Each label has about 40% of the texts: predicting every label for every text scores micro F1
+    # 0.58, and each label's prevalence as its probability a cross-entropy of 0.67. A model this
+    # tiny learns the topics one after the other (measured: two of them exactly within these steps).
+    results = _eval_results(trained["root"] / "out")
+    assert results["eval_micro_f1"] > 0.7 and results["eval_loss"] < 0.45
+
+
+def test_test_labels_are_the_labels_over_the_threshold_in_input_order(trained):
+    out = trained["root"] / "out"
+    _, probabilities = _test_results(out)
+    lines = (out / "test_labels.tsv").read_text().split("\n")[:-1]
+    assert len(lines) == len(trained["splits"]["dev"])
+    expected = [
+        ",".join(x for x, p in zip(LABELS, row, strict=True) if p > 0.5) for row in probabilities
+    ]
+    assert lines == expected
+    assert "" in lines  # some texts have no label, and the line is empty
+
+
+def test_task_json_records_the_task_and_its_thresholds(trained):
+    info = json.loads((trained["root"] / "out" / "task.json").read_text())
+    assert info["model_type"] == "multi_label" and info["labels"] == LABELS
+    assert info["thresholds"] == [0.5, 0.5, 0.5]
+
+
+_SERVE = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+    assert "bert_tf" not in sys.modules
+    model = tf.saved_model.load(sys.argv[1])
+    out = model.signatures["serving_default"](text_a=tf.constant(json.loads(sys.argv[2])))
+    print(json.dumps({
+        "probabilities": out["probabilities"].numpy().tolist(),
+        "labels": [[x.decode() for x in row] for row in out["labels"].numpy()],
+    }))
+    """
+)
+
+
+def serve(export_dir, sentences):
+    result = subprocess.run(
+        [sys.executable, "-c", _SERVE, export_dir, json.dumps(sentences)],
+        capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_export_serves_raw_text_as_test_results_and_test_labels(trained):
+    out = trained["root"] / "out"
+    sentences = [sentence for sentence, _ in trained["splits"]["dev"]]
+    served = serve(trained["outcome"]["export"], sentences)
+    _, probabilities = _test_results(out)
+    # test_results.tsv prints 6 decimals: 5e-7 of rounding, far below a wrong head (0.1 and more).
+    np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
+    lines = (out / "test_labels.tsv").read_text().split("\n")[:-1]
+    width = max(len(line.split(",")) if line else 0 for line in lines)
+    assert all(len(row) == width for row in served["labels"])  # padded with ""
+    assert [",".join(x for x in row if x) for row in served["labels"]] == lines
+
+
+def test_prediction_in_a_fresh_dir_restores_the_head(trained, tmp_path):
+    root = trained["root"]
+    config = ml_config(
+        root / "data", tmp_path / "predicted", do_predict=True,
+        init_checkpoint=str(root / "out"),
+    )  # fmt: skip
+    multi_label.run(config)
+    _, expected = _test_results(root / "out")
+    _, predicted = _test_results(tmp_path / "predicted")
+    np.testing.assert_allclose(predicted, expected, atol=2e-6)
+    assert (tmp_path / "predicted" / "test_labels.tsv").read_text() == (
+        root / "out" / "test_labels.tsv"
+    ).read_text()
+
+
+def test_tuned_thresholds_go_to_task_json_prediction_and_the_export(trained, tmp_path):
+    root = trained["root"]
+    tuned = tmp_path / "tuned"  # the run's folder, evaluated again there with --tune_thresholds
+    shutil.copytree(root / "out", tuned)
+    multi_label.run(
+        ml_config(
+            root / "data", tuned, do_eval=True, do_predict=True, tune_thresholds=True,
+            export_dir=str(tmp_path / "export"),
+        )
+    )  # fmt: skip
+    thresholds = json.loads((tuned / "task.json").read_text())["thresholds"]
+    _, probabilities = _test_results(tuned)
+    gold = _gold(trained["splits"]["dev"])
+    # Each label's threshold is the best of the candidates for its F1, so no worse than 0.5.
+    for column, label in enumerate(LABELS):
+        at = sklearn.metrics.f1_score(
+            gold[:, column], probabilities[:, column] > thresholds[column]
+        )
+        at_half = sklearn.metrics.f1_score(gold[:, column], probabilities[:, column] > 0.5)
+        assert at >= at_half - 1e-12, label
+    results = _eval_results(tuned)
+    predicted = probabilities > np.array(thresholds)
+    expected = sklearn.metrics.f1_score(gold, predicted, average="micro", zero_division=0)
+    assert results["eval_micro_f1"] == pytest.approx(expected, abs=1e-9)
+    lines = (tuned / "test_labels.tsv").read_text().split("\n")[:-1]
+    assert lines == [
+        ",".join(x for x, p in zip(LABELS, row, strict=True) if p) for row in predicted
+    ]
+    # A later prediction elsewhere, without --threshold, uses the tuned ones; so does the export.
+    again = tmp_path / "again"
+    multi_label.run(ml_config(root / "data", again, do_predict=True, init_checkpoint=str(tuned)))
+    assert (again / "test_labels.tsv").read_text() == (tuned / "test_labels.tsv").read_text()
+    served = serve(str(tmp_path / "export" / "1"), [s for s, _ in trained["splits"]["dev"]])
+    assert [",".join(x for x in row if x) for row in served["labels"]] == lines
+
+
+def test_thresholds_are_tuned_per_label_by_hand():
+    probabilities = np.array([[0.9, 0.2], [0.6, 0.3], [0.4, 0.1], [0.3, 0.45]])
+    gold = np.array([[1, 0], [1, 0], [1, 0], [0, 0]])
+    # Label 0: over 0.35 (the midpoint of 0.3 and 0.4) takes all three positives and no negative:
+    # F1 1. Label 1 has no positive: every threshold scores F1 0, and 0.5 stays.
+    assert multi_label.tune_thresholds(probabilities, gold) == pytest.approx([0.35, 0.5])
+
+
+def test_auto_class_weights_weigh_each_labels_positives_by_its_negatives(tmp_path, caplog):
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = ["a cat\tanimal", "a dog\tanimal,food", "bread\tfood", "soup\tfood", "the\t"]
+    (data / "train.tsv").write_text("\n".join(rows) + "\n")
+    run = MultiLabelRun(ml_config(data, tmp_path / "out", do_train=True, class_weights="auto"))
+    assert run.labels == ["animal", "food"]
+    # animal: 2 of 5 texts, 3 / 2; food: 3 of 5, 2 / 3.
+    assert run.class_weights == pytest.approx([3 / 2, 2 / 3], rel=1e-12)
+    logits = np.array([[1.0, -2.0], [0.5, 0.3], [-1.0, 2.0]], np.float32)
+    labels = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]], np.float32)
+    loss = float(run.loss({"logits": logits}, {"label_ids": labels}, {"examples": 3.0})["loss"])
+    p = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    weights = np.array([3 / 2, 2 / 3])
+    per_label = -(weights * labels * np.log(p) + (1 - labels) * np.log(1 - p))
+    assert loss == pytest.approx(per_label.mean(axis=1).sum() / 3, rel=1e-5)
+
+
+def test_a_dev_label_outside_the_training_labels_is_one_line_before_any_work(tmp_path):
+    write_tables(tmp_path / "data", sizes=(("train", 20), ("dev", 5)))
+    with open(tmp_path / "data" / "dev.tsv", "a") as f:
+        f.write("a bird\tanimal,plant\n")
+    config = ml_config(tmp_path / "data", tmp_path / "out", do_train=True, do_eval=True)
+    with pytest.raises(InputError) as error:
+        multi_label.run(config)
+    message = str(error.value)
+    assert "dev.tsv:6: label 'plant' is not one of the training file's labels" in message
+    assert not (tmp_path / "out" / "train.tf_record").exists()
+
+
+def test_multi_label_flags_need_their_setting(tmp_path):
+    write_tables(tmp_path / "data", sizes=(("train", 20), ("dev", 5)))
+    with pytest.raises(InputError, match="--tune_thresholds is for --multi_label=True"):
+        multi_label.run(
+            ml_config(tmp_path / "data", tmp_path / "out", multi_label=False, do_eval=True,
+                      tune_thresholds=True)
+        )  # fmt: skip
+    with pytest.raises(InputError, match="--multi_label reads your own tables"):
+        multi_label.run(
+            ml_config(tmp_path / "data", tmp_path / "o", task_name="mrpc", do_eval=True)
+        )
