@@ -15,7 +15,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 
 TASK_FILE = "task.json"
-# How a classifier combines a text's windows (bert_tf.tasks.classification.combine_windows).
+# How a classifier combines a text's windows (bert_tf.tasks.windows.combine_windows).
 WINDOW_COMBINATIONS = ("weighted_mean", "mean", "max")
 LABELS_FILE = "labels.txt"
 
