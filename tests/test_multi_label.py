@@ -283,3 +283,38 @@ def test_multi_label_flags_need_their_setting(tmp_path):
         multi_label.run(
             ml_config(tmp_path / "data", tmp_path / "o", task_name="mrpc", do_eval=True)
         )
+
+
+def test_windows_combine_each_labels_probability_as_the_windows_predicted_alone(trained, tmp_path):
+    """--doc_stride at prediction: 8 words, windows of 6 wordpieces 3 apart (words 0-5 and 3-7; each
+    word here is one wordpiece). The reference predicts each window's words as a text of its own."""
+    root = trained["root"]
+    texts = [sentence for sentence, _ in trained["splits"]["dev"][:12]]
+    assert all(len(text.split()) == 8 for text in texts)
+    data = tmp_path / "data"
+    shutil.copytree(root / "data", data)
+    (data / "test.tsv").write_text("".join(f"{text}\n" for text in texts))
+    windowed = tmp_path / "windowed"
+    multi_label.run(
+        ml_config(
+            data, windowed, do_predict=True, init_checkpoint=str(root / "out"), max_seq_length=8,
+            doc_stride=3, window_combination="mean", export_dir=str(tmp_path / "export"),
+        )
+    )  # fmt: skip
+    windows = [" ".join(words) for text in texts for words in (text.split()[:6], text.split()[3:])]
+    (data / "test.tsv").write_text("".join(f"{window}\n" for window in windows))
+    alone = tmp_path / "alone"
+    multi_label.run(
+        ml_config(
+            data, alone, do_predict=True, init_checkpoint=str(root / "out"), max_seq_length=8
+        )
+    )  # fmt: skip
+    _, per_window = _test_results(alone)
+    expected = per_window.reshape(len(texts), 2, len(LABELS)).mean(axis=1)
+    _, combined = _test_results(windowed)
+    # Both files print 6 decimals; a text read as one window, or a wrong rule, is off by far more.
+    np.testing.assert_allclose(combined, expected, atol=2e-6)
+    served = serve(str(tmp_path / "export" / "1"), texts)
+    np.testing.assert_allclose(served["probabilities"], combined, atol=1e-5)
+    lines = (windowed / "test_labels.tsv").read_text().split("\n")[:-1]
+    assert [",".join(x for x in row if x) for row in served["labels"]] == lines

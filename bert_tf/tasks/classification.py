@@ -188,6 +188,8 @@ class ClassifierRun(FineTuningRun):
     spec = SPEC
     # The features' format in the cache key: a change of it makes the features again.
     feature_format = "bert_tf classifier features 1"
+    # Several labels per text, a sigmoid each (tasks/multi_label.py).
+    multi_label = False
 
     @property
     def metric_name(self):
@@ -246,7 +248,7 @@ class ClassifierRun(FineTuningRun):
         info = None
         if not config.do_train or self.resumes():
             info = self.checkpoint_task_info()
-        if info is not None and (info.model_type != MODEL_TYPE or info.doc_stride is None):
+        if info is not None and (info.model_type != self.spec.name or info.doc_stride is None):
             info = None
         changes, stride_source = {}, f"--doc_stride={config.doc_stride}"
         if config.doc_stride is None and info is not None:
@@ -339,51 +341,51 @@ class ClassifierRun(FineTuningRun):
             "split": split,
         }
         if self.windows:
-            settings.update(format="bert_tf classifier windows 1", doc_stride=config.doc_stride)
+            windows_format = self.feature_format.replace(" features ", " windows ")
+            settings.update(format=windows_format, doc_stride=config.doc_stride)
 
-        def make_windows():
+        def make_records():
             examples = self.examples(split)
-            windows = [
-                window
+            records = [
+                self.serialize(feature)
                 for index, example in enumerate(examples)
-                for window in data_features.convert_example_to_window_features(
-                    example,
-                    self.label_map,
-                    config.max_seq_length,
-                    self.tokenizer,
-                    config.doc_stride,
-                    index,
-                    is_regression=self.is_regression,
-                )
+                for feature in self.example_features(example, index)
             ]
-            serialized = [
-                data_features.serialize_classifier_feature(window, self.is_regression)
-                for window in windows
-            ]
-            # Training steps count windows: every epoch sees every window once.
-            return serialized, {"num_real_examples": len(windows), "texts": len(examples)}
+            # With windows, training steps count windows: every epoch sees every window once.
+            return records, {"num_real_examples": len(records), "texts": len(examples)}
 
-        def make_examples():
-            examples = self.examples(split)
-            serialized = [self.serialized_feature(example) for example in examples]
-            return serialized, {"num_real_examples": len(examples)}
-
-        info = cached_records(path, settings, make_windows if self.windows else make_examples)
+        info = cached_records(path, settings, make_records)
         if self.windows:
             logging.info("%s: %d windows of %d texts", path, info["num_records"], info["texts"])
         else:
             logging.info("%s: %d examples", path, info["num_real_examples"])
         return path, info
 
-    def serialized_feature(self, example):
-        """The TFRecord bytes of one example's features (the original's, truncated and padded)."""
+    def example_features(self, example, index):
+        """The feature dicts of the example at `index`: one (the original's, truncated and padded),
+        or one per window with --doc_stride (each with its text_index)."""
+        config = self.config
+        if self.windows:
+            return data_features.convert_example_to_window_features(
+                example,
+                self.label_map,
+                config.max_seq_length,
+                self.tokenizer,
+                config.doc_stride,
+                index,
+                is_regression=self.is_regression,
+            )
         feature = data_features.convert_example_to_feature(
             example,
             self.label_map,
-            self.config.max_seq_length,
+            config.max_seq_length,
             self.tokenizer,
             is_regression=self.is_regression,
         )
+        return [feature]
+
+    def serialize(self, feature):
+        """A feature dict as TFRecord bytes."""
         return data_features.serialize_classifier_feature(feature, self.is_regression)
 
     def feature_spec(self, is_training, path=None):
@@ -408,6 +410,7 @@ class ClassifierRun(FineTuningRun):
             self.config.window_combination,
             self.is_regression,
             num_tokens=result["input_mask"].sum(axis=-1),
+            multi_label=self.multi_label,
         )
         first = np.unique(result["text_index"], return_index=True)[1]  # a text's first window
         return {"logits": combined, **{name: result[name][first] for name in feature_keys}}

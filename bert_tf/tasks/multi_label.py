@@ -17,7 +17,6 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data.classification import features as data_features
 from bert_tf.data.classification import multi_label as data_multi_label
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
@@ -42,6 +41,7 @@ class BertMultiLabelClassifier(classification.BertClassifier):
     """
 
     task_name = MODEL_TYPE
+    multi_label = True  # windows combine each label's probability (tasks/windows.py)
 
     def __init__(self, config, num_labels, **kwargs):
         kwargs.setdefault("name", "bert_multi_label_classifier")
@@ -175,6 +175,7 @@ class MultiLabelRun(classification.ClassifierRun):
 
     spec = SPEC
     metric_name = "eval_micro_f1"
+    multi_label = True
 
     @property
     def feature_format(self):
@@ -183,8 +184,6 @@ class MultiLabelRun(classification.ClassifierRun):
     def __init__(self, config):
         if config.task_name not in ("tsv", "csv") or config.tfds_name:
             raise InputError("--multi_label reads your own tables: --task_name=tsv or csv")
-        if config.doc_stride is not None:
-            raise InputError("--multi_label does not window long texts yet: drop --doc_stride")
         if config.threshold is not None and not 0 < config.threshold < 1:
             raise InputError(f"--threshold must be in (0, 1), got {config.threshold}")
         if config.tune_thresholds and not config.do_eval:
@@ -231,18 +230,24 @@ class MultiLabelRun(classification.ClassifierRun):
     def label_value(self, example):
         return data_multi_label.multi_hot(example.label, self.label_map)
 
-    def serialized_feature(self, example):
-        feature = data_features.convert_example_to_feature(
-            dataclasses.replace(example, label=None), [], self.config.max_seq_length, self.tokenizer
-        )
-        feature["label_ids"] = self.label_value(example)
+    def example_features(self, example, index):
+        # The classifier's features (windows included) of the example without its labels, which
+        # are the multi-hot label_ids instead of one id.
+        features = super().example_features(dataclasses.replace(example, label=None), index)
+        return [{**feature, "label_ids": self.label_value(example)} for feature in features]
+
+    def serialize(self, feature):
         return serialize_values(feature, self.feature_spec(True))
 
     def feature_spec(self, is_training, path=None):
-        return data_multi_label.feature_spec(self.config.max_seq_length, len(self.labels))
+        spec = data_multi_label.feature_spec(self.config.max_seq_length, len(self.labels))
+        if self.windows:
+            spec["text_index"] = tf.io.FixedLenFeature([], tf.int64)
+        return spec
 
     def padding_feature(self, is_training, path=None):
-        return data_multi_label.padding_feature(self.config.max_seq_length, len(self.labels))
+        feature = data_multi_label.padding_feature(self.config.max_seq_length, len(self.labels))
+        return {**feature, "text_index": 0} if self.windows else feature
 
     def loss(self, outputs, features, normalizers):
         return {

@@ -61,19 +61,27 @@ def window_signatures(preprocessor, model, info, outputs_of):
     def serve_ids(input_ids, input_mask, segment_ids, text_index):
         features = dict(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
         logits = tf.cast(model(features, training=False)["logits"], tf.float32)  # [W, L]
+        multi_label = getattr(model, "multi_label", False)
         if model.is_regression:
             values = logits
+        elif multi_label:
+            values = tf.sigmoid(logits)
         else:
             values = tf.nn.log_softmax(logits, axis=-1)
-            if info.window_combination == "max":
-                return outputs_of(tf.math.segment_max(values, text_index))
-        if info.window_combination != "weighted_mean":
-            return outputs_of(tf.math.segment_mean(values, text_index))
-        # combine_windows' weights: the text's wordpieces a window holds, at least 1.
-        pieces = tf.maximum(tf.reduce_sum(input_mask, axis=-1) - 2, 1)
-        weights = tf.cast(pieces, tf.float32)[:, None]
-        total = tf.math.segment_sum(values * weights, text_index)
-        return outputs_of(tf.math.divide_no_nan(total, tf.math.segment_sum(weights, text_index)))
+        rule = info.window_combination
+        if rule == "max" and not model.is_regression:
+            combined = tf.math.segment_max(values, text_index)
+        elif rule != "weighted_mean":
+            combined = tf.math.segment_mean(values, text_index)
+        else:
+            # combine_windows' weights: the text's wordpieces a window holds, at least 1.
+            pieces = tf.maximum(tf.reduce_sum(input_mask, axis=-1) - 2, 1)
+            weights = tf.cast(pieces, tf.float32)[:, None]
+            total = tf.math.segment_sum(values * weights, text_index)
+            combined = tf.math.divide_no_nan(total, tf.math.segment_sum(weights, text_index))
+        if multi_label:  # back to logits, whose sigmoid is the combined probability
+            combined = tf.math.log(combined) - tf.math.log1p(-combined)
+        return outputs_of(combined)
 
     @tf.function(input_signature=text_spec)
     def serve(text_a):
@@ -82,7 +90,9 @@ def window_signatures(preprocessor, model, info, outputs_of):
     return {"serving_default": serve, "preprocess": preprocess, "serve_ids": serve_ids}
 
 
-def combine_windows(logits, text_index, rule, is_regression=False, num_tokens=None):
+def combine_windows(
+    logits, text_index, rule, is_regression=False, num_tokens=None, multi_label=False
+):
     """One row per text from its windows' logits [W, L], windows in text order.
 
     Args:
@@ -96,6 +106,8 @@ def combine_windows(logits, text_index, rule, is_regression=False, num_tokens=No
         for "weighted_mean").
       is_regression: the logits are scores [W, 1].
       num_tokens: int [W], the windows' tokens (their input_mask's sum); "weighted_mean" only.
+      multi_label: the logits are each label's own (a sigmoid each): the rule combines each
+        label's probability, and the result is the logits of the combined probabilities.
 
     Returns:
       float64 [T, L].
@@ -103,15 +115,23 @@ def combine_windows(logits, text_index, rule, is_regression=False, num_tokens=No
     if rule not in WINDOW_COMBINATIONS:
         raise ValueError(f"window combination {rule!r}: none of {WINDOW_COMBINATIONS}")
     logits = np.asarray(logits, np.float64)
-    values = logits if is_regression else metrics.log_softmax(logits)
+    if multi_label:
+        values = 1 / (1 + np.exp(-logits))
+    else:
+        values = logits if is_regression else metrics.log_softmax(logits)
     _, starts = np.unique(text_index, return_index=True)
     if rule == "max" and not is_regression:
-        return np.maximum.reduceat(values, starts, axis=0)
-    if rule == "weighted_mean":
-        if num_tokens is None:
-            raise ValueError("the weighted_mean rule needs the windows' num_tokens")
-        weights = np.maximum(np.asarray(num_tokens, np.float64) - 2, 1)[:, None]
+        combined = np.maximum.reduceat(values, starts, axis=0)
     else:
-        weights = np.ones_like(values[:, :1])
-    total = np.add.reduceat(values * weights, starts, axis=0)
-    return total / np.add.reduceat(weights, starts, axis=0)
+        if rule == "weighted_mean":
+            if num_tokens is None:
+                raise ValueError("the weighted_mean rule needs the windows' num_tokens")
+            weights = np.maximum(np.asarray(num_tokens, np.float64) - 2, 1)[:, None]
+        else:
+            weights = np.ones_like(values[:, :1])
+        total = np.add.reduceat(values * weights, starts, axis=0)
+        combined = total / np.add.reduceat(weights, starts, axis=0)
+    if multi_label:
+        with np.errstate(divide="ignore"):
+            return np.log(combined) - np.log1p(-combined)
+    return combined
