@@ -31,7 +31,11 @@ from bert_tf.modeling import BertModel
 from bert_tf.settings import setting
 from bert_tf.tasks.run import load_bert_config
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tokenization import FullTokenizer, validate_case_matches_checkpoint
+from bert_tf.tokenization import (
+    FullTokenizer,
+    check_vocab,
+    validate_case_matches_checkpoint,
+)
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 OUTPUT_FORMATS = ("json", "npz")
@@ -306,6 +310,11 @@ def run_extract_features(config):
     folder = os.path.dirname(os.path.abspath(config.output_file))
     if not io.is_url(config.output_file) and not os.path.isdir(folder):
         raise InputError(f"--output_file={config.output_file}: the folder {folder} does not exist")
+    check_vocab(
+        config.vocab_file,
+        vocab_size=bert_config.vocab_size,
+        config_name=f"--bert_config_file={config.bert_config_file}",
+    )
     layer_indexes = parse_layers(config.layers, bert_config.num_hidden_layers)
     for _ in read_sentences(config.input_file):  # a bad line is an error before any work
         pass

@@ -46,7 +46,7 @@ from bert_tf.tasks.run_files import (
     write_labels,
     write_task_info,
 )
-from bert_tf.tokenization import validate_case_matches_checkpoint
+from bert_tf.tokenization import check_vocab, validate_case_matches_checkpoint
 from bert_tf.training import (
     MIXED_PRECISION_POLICIES,
     Task,
@@ -409,6 +409,11 @@ class FineTuningRun(Run):
                 raise InputError(f"--{name} is required")
         if not tf.io.gfile.exists(config.vocab_file):
             raise InputError(f"--vocab_file={config.vocab_file} does not exist")
+        check_vocab(
+            config.vocab_file,
+            vocab_size=self.bert_config.vocab_size,
+            config_name=f"--bert_config_file={config.bert_config_file}",
+        )
         if not (config.do_train or config.do_eval or config.do_predict):
             raise InputError("At least one of --do_train, --do_eval or --do_predict must be True")
         if not 0 <= config.warmup_proportion <= 1:
