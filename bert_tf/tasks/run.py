@@ -26,13 +26,7 @@ from absl import logging
 from bert_tf import io
 from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.data.feature_cache import make_feature_dataset, reading_cached_records
-from bert_tf.distribute import (
-    STRATEGIES,
-    describe,
-    get_strategy,
-    is_chief,
-    resolve_strategy_name,
-)
+from bert_tf.distribute import STRATEGIES, describe, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.optimization import create_optimizer
