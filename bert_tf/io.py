@@ -3,7 +3,8 @@
 Every file a run writes goes through `atomic_write` (or `atomic_path`, for writers that take a path):
 it is written under a temporary name beside its final one and renamed when complete, and the
 temporary file is removed if writing fails, so a reader never sees half a file and a failed run
-leaves nothing behind. Every text a user hands in is read by `read_lines` / `read_text`, whose
+leaves nothing behind; a write the disk refuses (full, over a size limit, read-only) becomes one
+`WriteError` naming the final path (`reporting_write_errors`; checkpoints: `writing_checkpoint`). Every text a user hands in is read by `read_lines` / `read_text`, whose
 errors name the file and line.
 
 Local paths go through `os`; URLs (gs://, hdfs://, ...) through `tf.io.gfile`, imported only for
