@@ -1,6 +1,7 @@
 """Pretrain BERT (masked LM + next sentence prediction) on TFRecords of create_pretraining_data.py.
 
-One CPU or GPU, N GPUs (--distribution_strategy=mirrored --num_gpus=N), several machines
+The visible devices by default (the CPU, the one GPU, or mirrored over several; --num_gpus=N picks N,
+0 the CPU), several machines
 (--distribution_strategy=multi_worker_mirrored with TF_CONFIG) or a Cloud TPU (--use_tpu --tpu_name=...).
 Writes checkpoints (model.ckpt-<step>), TensorBoard summaries, bert_model.ckpt.* + bert_config.json
 (Google's format, after training) and eval_results.txt to --output_dir. Restarting with the same

@@ -1,5 +1,6 @@
 """Choosing and creating the tf.distribute strategy from flags."""
 
+import dataclasses
 import json
 import os
 
@@ -10,17 +11,17 @@ STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
 def resolve_strategy_name(distribution_strategy, use_tpu=False):
-    """The strategy to build: `--use_tpu` (the original's flag) implies "tpu".
+    """The strategy to build: `--use_tpu` (the original's flag) implies "tpu"; None: by the devices.
 
     Raises:
       ValueError: on an unknown name, or `--use_tpu` with another strategy.
     """
-    if distribution_strategy not in STRATEGIES:
+    if distribution_strategy is not None and distribution_strategy not in STRATEGIES:
         raise ValueError(
             f"--distribution_strategy must be one of {STRATEGIES}, got {distribution_strategy!r}"
         )
     if use_tpu:
-        if distribution_strategy not in ("one_device", "tpu"):
+        if distribution_strategy not in (None, "one_device", "tpu"):
             raise ValueError(
                 f"--use_tpu conflicts with --distribution_strategy={distribution_strategy}"
             )
@@ -28,9 +29,58 @@ def resolve_strategy_name(distribution_strategy, use_tpu=False):
     return distribution_strategy
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceChoice:
+    """What to build: "one_device" or "mirrored", over these device names."""
+
+    strategy: str
+    devices: tuple
+
+
+def choose_devices(distribution_strategy, num_gpus, gpus, cpus=("/cpu:0",)):
+    """The local devices a run uses, from the flags and the visible devices (no TensorFlow call).
+
+    Without flags the devices decide, as TensorFlow placed the original's work: no GPU, the CPU; one
+    GPU, that GPU; several, MirroredStrategy over all of them (--train_batch_size is the global batch).
+
+    Args:
+      distribution_strategy: None (by the devices), "one_device" or "mirrored".
+      num_gpus: None (every visible GPU), 0 (the CPU) or N (the first N GPUs).
+      gpus: the names of the visible GPUs, in order (e.g. ["/device:GPU:0", "/device:GPU:1"]).
+      cpus: the names of the logical CPU devices ("mirrored" without GPUs mirrors over them all).
+
+    Returns:
+      A DeviceChoice.
+
+    Raises:
+      ValueError: naming --num_gpus, for a negative count, more GPUs than are visible, or several
+        GPUs with one_device.
+    """
+    if num_gpus is not None and num_gpus < 0:
+        raise ValueError(f"--num_gpus must be >= 0 (or unset: every visible GPU), got {num_gpus}")
+    if num_gpus is not None and num_gpus > len(gpus):
+        raise ValueError(f"--num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible")
+    chosen = tuple(gpus if num_gpus is None else gpus[:num_gpus])
+    if distribution_strategy == "mirrored":
+        return DeviceChoice("mirrored", chosen or tuple(cpus))
+    if distribution_strategy == "one_device":
+        if num_gpus is not None and num_gpus > 1:
+            raise ValueError(
+                f"--num_gpus={num_gpus} needs --distribution_strategy=mirrored, not one_device"
+            )
+        return DeviceChoice("one_device", chosen[:1] or tuple(cpus[:1]))
+    if distribution_strategy is not None:
+        raise ValueError(
+            f"choose_devices takes one_device or mirrored, not {distribution_strategy}"
+        )
+    if len(chosen) > 1:
+        return DeviceChoice("mirrored", chosen)
+    return DeviceChoice("one_device", chosen or tuple(cpus[:1]))
+
+
 def get_strategy(
-    distribution_strategy="one_device",
-    num_gpus=0,
+    distribution_strategy=None,
+    num_gpus=None,
     tpu_name=None,
     tpu_zone=None,
     gcp_project=None,
@@ -39,8 +89,9 @@ def get_strategy(
     """Builds a tf.distribute.Strategy.
 
     Args:
-      distribution_strategy: one of STRATEGIES.
-      num_gpus: GPUs to use; 0 runs on CPU. "mirrored" with 0 GPUs mirrors over every logical CPU device.
+      distribution_strategy: one of STRATEGIES, or None: by the visible devices (choose_devices).
+      num_gpus: for None / one_device / mirrored: None every visible GPU, 0 the CPU, N the first N
+        GPUs. "mirrored" without GPUs mirrors over every logical CPU device.
       tpu_name: TPU name or grpc:// address for TPUClusterResolver ("local" for a TPU VM).
       tpu_zone, gcp_project: where to look the TPU up (optional; metadata server otherwise).
       num_tpu_cores: if given, must equal the number of TPU cores found.
@@ -51,22 +102,16 @@ def get_strategy(
     Raises:
       ValueError: when the devices the flags ask for do not exist, or no TPU is reachable.
     """
-    if num_gpus < 0:
-        raise ValueError(f"--num_gpus must be >= 0, got {num_gpus}")
-    if distribution_strategy in ("one_device", "mirrored"):
-        _check_gpus(num_gpus)
-    if distribution_strategy == "one_device":
-        if num_gpus > 1:
-            raise ValueError(
-                f"--num_gpus={num_gpus} needs --distribution_strategy=mirrored, not one_device"
-            )
-        return tf.distribute.OneDeviceStrategy("/gpu:0" if num_gpus else "/cpu:0")
-    if distribution_strategy == "mirrored":
-        if num_gpus:
-            devices = [f"/gpu:{i}" for i in range(num_gpus)]
-        else:
-            devices = [d.name for d in tf.config.list_logical_devices("CPU")]
-        return tf.distribute.MirroredStrategy(devices)
+    if distribution_strategy in (None, "one_device", "mirrored"):
+        choice = choose_devices(
+            distribution_strategy,
+            num_gpus,
+            [d.name for d in tf.config.list_logical_devices("GPU")],
+            [d.name for d in tf.config.list_logical_devices("CPU")],
+        )
+        if choice.strategy == "one_device":
+            return tf.distribute.OneDeviceStrategy(choice.devices[0])
+        return tf.distribute.MirroredStrategy(list(choice.devices))
     if distribution_strategy == "multi_worker_mirrored":
         if "TF_CONFIG" not in os.environ:
             logging.warning("multi_worker_mirrored without TF_CONFIG: running as a single worker")
@@ -78,10 +123,25 @@ def get_strategy(
     )
 
 
-def _check_gpus(num_gpus):
-    found = len(tf.config.list_physical_devices("GPU"))
-    if num_gpus > found:
-        raise ValueError(f"--num_gpus={num_gpus} but only {found} GPU(s) are visible")
+def describe(strategy, batch_sizes):
+    """One line naming the strategy, its devices and each global batch with its per-replica share.
+
+    Args:
+      strategy: a tf.distribute.Strategy.
+      batch_sizes: {"train": 32, ...}: the global batches of the steps the run takes.
+    """
+    replicas = strategy.num_replicas_in_sync
+    devices = ", ".join(_short_name(d) for d in strategy.extended.worker_devices)
+    batches = "; ".join(
+        f"{name} batch {size} global, {size // replicas} per replica"
+        for name, size in batch_sizes.items()
+    )
+    return f"{type(strategy).__name__} over {replicas} replica(s) on {devices}: {batches}"
+
+
+def _short_name(device):
+    """ "/job:localhost/replica:0/task:0/device:GPU:1" -> "GPU:1" (a multi-worker name stays whole)."""
+    return device.split("device:")[-1] if device.startswith("/job:localhost/") else device
 
 
 def _tpu_strategy(tpu_name, tpu_zone, gcp_project, num_tpu_cores):

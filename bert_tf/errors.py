@@ -7,3 +7,10 @@ an ordinary `ValueError` subclass.
 
 class InputError(ValueError):
     """Bad input data or settings; the message says where (file and line, example id or flag)."""
+
+
+class WriteError(InputError):
+    """An output the disk or its permissions refused (full, too large, read-only); names the path.
+
+    Not bad input, but the user's to fix the same way: one line, exit status 1, nothing half-written.
+    """

@@ -3,7 +3,8 @@
 Every file a run writes goes through `atomic_write` (or `atomic_path`, for writers that take a path):
 it is written under a temporary name beside its final one and renamed when complete, and the
 temporary file is removed if writing fails, so a reader never sees half a file and a failed run
-leaves nothing behind. Every text a user hands in is read by `read_lines` / `read_text`, whose
+leaves nothing behind; a write the disk refuses (full, over a size limit, read-only) becomes one
+`WriteError` naming the final path (`reporting_write_errors`; checkpoints: `writing_checkpoint`). Every text a user hands in is read by `read_lines` / `read_text`, whose
 errors name the file and line.
 
 Local paths go through `os`; URLs (gs://, hdfs://, ...) through `tf.io.gfile`, imported only for
@@ -11,13 +12,15 @@ them, so the TensorFlow-free tools (create_pretraining_data.py's writer) stay fa
 """
 
 import contextlib
+import errno
 import glob
 import gzip
 import os
 import shutil
+import sys
 import uuid
 
-from bert_tf.errors import InputError
+from bert_tf.errors import InputError, WriteError
 
 
 class MissingFileError(InputError, FileNotFoundError):
@@ -95,6 +98,63 @@ class PendingFile:
         _remove(self.temp_path)
 
 
+# What a write refused by the disk or its permissions fails with.
+_WRITE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+)
+
+
+def _write_failure(error, written):
+    """Why writing under `written` (a path or prefix) failed, if `error` says so; else None."""
+    if isinstance(error, OSError):
+        if error.errno not in _WRITE_ERRNOS:
+            return None
+        if error.filename and not os.fspath(error.filename).startswith(written):
+            return None  # another file, e.g. an input that cannot be read
+        return error.strerror
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(error, tf.errors.OpError) and written in error.message:
+        # TF's file errors end "<path>; No space left on device [Op:SaveV2]".
+        return error.message.splitlines()[0].split("; ")[-1].split(" [Op:")[0].strip()
+    return None
+
+
+@contextlib.contextmanager
+def reporting_write_errors(path, written=None):
+    """Turns a refused write under `written` (default `path`) into a WriteError naming `path`.
+
+    A full disk, a file-size limit or a read-only folder then ends a script in one line,
+    `error: cannot write <path>: No space left on device`; other errors pass unchanged.
+    """
+    try:
+        yield
+    except Exception as error:
+        reason = _write_failure(error, os.fspath(written or path))
+        if reason is None:
+            raise
+        raise WriteError(f"cannot write {os.fspath(path)}: {reason}") from None
+
+
+@contextlib.contextmanager
+def writing_checkpoint(prefix):
+    """Around a writer of the checkpoint `<prefix>.*` (tf.train.CheckpointManager.save).
+
+    A refused write raises WriteError naming `prefix` and removes what this save wrote, so the
+    folder's earlier checkpoints stay the latest and usable (TF updates its `checkpoint` file last).
+    """
+    prefix = os.fspath(prefix)
+    pattern = glob.escape(prefix) + "*"
+    before = set() if is_url(prefix) else set(glob.glob(pattern))
+    try:
+        with reporting_write_errors(prefix):
+            yield
+    except WriteError:
+        if not is_url(prefix):
+            for leftover in set(glob.glob(pattern)) - before:
+                _remove(leftover)
+        raise
+
+
 @contextlib.contextmanager
 def atomic_path(path):
     """Yields a temporary path to write `path` through; renamed to `path` when the block succeeds.
@@ -110,8 +170,9 @@ def atomic_path(path):
     """
     pending = PendingFile(path)
     try:
-        yield pending.temp_path
-        pending.publish()
+        with reporting_write_errors(path, pending.temp_path):
+            yield pending.temp_path
+            pending.publish()
     finally:
         pending.discard()  # after a publish there is nothing left to remove
 
@@ -312,11 +373,12 @@ def atomic_files(prefix):
     else:
         os.makedirs(temp_folder)
     try:
-        temp_prefix = os.path.join(temp_folder, name)
-        yield temp_prefix
-        written = _gfile().listdir(temp_folder) if is_url(temp_folder) else os.listdir(temp_folder)
-        for file_name in written:
-            if file_name.startswith(name):
-                _rename(os.path.join(temp_folder, file_name), prefix + file_name[len(name) :])
+        with reporting_write_errors(prefix, temp_folder):
+            temp_prefix = os.path.join(temp_folder, name)
+            yield temp_prefix
+            folder_files = _gfile().listdir if is_url(temp_folder) else os.listdir
+            for file_name in folder_files(temp_folder):
+                if file_name.startswith(name):
+                    _rename(os.path.join(temp_folder, file_name), prefix + file_name[len(name) :])
     finally:
         _remove(temp_folder)

@@ -111,6 +111,42 @@ def load_vocab(vocab_file):
     return vocab
 
 
+# The tokens every BERT input holds; create_pretraining_data.py and pretraining also need "[MASK]".
+REQUIRED_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
+
+
+def check_vocab(vocab_file, required=REQUIRED_TOKENS, vocab_size=None, config_name=None):
+    """Refuses a vocab that would go wrong silently on a GPU, before any work; returns it (load_vocab).
+
+    A vocab longer than the model's embedding table gives ids past its end: a CPU raises at the
+    first step, a GPU gathers zeros and trains on them. A vocab without the special tokens fails
+    deep inside the tokenizer.
+
+    Args:
+      vocab_file: the --vocab_file.
+      required: the tokens it must hold.
+      vocab_size: the model's vocab_size (bert_config.json), if the caller has one.
+      config_name: where vocab_size comes from, for the message ("--bert_config_file=...").
+
+    Raises:
+      InputError: one line naming the file and the missing tokens, or both files and both sizes.
+    """
+    vocab = load_vocab(vocab_file)
+    missing = [token for token in required if token not in vocab]
+    if missing:
+        raise InputError(
+            f"--vocab_file={vocab_file} lacks {', '.join(missing)} (a line each): BERT's inputs "
+            f"need {', '.join(required)}"
+        )
+    entries = max(vocab.values(), default=-1) + 1
+    if vocab_size is not None and entries > vocab_size:
+        raise InputError(
+            f"--vocab_file={vocab_file} has {entries} entries but {config_name} has vocab_size="
+            f"{vocab_size}: ids from {vocab_size} on have no embedding (a vocab of another model?)"
+        )
+    return vocab
+
+
 def convert_by_vocab(vocab, items):
     """Maps each item through `vocab` (a token -> id or id -> token dict); KeyError if absent."""
     return [vocab[item] for item in items]

@@ -352,7 +352,8 @@ class Trainer:
     def _save(self, step):
         if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
             return
-        path = self.manager.save(checkpoint_number=step)
+        with io.writing_checkpoint(f"{self.manager.directory}/{CHECKPOINT_NAME}-{step}"):
+            path = self.manager.save(checkpoint_number=step)
         if self._chief:
             logging.info("Saved checkpoint %s", path)
         else:  # every worker must save (collectives); only the chief keeps it

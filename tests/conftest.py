@@ -1,5 +1,6 @@
 """Shared pytest fixtures: the reference fixtures in tests/fixtures/ and the repo's sample data."""
 
+import contextlib
 import lzma
 import os
 import pathlib
@@ -87,6 +88,23 @@ def assert_float32_close(actual, expected, eps_multiple=256, err_msg=""):
     expected = np.asarray(expected, np.float64)
     tolerance = eps_multiple * FLOAT32_EPS * max(float(np.abs(expected).max(initial=0.0)), 1e-30)
     np.testing.assert_allclose(actual, expected, rtol=0, atol=tolerance, err_msg=err_msg)
+
+
+@contextlib.contextmanager
+def file_size_limit(num_bytes):
+    """The kernel refuses writes past `num_bytes` in any file (EFBIG, "File too large"), as a full
+    disk refuses them: a real failed write in Python and in TensorFlow's C++ writers alike."""
+    import resource
+    import signal
+
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an error, not a killed process
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (num_bytes, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
 
 
 # A fresh Python for the checks that need one (a process that imports only TensorFlow, a script's

@@ -1,5 +1,6 @@
 """bert_tf.export: numbered version folders, atomic publication, assets (the writer every export uses)."""
 
+import errno
 import json
 import os
 import subprocess
@@ -12,7 +13,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import export
-from bert_tf.errors import InputError
+from bert_tf.errors import InputError, WriteError
+
+from conftest import file_size_limit
 
 
 def _module():
@@ -66,12 +69,23 @@ def test_a_failed_export_leaves_nothing(tmp_path, monkeypatch):
     def save_half_then_fail(module, path, signatures):
         os.makedirs(os.path.join(path, "variables"))
         open(os.path.join(path, "saved_model.pb"), "wb").close()
-        raise OSError("No space left on device")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(tf.saved_model, "save", save_half_then_fail)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(WriteError) as error:
         export.write_saved_model(str(tmp_path), module, signatures)
+    assert str(error.value) == f"cannot write {tmp_path / '1'}: No space left on device"
     assert os.listdir(tmp_path) == []
+
+
+def test_an_export_the_disk_refuses_names_the_version_folder_and_leaves_nothing(tmp_path):
+    module, signatures = _module()
+    export.write_saved_model(str(tmp_path), module, signatures)
+    with file_size_limit(64), pytest.raises(WriteError) as error:
+        export.write_saved_model(str(tmp_path), module, signatures)  # TF's own writers fail
+    assert str(error.value) == f"cannot write {tmp_path / '2'}: File too large"
+    assert os.listdir(tmp_path) == ["1"]
+    assert tf.saved_model.load(str(tmp_path / "1")).signatures["serving_default"]
 
 
 class _Block(keras.layers.Layer):

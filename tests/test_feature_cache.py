@@ -8,7 +8,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import feature_cache, records
-from bert_tf.errors import InputError
+from bert_tf.errors import InputError, WriteError
+
+from conftest import file_size_limit
 
 SEQ = 16
 SPEC = {
@@ -82,6 +84,18 @@ def test_a_failed_write_leaves_no_file_and_no_settings(tmp_path):
 
     with pytest.raises(InputError, match="train.tsv:2"):
         feature_cache.cached_records(path, {"a": 1}, broken)
+    assert os.listdir(tmp_path) == []
+
+
+def test_features_on_a_full_disk_name_the_file_and_leave_nothing(tmp_path):
+    path = str(tmp_path / "train.tf_record")
+
+    def examples():
+        return (_serialized(_example(i, 9)) for i in range(200)), {"num_real_examples": 200}
+
+    with file_size_limit(4096), pytest.raises(WriteError) as error:
+        feature_cache.cached_records(path, {"a": 1}, examples)
+    assert str(error.value) == f"cannot write {path}: File too large"
     assert os.listdir(tmp_path) == []
 
 

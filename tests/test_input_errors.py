@@ -61,6 +61,21 @@ def inputs(tmp_path_factory):
     encoder = encoding.ExampleEncoder(8, 2, max_id=30522)
     records = encoding.frame_records([encoder.encode(instance)] * 4)
     (root / "cut.tfrecord").write_bytes(b"".join(records)[:-9])
+    # Phase 1's records (here 8 / 2) read by phase 2's flags; records of a larger vocab.
+    (root / "phase1.tfrecord").write_bytes(b"".join(records))
+    wide = instances.TrainingInstance(
+        [101, 40000, 102, 2088, 102], [0, 0, 0, 1, 1], [1], [40000], False
+    )
+    wide_records = encoding.frame_records(
+        [encoding.ExampleEncoder(8, 2, max_id=50000).encode(wide)]
+    )
+    (root / "wide.tfrecord").write_bytes(b"".join(wide_records))
+    # Vocabs: one line longer than the tiny config's vocab_size; each without a special token.
+    lines = open(VOCAB, encoding="utf-8").read().splitlines()
+    (root / "big_vocab.txt").write_text("\n".join([*lines, "[extra]"]) + "\n")
+    for token in ("[CLS]", "[UNK]", "[MASK]"):
+        name = f"no_{token.strip('[]').lower()}_vocab.txt"
+        (root / name).write_text("\n".join(x if x != token else "[gone]" for x in lines) + "\n")
     return root
 
 
@@ -179,6 +194,113 @@ CASES = [
         "--use_tpu with no TPU reachable",
         lambda i, out: _classifier(i, out, "--do_train", "--use_tpu=True", "--tpu_name=my-tpu"),
         r"error: no TPU reachable for --tpu_name='my-tpu'",
+    ),
+    (
+        "vocab longer than the config's vocab_size, fine-tuning",
+        lambda i, out: _classifier(i, out, "--do_train", f"--vocab_file={i / 'big_vocab.txt'}"),
+        r"error: --vocab_file=.*big_vocab\.txt has 30523 entries but --bert_config_file=.*"
+        r"bert_config_tiny\.json has vocab_size=30522: ids from 30522 on have no embedding",
+    ),
+    (
+        "vocab longer than the config's vocab_size, export",
+        lambda i, out: [
+            "export_saved_model.py",
+            f"--init_checkpoint={i / 'narrow'}",
+            f"--export_dir={out / 'export'}",
+            f"--vocab_file={i / 'big_vocab.txt'}",
+            f"--bert_config_file={TINY_CONFIG}",
+        ],  # fmt: skip
+        r"error: --vocab_file=.*big_vocab\.txt has 30523 entries but --bert_config_file=.*"
+        r"bert_config_tiny\.json has vocab_size=30522",
+    ),
+    (
+        "vocab longer than the config's vocab_size, extract_features.py",
+        lambda i, out: [
+            "extract_features.py",
+            f"--input_file={i / 'text.txt'}",
+            f"--output_file={out / 'x.jsonl'}",
+            f"--vocab_file={i / 'big_vocab.txt'}",
+            f"--bert_config_file={TINY_CONFIG}",
+            f"--init_checkpoint={i / 'narrow'}",
+        ],  # fmt: skip
+        r"error: --vocab_file=.*big_vocab\.txt has 30523 entries but --bert_config_file=.*"
+        r"bert_config_tiny\.json has vocab_size=30522",
+    ),
+    (
+        "vocab without [UNK], fine-tuning",
+        lambda i, out: [
+            "run_ner.py",
+            f"--bert_config_file={TINY_CONFIG}",
+            f"--vocab_file={i / 'no_unk_vocab.txt'}",
+            f"--data_dir={i / 'ner'}",
+            f"--output_dir={out}",
+            "--do_train",
+        ],  # fmt: skip
+        r"error: --vocab_file=.*no_unk_vocab\.txt lacks \[UNK\] \(a line each\)",
+    ),
+    (
+        "vocab without [CLS], extract_features.py",
+        lambda i, out: [
+            "extract_features.py",
+            f"--input_file={i / 'text.txt'}",
+            f"--output_file={out / 'x.jsonl'}",
+            f"--vocab_file={i / 'no_cls_vocab.txt'}",
+            f"--bert_config_file={TINY_CONFIG}",
+            f"--init_checkpoint={i / 'narrow'}",
+        ],  # fmt: skip
+        r"error: --vocab_file=.*no_cls_vocab\.txt lacks \[CLS\] \(a line each\)",
+    ),
+    (
+        "vocab without [MASK], create_pretraining_data.py",
+        lambda i, out: [
+            "create_pretraining_data.py",
+            f"--input_file={i / 'text.txt'}",
+            f"--output_file={out / 'x.tfrecord'}",
+            f"--vocab_file={i / 'no_mask_vocab.txt'}",
+        ],  # fmt: skip
+        r"error: --vocab_file=.*no_mask_vocab\.txt lacks \[MASK\] \(a line each\)",
+    ),
+    (
+        "pretraining records of other lengths (phase 1 -> phase 2)",
+        lambda i, out: [
+            "run_pretraining.py",
+            f"--input_file={i / 'phase1.tfrecord'}",
+            f"--output_dir={out}",
+            f"--bert_config_file={TINY_CONFIG}",
+            "--max_seq_length=16",
+            "--max_predictions_per_seq=3",
+            "--do_train",
+        ],  # fmt: skip
+        r"error: --input_file: .*phase1\.tfrecord holds records of max_seq_length=8, "
+        r"max_predictions_per_seq=2, but the flags give --max_seq_length=16 "
+        r"--max_predictions_per_seq=3",
+    ),
+    (
+        "pretraining records of a larger vocab",
+        lambda i, out: [
+            "run_pretraining.py",
+            f"--input_file={i / 'wide.tfrecord'}",
+            f"--output_dir={out}",
+            f"--bert_config_file={TINY_CONFIG}",
+            "--max_seq_length=8",
+            "--max_predictions_per_seq=2",
+            "--do_train",
+        ],  # fmt: skip
+        r"error: --input_file: .*wide\.tfrecord holds token id 40000 in its first record, but "
+        r"--bert_config_file=.*bert_config_tiny\.json has vocab_size=30522",
+    ),
+    (
+        "extract_features.py --use_tpu",
+        lambda i, out: [
+            "extract_features.py",
+            f"--input_file={i / 'text.txt'}",
+            f"--output_file={out / 'x.jsonl'}",
+            f"--vocab_file={VOCAB}",
+            f"--bert_config_file={TINY_CONFIG}",
+            f"--init_checkpoint={i / 'narrow'}",
+            "--use_tpu=true",
+        ],  # fmt: skip
+        r"error: --use_tpu: extract_features\.py runs on this machine's first GPU, else its CPU",
     ),
     (
         "--do_lower_case against a cased release",

@@ -1,12 +1,17 @@
 """bert_tf.io: atomic writes that leave nothing half-written, UTF-8 text with file:line errors, globs."""
 
+import errno
 import gzip
 import os
+import subprocess
+import sys
 
 import pytest
 
 from bert_tf import io
-from bert_tf.errors import InputError
+from bert_tf.errors import InputError, WriteError
+
+from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
 
 def test_atomic_write_replaces_the_file_only_when_complete(tmp_path):
@@ -103,3 +108,49 @@ def test_split_files_take_the_first_name_found(tmp_path):
     assert io.split_files(tmp_path, names) == {"train": None, "dev": str(tmp_path / "valid.txt")}
     with pytest.raises(InputError, match=r"no train file \(expected one of train\.txt\)"):
         io.require_split_file(tmp_path, names, "train")
+
+
+def test_a_full_disk_is_one_line_naming_the_file_and_the_old_file_stays(tmp_path):
+    path = tmp_path / "results.txt"
+    path.write_text("old\n")
+    with pytest.raises(WriteError) as error:
+        with io.atomic_write(path) as f:
+            f.write("half of the new")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # what write() raises then
+    assert str(error.value) == f"cannot write {path}: No space left on device"
+    assert os.listdir(tmp_path) == ["results.txt"] and path.read_text() == "old\n"
+
+
+def test_another_os_error_inside_a_write_is_not_called_a_full_disk(tmp_path):
+    # An input that cannot be read while writing keeps its own error (and file name).
+    with pytest.raises(PermissionError) as error:
+        with io.atomic_write(tmp_path / "out.txt"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "input.txt"))
+    assert not isinstance(error.value, WriteError)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_refused_write_ends_a_script_in_one_line_and_leaves_nothing(tmp_path):
+    # create_pretraining_data.py (no TensorFlow: quick) under a 2 KB file-size limit.
+    import resource
+    import signal
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.RLIM_INFINITY))
+
+    out = tmp_path / "out"
+    out.mkdir()
+    result = subprocess.run(
+        [
+            sys.executable, os.path.join(REPO_DIR, "create_pretraining_data.py"),
+            f"--input_file={SAMPLE_DIR / 'sample_text.txt'}", f"--output_file={out / 'x.tfrecord'}",
+            f"--vocab_file={SAMPLE_DIR / 'vocab.txt'}", "--num_workers=0", "--dupe_factor=1",
+        ],
+        env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=120, preexec_fn=limit,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == f"error: cannot write {out / 'x.tfrecord'}: File too large", last
+    assert os.listdir(out) == []

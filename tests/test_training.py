@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.errors import WriteError
 from bert_tf.optimization import create_optimizer
 from bert_tf.training import Task, TrainConfig, Trainer, write_eval_results
+
+from conftest import file_size_limit
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -100,6 +103,41 @@ def _assert_weights_close(a, b, **tolerance):
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
         np.testing.assert_allclose(x, y, **tolerance)
+
+
+def test_a_checkpoint_the_disk_refuses_is_one_error_and_the_previous_one_restores(
+    tmp_path, monkeypatch
+):
+    config = TrainConfig(
+        model_dir=str(tmp_path), train_batch_size=8, eval_batch_size=8, num_train_steps=4,
+        steps_per_loop=2, save_checkpoints_steps=2, log_steps=2,
+    )  # fmt: skip
+
+    def trainer():
+        keras.utils.set_random_seed(1)
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+        return Trainer(toy_task(), strategy, lambda: create_optimizer(0.05, 4, 1), config)
+
+    first = trainer()
+    first.train(until=2)
+    at_step_2 = _weights(first)
+    save = first.manager.save
+
+    def save_on_a_full_disk(**kwargs):
+        with file_size_limit(64):  # TF's own checkpoint writer fails, half-way through
+            return save(**kwargs)
+
+    monkeypatch.setattr(first.manager, "save", save_on_a_full_disk)
+    with pytest.raises(WriteError) as error:
+        first.train()
+    assert str(error.value) == f"cannot write {tmp_path / 'model.ckpt-4'}: File too large"
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("model.ckpt-4")]
+    assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-2")
+    resumed = trainer()
+    assert resumed.global_step == 2
+    _assert_weights_close(_weights(resumed), at_step_2, rtol=0, atol=0)
+    # Not vacuous: the failed run had moved on from step 2's weights.
+    assert any(np.abs(a - b).max() > 1e-4 for a, b in zip(_weights(first), at_step_2, strict=True))
 
 
 def test_training_reduces_the_loss_and_evaluates(tmp_path):

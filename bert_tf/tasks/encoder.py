@@ -25,12 +25,17 @@ from absl import logging
 from bert_tf import io
 from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.data.packing import pack_tokens
+from bert_tf.distribute import describe, get_strategy
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel
 from bert_tf.settings import setting
 from bert_tf.tasks.run import load_bert_config
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tokenization import FullTokenizer, validate_case_matches_checkpoint
+from bert_tf.tokenization import (
+    FullTokenizer,
+    check_vocab,
+    validate_case_matches_checkpoint,
+)
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 OUTPUT_FORMATS = ("json", "npz")
@@ -276,7 +281,7 @@ class ExtractConfig:
     vocab_file: str | None = setting(None, "vocab.txt the model was trained with.")
     do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
     batch_size: int = setting(32, "Lines per forward pass.")
-    use_tpu: bool = setting(False, "Accepted for compatibility; runs on the local devices.")
+    use_tpu: bool = setting(False, "Not supported: runs on the first GPU, else the CPU.")
     master: str | None = setting(None, "Accepted for compatibility; unused.")
     num_tpu_cores: int = setting(8, "Accepted for compatibility; unused.")
     use_one_hot_embeddings: bool = setting(False, "Accepted for compatibility; unused.")
@@ -287,6 +292,11 @@ class ExtractConfig:
 
 def run_extract_features(config):
     """extract_features.py: checks every input first, then writes --output_file; returns the lines."""
+    if config.use_tpu:
+        raise InputError(
+            "--use_tpu: extract_features.py runs on this machine's first GPU, else its CPU, not on "
+            "a TPU; run it without --use_tpu"
+        )
     for name in ("input_file", "output_file", "bert_config_file", "init_checkpoint", "vocab_file"):
         if not getattr(config, name):
             raise InputError(f"--{name} is required")
@@ -300,25 +310,34 @@ def run_extract_features(config):
     folder = os.path.dirname(os.path.abspath(config.output_file))
     if not io.is_url(config.output_file) and not os.path.isdir(folder):
         raise InputError(f"--output_file={config.output_file}: the folder {folder} does not exist")
+    check_vocab(
+        config.vocab_file,
+        vocab_size=bert_config.vocab_size,
+        config_name=f"--bert_config_file={config.bert_config_file}",
+    )
     layer_indexes = parse_layers(config.layers, bert_config.num_hidden_layers)
     for _ in read_sentences(config.input_file):  # a bad line is an error before any work
         pass
     tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-    model = BertModel(bert_config)
-    try:
-        restore_init_checkpoint(model, config.init_checkpoint)
-    except (InputError, FileNotFoundError) as error:
-        raise InputError(f"--init_checkpoint: {error}") from None
-    return extract_features(
-        model,
-        tokenizer,
-        config.input_file,
-        config.output_file,
-        layer_indexes,
-        max_seq_length=config.max_seq_length,
-        batch_size=config.batch_size,
-        output_format=config.output_format,
-    )
+    # One device reads the lines in order: the first GPU if there is one, as TF placed the original's.
+    strategy = get_strategy("one_device")
+    logging.info("Devices: %s", describe(strategy, {"predict": config.batch_size}))
+    with tf.device(strategy.extended.worker_devices[0]):
+        model = BertModel(bert_config)
+        try:
+            restore_init_checkpoint(model, config.init_checkpoint)
+        except (InputError, FileNotFoundError) as error:
+            raise InputError(f"--init_checkpoint: {error}") from None
+        return extract_features(
+            model,
+            tokenizer,
+            config.input_file,
+            config.output_file,
+            layer_indexes,
+            max_seq_length=config.max_seq_length,
+            batch_size=config.batch_size,
+            output_format=config.output_format,
+        )
 
 
 # ---------------------------------------------------------------------------------- the export

@@ -19,6 +19,7 @@ from bert_tf.modeling import BertConfig
 from bert_tf.settings import setting
 from bert_tf.tasks import TASKS, get_task
 from bert_tf.tasks.run_files import TaskInfo, read_labels, read_task_info
+from bert_tf.tokenization import check_vocab
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -68,13 +69,14 @@ def _infer_from_google(prefix):
 
 
 def _bert_config(bert_config_file, info, prefix):
+    """(the BertConfig, where it comes from: for messages)."""
     if bert_config_file:
-        return BertConfig.from_json_file(bert_config_file)
+        return BertConfig.from_json_file(bert_config_file), f"--bert_config_file={bert_config_file}"
     if info.bert_config is not None:
-        return info.bert_config
+        return info.bert_config, f"the task.json of {prefix}"
     beside = os.path.join(os.path.dirname(prefix), "bert_config.json")
     if tf.io.gfile.exists(beside):
-        return BertConfig.from_json_file(beside)
+        return BertConfig.from_json_file(beside), beside
     raise InputError(f"--bert_config_file is required: no bert_config.json beside {prefix}")
 
 
@@ -108,10 +110,12 @@ def export_checkpoint(config):
     if options and model_type != "encoder":
         raise InputError(f"--encoder_layers applies to encoder exports only, not {model_type}")
     spec = get_task(model_type)
+    bert_config, config_name = _bert_config(config.bert_config_file, info, prefix)
+    check_vocab(config.vocab_file, vocab_size=bert_config.vocab_size, config_name=config_name)
     info = dataclasses.replace(
         info,
         model_type=model_type,
-        bert_config=_bert_config(config.bert_config_file, info, prefix),
+        bert_config=bert_config,
         do_lower_case=info.do_lower_case if config.do_lower_case is None else config.do_lower_case,
         max_seq_length=config.max_seq_length or info.max_seq_length,
     )

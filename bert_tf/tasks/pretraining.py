@@ -11,7 +11,7 @@ from absl import logging
 
 from bert_tf import io
 from bert_tf.checkpoints import export_google_checkpoint
-from bert_tf.data.pretraining.reader import make_pretraining_dataset
+from bert_tf.data.pretraining.reader import check_records, make_pretraining_dataset
 from bert_tf.data.records import reading_records
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
@@ -115,6 +115,13 @@ class PretrainingRun(Run):
         if config.num_warmup_steps < 0:
             raise InputError(f"--num_warmup_steps must be >= 0, got {config.num_warmup_steps}")
         self.input_files = io.expand_globs(config.input_file, "--input_file")
+        check_records(
+            self.input_files,
+            config.max_seq_length,
+            config.max_predictions_per_seq,
+            self.bert_config.vocab_size,
+            f"--bert_config_file={config.bert_config_file}",
+        )
 
     def build_model(self):
         return BertPretrainingModel(self.bert_config)

@@ -26,7 +26,7 @@ from absl import logging
 from bert_tf import io, metrics
 from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.data.feature_cache import make_feature_dataset, reading_cached_records
-from bert_tf.distribute import STRATEGIES, get_strategy, is_chief, resolve_strategy_name
+from bert_tf.distribute import STRATEGIES, describe, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.optimization import create_optimizer
@@ -40,7 +40,7 @@ from bert_tf.tasks.run_files import (
     write_labels,
     write_task_info,
 )
-from bert_tf.tokenization import validate_case_matches_checkpoint
+from bert_tf.tokenization import check_vocab, validate_case_matches_checkpoint
 from bert_tf.training import (
     MIXED_PRECISION_POLICIES,
     Task,
@@ -79,10 +79,15 @@ class RunConfig:
     )
     master: str | None = setting(None, "TPU address; used when --tpu_name is unset.")
     num_tpu_cores: int = setting(8, "TPU cores; checked against the TPU found.")
-    distribution_strategy: str = setting(
-        "one_device", "tf.distribute strategy.", choices=STRATEGIES
+    distribution_strategy: str | None = setting(
+        None,
+        "tf.distribute strategy; default by the devices: one_device on the CPU or the one GPU, "
+        "mirrored over several GPUs.",
+        choices=STRATEGIES,
     )
-    num_gpus: int = setting(0, "GPUs for one_device / mirrored; 0 = CPU.")
+    num_gpus: int | None = setting(
+        None, "GPUs to use; default every visible GPU; 0 = the CPU (one_device / mirrored)."
+    )
     mixed_precision: str = setting(
         "float32",
         "Keras dtype policy; mixed_float16 uses dynamic loss scaling.",
@@ -184,9 +189,6 @@ def make_strategy(config):
         )
     except ValueError as error:  # no such device, no TPU reachable: the message names the flag
         raise InputError(str(error).splitlines()[0]) from None
-    logging.info(
-        "Strategy %s with %d replica(s)", type(strategy).__name__, strategy.num_replicas_in_sync
-    )
     return strategy
 
 
@@ -211,6 +213,9 @@ class Run:
         self.bert_config = self.check_settings()
         self.strategy = make_strategy(config)
         self.check_batch_sizes()
+        steps = [step for step in ("train", "eval", "predict") if getattr(config, f"do_{step}", 0)]
+        batches = {step: getattr(config, f"{step}_batch_size") for step in steps}
+        logging.info("Devices: %s", describe(self.strategy, batches))
         self._trainer = None
 
     def check_batch_sizes(self):
@@ -400,6 +405,11 @@ class FineTuningRun(Run):
                 raise InputError(f"--{name} is required")
         if not tf.io.gfile.exists(config.vocab_file):
             raise InputError(f"--vocab_file={config.vocab_file} does not exist")
+        check_vocab(
+            config.vocab_file,
+            vocab_size=self.bert_config.vocab_size,
+            config_name=f"--bert_config_file={config.bert_config_file}",
+        )
         if not (config.do_train or config.do_eval or config.do_predict):
             raise InputError("At least one of --do_train, --do_eval or --do_predict must be True")
         if not 0 <= config.warmup_proportion <= 1:

@@ -14,7 +14,7 @@ import struct
 
 import numpy as np
 
-from bert_tf.io import PendingFile
+from bert_tf.io import PendingFile, reporting_write_errors
 
 # Feature order in every example: the original's (any order parses the same).
 FEATURE_NAMES = (
@@ -211,18 +211,24 @@ class AtomicRecordFile:
             self._file = gzip.GzipFile(filename="", mode="wb", fileobj=self._raw, mtime=0)
 
     def write(self, framed_record):
-        self._file.write(framed_record)
+        try:
+            self._file.write(framed_record)
+        except OSError:  # (no context manager per record: this runs millions of times)
+            with reporting_write_errors(self.path, self.pending.temp_path):
+                raise
         self.num_records += 1
 
     def finish(self):
         """Completes the temporary file (flushes and closes it); `publish` then gives it its name."""
-        if self._file is not self._raw:
-            self._file.close()
-        self._raw.close()
+        with reporting_write_errors(self.path, self.pending.temp_path):
+            if self._file is not self._raw:
+                self._file.close()
+            self._raw.close()
 
     def publish(self):
         """Moves the finished temporary file to its final name."""
-        self.pending.publish()
+        with reporting_write_errors(self.path, self.pending.temp_path):
+            self.pending.publish()
 
     def close(self):
         """Finishes the file and moves it to its final name."""

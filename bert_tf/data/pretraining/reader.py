@@ -11,8 +11,10 @@ Example:
 """
 
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from bert_tf.data.records import decode_record, detect_compression
+from bert_tf.errors import InputError
 from bert_tf.io import expand_globs
 
 
@@ -29,6 +31,51 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
         "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
         "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
     }
+
+
+def check_records(input_files, max_seq_length, max_predictions_per_seq, vocab_size, config_name):
+    """Reads the first record of each file: its lengths must be the flags', its ids within vocab_size.
+
+    Cheap (one record a file) and before any work: records of another --max_seq_length (phase 1's
+    128 read by phase 2's 512) fail to parse only once training has started, and ids past the
+    embedding table are zeros on a GPU, not an error.
+
+    Raises:
+      InputError: one line naming the file, what it holds and the flags (or config) given.
+    """
+    for path in input_files:
+        example = _first_example(path)
+        if example is None:
+            continue  # empty, or unreadable: the reader names the bad record when it gets there
+        feature = example.features.feature
+        for name in ("input_ids", "masked_lm_positions"):
+            if name not in feature:
+                raise InputError(f"--input_file: {path} is not pretraining data: no {name} feature")
+        ids = feature["input_ids"].int64_list.value
+        predictions = len(feature["masked_lm_positions"].int64_list.value)
+        if (len(ids), predictions) != (max_seq_length, max_predictions_per_seq):
+            raise InputError(
+                f"--input_file: {path} holds records of max_seq_length={len(ids)}, "
+                f"max_predictions_per_seq={predictions}, but the flags give --max_seq_length="
+                f"{max_seq_length} --max_predictions_per_seq={max_predictions_per_seq}: pass the "
+                "lengths it was written with"
+            )
+        if ids and max(ids) >= vocab_size:
+            raise InputError(
+                f"--input_file: {path} holds token id {max(ids)} in its first record, but "
+                f"{config_name} has vocab_size={vocab_size}: written with another vocab?"
+            )
+
+
+def _first_example(path):
+    """The first tf.train.Example of a TFRecord file, or None if it has none or cannot be read."""
+    try:
+        compression = detect_compression(path)
+        for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
+            return tf.train.Example.FromString(record.numpy())
+    except (tf.errors.OpError, DecodeError):
+        return None
+    return None
 
 
 def _read_records(path, compression):

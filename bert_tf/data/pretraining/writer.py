@@ -105,6 +105,7 @@ def run(config):
     for name in ("chunk_bytes", "shuffle_buffer_size"):
         if getattr(config, name) <= 0:
             raise InputError(f"--{name} must be positive, got {getattr(config, name)}")
+    tokenization.check_vocab(config.vocab_file, (*tokenization.REQUIRED_TOKENS, "[MASK]"))
     tokenizer = tokenization.FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
     options = instances.InstanceOptions.from_vocab(
         tokenizer.vocab,
