@@ -177,6 +177,39 @@ def test_bucketed_training_batches_are_cut_and_seeded(feature_file):
         assert batch["input_mask"].sum(-1).max() <= batch["input_ids"].shape[1]
 
 
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+@pytest.mark.parametrize("choices", [None, 3])
+def test_cut_training_batches_are_the_padded_ones_less_their_padding(tmp_path, choices):
+    spec, examples = SPEC, [_example(i, n) for i, n in enumerate(LENGTHS)]
+    if choices:  # SWAG's [B, C, S] features: example i's choice c has LENGTHS[i] // (c + 1) tokens
+        shape = [choices, SEQ]
+        spec = {**SPEC, **{n: tf.io.FixedLenFeature(shape, tf.int64) for n in SEQUENCE_FEATURES}}
+        for i, example in enumerate(examples):
+            rows = [_example(i, LENGTHS[i] // (c + 1)) for c in range(choices)]
+            example.update({n: [row[n] for row in rows] for n in SEQUENCE_FEATURES})
+    path = str(tmp_path / "train.tf_record")
+    feature_cache.write_records(path, [_serialized(example) for example in examples])
+
+    def first_batches(cut):
+        dataset = feature_cache.make_feature_dataset(
+            path, spec, 3, True, seed=7, cut_to_longest=cut
+        )
+        return _read_all(dataset.take(10))
+
+    widths = set()
+    for padded, cut in zip(first_batches(False), first_batches(True), strict=True):
+        assert padded["input_ids"].shape[-1] == SEQ
+        width = cut["input_ids"].shape[-1]
+        assert width == min(-(-padded["input_mask"].sum(-1).max() // 8) * 8, SEQ)
+        widths.add(width)
+        for name, value in padded.items():  # the same examples, in the same order
+            expected = value[..., :width] if name in SEQUENCE_FEATURES else value
+            np.testing.assert_array_equal(cut[name], expected, err_msg=name)
+    assert widths == {8, 16}
+
+
 @pytest.mark.parametrize("damage", ["truncated", "corrupted"])
 def test_a_bad_tfrecord_is_an_input_error_naming_the_file(feature_file, tmp_path, damage):
     data = open(feature_file, "rb").read()

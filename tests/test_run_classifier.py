@@ -136,21 +136,31 @@ def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the
     np.testing.assert_allclose(probabilities(tmp_path / "predicted"), probabilities(out), atol=1e-5)
 
 
-def test_training_batches_are_the_original_s_unless_bucketing_and_prediction_cuts_padding(trained):
-    # By default training reads the original's batches: shuffled examples padded to max_seq_length.
-    # --length_bucketing=true cuts them to their longest input too. Prediction cuts the padding
-    # whatever the flag (the export test below checks its outputs against unpadded requests).
+def test_training_batches_are_the_original_s_cut_to_their_longest_input_but_on_a_tpu(trained):
+    # By default training reads the original's batches (shuffled examples) cut to their longest
+    # input; --nocut_batches_to_longest pads them to max_seq_length, as the original does, and so
+    # does a TPU. --length_bucketing=true cuts batches of similar lengths. Prediction cuts the
+    # padding whatever the flags, but on a TPU (the export test below checks its outputs against
+    # unpadded requests).
     out = trained["root"] / "out"
     assert trained["config"].length_bucketing is False  # the default
-    for bucketing, train_width in ((False, 32), (True, 16)):
-        classifier = ClassifierRun(
-            dataclasses.replace(trained["config"], length_bucketing=bucketing)
-        )
+    assert trained["config"].cut_batches_to_longest is True  # the default
+    for strategy, bucketing, cut, train_width, predict_width in (
+        ("one_device", False, False, 32, 16),
+        ("one_device", False, True, 16, 16),
+        ("one_device", True, False, 16, 16),
+        ("tpu", False, True, 32, 32),
+    ):
+        classifier = ClassifierRun(trained["config"])
+        classifier.config = dataclasses.replace(
+            trained["config"], length_bucketing=bucketing, cut_batches_to_longest=cut,
+            distribution_strategy=strategy,
+        )  # fmt: skip
         train = next(iter(classifier.dataset(str(out / "train.tf_record"), 16, True)))
         assert train["input_ids"].shape == (16, train_width)
         predict = classifier.dataset(str(out / "predict.tf_record"), 8, False, num_records=12)
         widths = [batch["input_ids"].shape[1] for batch in predict]
-        assert widths == [16, 16]  # 12 short rows filled to two batches of 8, cut from 32
+        assert widths == [predict_width] * 2  # 12 short rows filled to two batches of 8
 
 
 def test_feature_files_have_the_original_names_and_padding(trained):

@@ -4,7 +4,8 @@ Every fine-tuning script writes its features once (`train.tf_record`, `eval.tf_r
 original's format (int64 / float features, fixed lengths) and records the settings that made them in
 `<file>.settings.json` beside it; a later run with the same settings reads the file instead of making it
 again, and one with other settings (flags, vocab, input file) makes it anew. `make_feature_dataset`
-reads such a file for every epoch, batching inputs of similar length together when asked.
+reads such a file for every epoch, cutting each batch to its longest input or batching inputs of similar
+length together when asked.
 
 B = batch, S = max_seq_length.
 """
@@ -80,6 +81,7 @@ def make_feature_dataset(
     seed=None,
     drop_remainder=None,
     length_bucketing=False,
+    cut_to_longest=False,
     sequence_features=("input_ids", "input_mask", "segment_ids"),
     bucket_window=32,
     num_records=None,
@@ -104,7 +106,11 @@ def make_feature_dataset(
         length within windows of `bucket_window` batches; training then shuffles the batches, and
         prediction adds an int32 "example_index" feature (the position in the file) so the caller can
         put the results back in file order.
-      sequence_features: the features whose last axis is the sequence (cut by `length_bucketing`).
+      cut_to_longest: cut the `sequence_features` of each batch to its longest input, rounded up to a
+        multiple of 8, as `length_bucketing` does, but leave the batches as they are: the same
+        examples in the same order, only narrower.
+      sequence_features: the features whose last axis is the sequence (cut by `length_bucketing` and
+        `cut_to_longest`).
       bucket_window: batches per sorting window.
       num_records, padding_features: evaluation and prediction only: the file's record count, and one
         fake example ({name: list}, is_real_example 0) appended as often as it takes to fill the last
@@ -132,6 +138,8 @@ def make_feature_dataset(
         dataset = dataset.concatenate(tf.data.Dataset.from_tensors(padding).repeat(num_padding))
     if not length_bucketing:
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+        if cut_to_longest:
+            dataset = dataset.map(lambda batch: _cut_to_longest(batch, sequence_features))
         return dataset.prefetch(tf.data.AUTOTUNE)
     if not is_training:
         dataset = dataset.enumerate().map(
@@ -163,7 +171,12 @@ def _sorted_in_windows(dataset, batch_size, bucket_window, drop_remainder):
 
 
 def _cut_to_longest(batch, sequence_features):
-    """Cuts each sequence feature to the batch's longest input (rounded up to a multiple of 8)."""
+    """Cuts each sequence feature to the batch's longest input (rounded up to a multiple of 8).
+
+    The batch's length dimension is then unknown (None) to tf.function, so a training loop traces
+    once for every width; the rounding keeps the widths few (S / 8 at most) for what compiles per
+    shape (XLA under --jit_compile, oneDNN's kernels), and wastes at most 7 positions per batch.
+    """
     mask = batch["input_mask"]
     longest = tf.reduce_max(tf.reduce_sum(mask, axis=-1))
     length = tf.minimum((longest + 7) // 8 * 8, tf.shape(mask)[-1])

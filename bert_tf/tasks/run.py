@@ -127,6 +127,12 @@ class FineTuningConfig(RunConfig):
         "faster on real sentences, but other batches than the original's random ones, which "
         "cost dev accuracy on a pair task (bench/RESULTS.md). Prediction always cuts padding.",
     )
+    cut_batches_to_longest: bool = setting(
+        True,
+        "Cut each training batch to its longest input (rounded up to a multiple of 8): the "
+        "original's random batches, without the padding's work. false pads every batch to "
+        "--max_seq_length, as the original does. A TPU always gets full batches.",
+    )
     restore_head: bool = setting(
         True,
         "Take this task's head from --init_checkpoint when it holds one (a fine-tuned model of "
@@ -492,10 +498,11 @@ class FineTuningRun(Run):
     def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
         """The features file at `path` as batches (make_feature_dataset with the run's seed).
 
-        Training batches follow --length_bucketing. Evaluation and prediction always sort by length
-        and cut each batch to its longest input (the padding is masked, so the outputs are the same,
-        and they go back in file order), except on a TPU, which wants one shape; they pad their last
-        batch with fake examples.
+        Training batches are the original's random ones, cut to their longest input unless
+        --cut_batches_to_longest=false, or sorted by length (--length_bucketing). Evaluation and
+        prediction sort by length and cut (the padding is masked: the same outputs, put back in file
+        order), and pad their last batch with fake examples. On a TPU (one shape) only
+        --length_bucketing cuts.
         """
         strategy = resolve_strategy_name(self.config.distribution_strategy, self.config.use_tpu)
         return make_feature_dataset(
@@ -506,6 +513,7 @@ class FineTuningRun(Run):
             input_context=input_context,
             seed=self.config.seed,
             length_bucketing=self.config.length_bucketing if is_training else strategy != "tpu",
+            cut_to_longest=self.config.cut_batches_to_longest and strategy != "tpu",
             sequence_features=self.sequence_features,
             num_records=num_records,
             padding_features=None if is_training else self.padding_feature(is_training, path),

@@ -10,7 +10,9 @@ export answers raw questions with the same steps in the graph (bert_tf/tasks/squ
 One difference from the original in prediction: each window's n best starts and ends are taken
 among its real tokens, where the original also ranks its padding positions (never valid answers),
 which could push a valid start or end out of the n best. This makes the answers independent of how
-much a batch is padded (length bucketing) and is what the export computes.
+much a batch is padded (length bucketing) and is what the export computes. The training loss's
+softmax likewise runs over the real tokens, where the original's also spreads probability over the
+padding: so an example's loss does not depend on how far its batch is cut (--cut_batches_to_longest).
 
 B = batch, S = sequence length, H = hidden size.
 """
@@ -73,13 +75,19 @@ class BertSquad(BertTaskModel):
 
 
 def squad_loss(outputs, features, num_examples):
-    """Summed (start + end cross-entropy) / 2 over the batch, / num_examples (the global batch)."""
-    start_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        tf.cast(features["start_positions"], tf.int32), tf.cast(outputs["start_logits"], tf.float32)
-    )  # [B]
-    end_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        tf.cast(features["end_positions"], tf.int32), tf.cast(outputs["end_logits"], tf.float32)
-    )  # [B]
+    """Summed (start + end cross-entropy) / 2 over the batch, / num_examples (the global batch).
+
+    Each cross-entropy is a softmax over the window's real tokens (input_mask): padding positions
+    get logit -10000, as in attention, so exp() makes them exactly 0.
+    """
+    padding = (1.0 - tf.cast(features["input_mask"], tf.float32)) * -10000.0  # [B, S]
+
+    def cross_entropy(positions, logits):  # [B]
+        logits = tf.cast(logits, tf.float32) + padding
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(tf.cast(positions, tf.int32), logits)
+
+    start_loss = cross_entropy(features["start_positions"], outputs["start_logits"])
+    end_loss = cross_entropy(features["end_positions"], outputs["end_logits"])
     return tf.reduce_sum((start_loss + end_loss) / 2.0) / num_examples
 
 
