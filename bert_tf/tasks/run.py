@@ -1,19 +1,12 @@
-"""What every training run shares: its settings (the flags), the checks before any work, the Trainer.
+"""What every training run shares: the checks before any work, the Trainer, the fine-tuning steps.
 
-run_pretraining.py takes the original run_pretraining.py's flags and the fine-tuning scripts the original
-run_classifier.py's (same names and defaults), plus what TF2 users need. Each flag is a field of a
-settings dataclass (`RunConfig`, `FineTuningConfig`, a task's config), declared once with
-`bert_tf.settings.setting`; scripts define the flags from the dataclass and pass the parsed dataclass on,
-so the tasks run the same from flags, from tests and from bench/ without absl.
-
-`Run` checks everything a run will read before its first step (files, flags, the output folder, the
+The settings (the flags) are tasks/config.py's dataclasses. `Run` checks everything a run will read before its first step (files, flags, the output folder, the
 --init_checkpoint's shapes against the model) and builds the Trainer with THE restore path
 (bert_tf.checkpoints.restore_init_checkpoint). `FineTuningRun` adds the steps every fine-tuning task
 takes the same way; a task's run (tasks/classification.py, ...) subclasses it with its data, loss and
 outputs.
 """
 
-import dataclasses
 import json
 import math
 import os
@@ -26,11 +19,10 @@ from absl import logging
 from bert_tf import io, metrics
 from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.data.feature_cache import make_feature_dataset, reading_cached_records
-from bert_tf.distribute import STRATEGIES, describe, get_strategy, is_chief, resolve_strategy_name
+from bert_tf.distribute import describe, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.optimization import create_optimizer
-from bert_tf.settings import setting
 from bert_tf.tasks.run_files import (
     LABELS_FILE,
     TASK_FILE,
@@ -42,118 +34,11 @@ from bert_tf.tasks.run_files import (
 )
 from bert_tf.tokenization import check_vocab, validate_case_matches_checkpoint
 from bert_tf.training import (
-    MIXED_PRECISION_POLICIES,
     Task,
     TrainConfig,
     Trainer,
     write_eval_results,
 )
-
-
-@dataclasses.dataclass(kw_only=True)
-class RunConfig:
-    """The settings of every training script; the original's flags first, then what TF2 users need."""
-
-    bert_config_file: str | None = setting(None, "bert_config.json of the pretrained model.")
-    output_dir: str | None = setting(
-        None, "Checkpoints (model.ckpt-<step>), TensorBoard summaries, results; a rerun resumes."
-    )
-    init_checkpoint: str | None = setting(
-        None,
-        "Initial weights: a Google checkpoint (release or fine-tuned) or one of ours, a prefix or "
-        "its folder. The encoder always; a head when it is a trained model of this task.",
-    )
-    max_seq_length: int = setting(128, "Longest WordPiece sequence, [CLS] and [SEP] included.")
-    do_train: bool = setting(False, "Train.")
-    do_eval: bool = setting(False, "Evaluate on the dev set.")
-    train_batch_size: int = setting(32, "Global batch per optimizer update (all replicas).")
-    eval_batch_size: int = setting(8, "Global eval batch (all replicas).")
-    learning_rate: float = setting(5e-5, "Peak learning rate of the warmup + linear decay.")
-    save_checkpoints_steps: int = setting(1000, "Steps between checkpoints.")
-    iterations_per_loop: int = setting(1000, "Steps run in one tf.function call (host round trip).")
-    use_tpu: bool = setting(False, "Run on a Cloud TPU (same as --distribution_strategy=tpu).")
-    tpu_name: str | None = setting(None, "TPU name or grpc:// address (TPUClusterResolver).")
-    tpu_zone: str | None = setting(None, "GCE zone of the TPU (looked up from metadata if unset).")
-    gcp_project: str | None = setting(
-        None, "GCP project of the TPU (looked up from metadata if unset)."
-    )
-    master: str | None = setting(None, "TPU address; used when --tpu_name is unset.")
-    num_tpu_cores: int = setting(8, "TPU cores; checked against the TPU found.")
-    distribution_strategy: str | None = setting(
-        None,
-        "tf.distribute strategy; default by the devices: one_device on the CPU or the one GPU, "
-        "mirrored over several GPUs.",
-        choices=STRATEGIES,
-    )
-    num_gpus: int | None = setting(
-        None, "GPUs to use; default every visible GPU; 0 = the CPU (one_device / mirrored)."
-    )
-    mixed_precision: str = setting(
-        "float32",
-        "Keras dtype policy; mixed_float16 uses dynamic loss scaling.",
-        choices=MIXED_PRECISION_POLICIES,
-    )
-    jit_compile: bool = setting(False, "Compile the forward and backward pass with XLA.")
-    seed: int | None = setting(12345, "Seed of weights init, dropout and input order.")
-    log_steps: int = setting(100, "Steps between progress lines and TensorBoard summaries.")
-
-
-@dataclasses.dataclass(kw_only=True)
-class FineTuningConfig(RunConfig):
-    """The settings every fine-tuning script takes (the original run_classifier.py's and ours)."""
-
-    vocab_file: str | None = setting(None, "vocab.txt the model was trained with.")
-    do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
-    do_predict: bool = setting(False, "Predict on the test set.")
-    predict_batch_size: int = setting(8, "Global predict batch.")
-    # The BERT paper's fine-tuning grid: several values of these make a sweep (tasks/sweep.py).
-    learning_rate: float = setting(
-        5e-5, "Peak learning rate of the warmup + linear decay.", sweep=True
-    )
-    train_batch_size: int = setting(
-        32, "Global batch per optimizer update (all replicas).", sweep=True
-    )
-    num_train_epochs: float = setting(3.0, "Epochs over the training set.", sweep=True)
-    seed: int | None = setting(
-        12345, "Seed of weights init, dropout and input order (restarts).", sweep=True
-    )
-    warmup_proportion: float = setting(0.1, "Fraction of steps of linear learning-rate warmup.")
-    export_dir: str | None = setting(
-        None, "Write a SavedModel for TF Serving (raw text in) to export_dir/<version>/."
-    )
-    length_bucketing: bool = setting(
-        False,
-        "Train on batches of inputs of similar length, each cut to its longest input: 2-3x "
-        "faster on real sentences, but other batches than the original's random ones, which "
-        "cost dev accuracy on a pair task (bench/RESULTS.md). Prediction always cuts padding.",
-    )
-    cut_batches_to_longest: bool = setting(
-        True,
-        "Cut each training batch to its longest input (rounded up to a multiple of 8): the "
-        "original's random batches, without the padding's work. false pads every batch to "
-        "--max_seq_length, as the original does. A TPU always gets full batches.",
-    )
-    restore_head: bool = setting(
-        True,
-        "Take this task's head from --init_checkpoint when it holds one (a fine-tuned model of "
-        "this task); false starts a fresh head.",
-    )
-    eval_every_steps: int = setting(
-        0,
-        "Evaluate on the dev set every N training steps and keep the run's best checkpoint (in "
-        "best_checkpoint/) as well as its last; 0: evaluate once, after training.",
-    )
-    sweep_shard: str | None = setting(
-        None, "i/n: of a sweep's combinations, train every n-th from the i-th (0-based) only."
-    )
-    sweep_collect: bool = setting(
-        False,
-        "Train nothing: write sweep_results.tsv and best/ from the finished combinations (the "
-        "sub-folders of --output_dir), e.g. after --sweep_shard runs on several machines.",
-    )
-    # Where the features are written and read: a sweep's runs share those of its --output_dir.
-    feature_dir: str | None = None
-
 
 # --eval_every_steps keeps the best checkpoint of a run here, with its metric in BEST_METRIC_FILE.
 BEST_CHECKPOINT = "best_checkpoint"

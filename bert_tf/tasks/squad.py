@@ -34,8 +34,9 @@ from bert_tf.errors import InputError
 from bert_tf.export import write_saved_model
 from bert_tf.settings import setting
 from bert_tf.tasks import squad_serving, sweep
+from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.heads import BertTaskModel
-from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
+from bert_tf.tasks.run import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tokenization import FullTokenizer
 

@@ -25,8 +25,9 @@ from bert_tf.data.feature_cache import cached_records, file_identity
 from bert_tf.errors import InputError
 from bert_tf.settings import setting
 from bert_tf.tasks import sweep, tagging_serving
+from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.heads import BertTaskModel
-from bert_tf.tasks.run import FineTuningConfig, FineTuningRun
+from bert_tf.tasks.run import FineTuningRun
 from bert_tf.tasks.run_files import LABELS_FILE
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tokenization import FullTokenizer
