@@ -83,6 +83,11 @@ class RunConfig:
         "one_device", "tf.distribute strategy.", choices=STRATEGIES
     )
     num_gpus: int = setting(0, "GPUs for one_device / mirrored; 0 = CPU.")
+    collective_timeout_seconds: float = setting(
+        300.0,
+        "multi_worker_mirrored: a worker whose peer died or hangs stops after this many seconds "
+        "without an answer, naming the lost task (0: wait forever).",
+    )
     mixed_precision: str = setting(
         "float32",
         "Keras dtype policy; mixed_float16 uses dynamic loss scaling.",
@@ -181,6 +186,7 @@ def make_strategy(config):
             tpu_zone=config.tpu_zone,
             gcp_project=config.gcp_project,
             num_tpu_cores=config.num_tpu_cores if config.use_tpu else None,
+            collective_timeout_seconds=config.collective_timeout_seconds,
         )
     except ValueError as error:  # no such device, no TPU reachable: the message names the flag
         raise InputError(str(error).splitlines()[0]) from None
