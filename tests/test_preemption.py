@@ -352,3 +352,30 @@ def test_a_lost_worker_stops_its_peer_in_one_line_and_both_relaunched_end_as_uni
     assert "Resumed from" in (tmp_path / "relaunched-worker0.log").read_text()
     _run_workers({**flags, "output_dir": tmp_path / "straight"}, tmp_path, "straight")
     _assert_same_final_state(tmp_path / "killed", tmp_path / "straight")
+
+
+@pytest.mark.slow
+def test_a_silent_worker_stops_its_peer_within_the_collective_timeout(tmp_path, pretraining):
+    # SIGSTOP: the peer's connections stay open, as when its machine vanishes from the network. On
+    # this machine TensorFlow's coordination service reports it dead (no heartbeats) after ~10 s.
+    timeout = 10
+    flags = {**pretraining["flags"], "output_dir": tmp_path / "out"}
+    flags.update(
+        distribution_strategy="multi_worker_mirrored", num_train_steps=40, iterations_per_loop=1,
+        collective_timeout_seconds=timeout,
+    )  # fmt: skip
+    workers = _start_workers(flags, tmp_path, "silent")
+    survivor_log = tmp_path / "silent-worker0.log"
+    try:
+        _wait_for(_has_checkpoint(tmp_path / "out", 10), workers, survivor_log)
+        os.killpg(workers[1].pid, signal.SIGSTOP)
+        stopped_at = time.time()
+        status = _finish(workers[0], survivor_log, timeout=timeout + 60)
+        waited = time.time() - stopped_at
+    finally:
+        _kill_all(workers)
+    output = survivor_log.read_text()
+    assert status != 0, output[-3000:]
+    assert waited < timeout + 30, waited
+    stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
+    assert len(stopped) == 1 and "lost worker 1" in stopped[0], output[-3000:]
