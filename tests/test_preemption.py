@@ -379,3 +379,26 @@ def test_a_silent_worker_stops_its_peer_within_the_collective_timeout(tmp_path, 
     assert waited < timeout + 30, waited
     stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
     assert len(stopped) == 1 and "lost worker 1" in stopped[0], output[-3000:]
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_worker_stops_both_at_one_step_with_a_checkpoint(tmp_path, pretraining):
+    flags = {**pretraining["flags"], "output_dir": tmp_path / "out"}
+    flags.update(distribution_strategy="multi_worker_mirrored", num_train_steps=400)
+    workers = _start_workers(flags, tmp_path, "sigterm")
+    logs = [tmp_path / f"sigterm-worker{index}.log" for index in range(2)]
+    try:
+        _wait_for(_has_checkpoint(tmp_path / "out", 10), workers, logs[0])
+        workers[1].send_signal(signal.SIGTERM)
+        statuses = [
+            _finish(worker, log, timeout=60) for worker, log in zip(workers, logs, strict=True)
+        ]
+    finally:
+        _kill_all(workers)
+    outputs = [log.read_text() for log in logs]
+    assert statuses == [143, 143], outputs[0][-3000:]
+    step = int(tf.train.latest_checkpoint(str(tmp_path / "out")).rsplit("-", 1)[1])
+    assert 10 <= step < 400
+    for output in outputs:
+        stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
+        assert stopped == [stopped[0]] and f"SIGTERM: stopped at global step {step}," in stopped[0]
