@@ -4,7 +4,8 @@ Every script is the same few lines: `load_tensorflow_quietly()` before its impor
 `main(ItsConfig, its_run_function, __name__)`. This module imports no TensorFlow itself; it
 declares the dataclass's flags (bert_tf.settings), parses the command line, builds the settings and
 calls the run function. Bad input raises `InputError` anywhere below; it ends the program with one
-`error: ...` line on stderr and exit status 1, not a traceback.
+`error: ...` line on stderr and exit status 1, not a traceback. A run stopped from outside (SIGTERM,
+a lost multi-worker peer: `RunStopped`) ends with one `stopped: ...` line and its own exit status.
 """
 
 import os
@@ -70,7 +71,7 @@ def main(config_class, run_function, module_name, **flag_defaults):
     """
     from absl import app, flags
 
-    from bert_tf.errors import InputError
+    from bert_tf.errors import InputError, RunStopped
     from bert_tf.settings import define_flags, from_flags, script_module_name
 
     define_flags(config_class, module_name, **flag_defaults)
@@ -88,5 +89,8 @@ def main(config_class, run_function, module_name, **flag_defaults):
             run_function(from_flags(config_class))
         except InputError as error:
             sys.exit(f"error: {error}")
+        except RunStopped as error:  # SIGTERM or a lost peer: a rerun resumes
+            print(f"stopped: {error}", file=sys.stderr, flush=True)
+            sys.exit(error.exit_status)
 
     app.run(run)

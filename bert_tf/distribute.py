@@ -85,6 +85,7 @@ def get_strategy(
     tpu_zone=None,
     gcp_project=None,
     num_tpu_cores=None,
+    collective_timeout_seconds=None,
 ):
     """Builds a tf.distribute.Strategy.
 
@@ -95,6 +96,8 @@ def get_strategy(
       tpu_name: TPU name or grpc:// address for TPUClusterResolver ("local" for a TPU VM).
       tpu_zone, gcp_project: where to look the TPU up (optional; metadata server otherwise).
       num_tpu_cores: if given, must equal the number of TPU cores found.
+      collective_timeout_seconds: multi_worker_mirrored: a collective that waits longer (a dead or
+        hung peer) fails with DeadlineExceededError instead of waiting forever; None or 0: no limit.
 
     Returns:
       The strategy.
@@ -115,7 +118,10 @@ def get_strategy(
     if distribution_strategy == "multi_worker_mirrored":
         if "TF_CONFIG" not in os.environ:
             logging.warning("multi_worker_mirrored without TF_CONFIG: running as a single worker")
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        options = tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=collective_timeout_seconds or None
+        )
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if distribution_strategy == "tpu":
         return _tpu_strategy(tpu_name, tpu_zone, gcp_project, num_tpu_cores)
     raise ValueError(

@@ -1,4 +1,5 @@
-"""The error a user's bad input raises: a message that names the file, line, example or flag.
+"""The errors a script prints as one line: bad input (naming the file, line, example or flag), and a
+run stopped from outside (SIGTERM, a lost peer).
 
 The scripts print an `InputError` as one line (no traceback) and exit with status 1; library callers get
 an ordinary `ValueError` subclass.
@@ -14,3 +15,12 @@ class WriteError(InputError):
 
     Not bad input, but the user's to fix the same way: one line, exit status 1, nothing half-written.
     """
+
+
+class RunStopped(Exception):
+    """A run stopped before its end by something outside it (SIGTERM, a lost peer); rerun to resume.
+
+    The scripts print it as one line (no traceback) and exit with `exit_status`.
+    """
+
+    exit_status = 1

@@ -24,10 +24,12 @@ from tensorflow.core.framework import summary_pb2
 
 from bert_tf import io
 from bert_tf.distribute import is_chief
+from bert_tf.preemption import Preempted, StopSignal, any_worker_stopping, peer_errors
 
 MIXED_PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 # Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
 CHECKPOINT_NAME = "model.ckpt"
+_INPUT_STEPS_KEY = "input_steps/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 @dataclasses.dataclass
@@ -120,7 +122,13 @@ class Trainer:
             self._build(self.model, self.optimizer)
             # Per-replica sums of the training losses since the last log line.
             self._loss_sums = {}
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+            # Global batches taken from the training input (more than the optimizer's steps when
+            # mixed_float16 skips one): a resumed run skips as many, to go on where it stopped.
+            self._input_steps = tf.Variable(-1, dtype=tf.int64, trainable=False, name="input_steps")
+        self._stop = StopSignal()
+        self.checkpoint = tf.train.Checkpoint(
+            model=self.model, optimizer=self.optimizer, input_steps=self._input_steps
+        )
         self.manager = tf.train.CheckpointManager(
             self.checkpoint,
             config.model_dir if self._chief else tempfile.mkdtemp(prefix="worker_ckpt_"),
@@ -167,15 +175,24 @@ class Trainer:
     def _restore_or_init(self, init_fn, resume_fn):
         latest = tf.train.latest_checkpoint(self.config.model_dir)
         if latest:
-            status = self.checkpoint.restore(latest)
+            # Checkpoints written before the input position was kept resume at input step = global step.
+            has_position = _INPUT_STEPS_KEY in dict(tf.train.list_variables(latest))
+            checkpoint = self.checkpoint
+            if not has_position:
+                checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+            status = checkpoint.restore(latest)
             if resume_fn is None:
                 status.assert_existing_objects_matched()
             else:
                 status.expect_partial()
                 resume_fn(self.model, latest)
+            if not has_position:
+                self._input_steps.assign(self.global_step)
             logging.info("Resumed from %s at global step %d", latest, self.global_step)
         elif init_fn is not None:
             init_fn(self.model)
+        if self._input_steps.numpy() < 0:
+            self._input_steps.assign(0)
 
     @property
     def global_step(self):
@@ -250,10 +267,17 @@ class Trainer:
                     aggregation=tf.VariableAggregation.SUM,
                 )
 
+        # One process stops before its next step on SIGTERM; several workers must agree (collectives)
+        # and stop together at the end of the loop call.
+        stoppable = not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
         @tf.function
         def train_loop(iterator, num_steps):
             for _ in tf.range(num_steps):
+                if stoppable and self._stop.flag:
+                    break
                 self.strategy.run(self._replica_train_step, args=(next(iterator),))
+                self._input_steps.assign_add(1)
 
         return train_loop
 
@@ -265,9 +289,23 @@ class Trainer:
 
     def _distribute(self, batch_size, is_training):
         per_replica = batch_size // self.strategy.num_replicas_in_sync
+        # Resuming: skip the batches taken before, so the run reads on where it stopped (the same
+        # ones with the same --seed: the inputs' shuffles are seeded).
+        skip_steps = int(self._input_steps.numpy()) if is_training else 0
+        if skip_steps:
+            logging.info(
+                "Skipping the %d global batches of the input trained on before", skip_steps
+            )
 
         def dataset_fn(input_context):
-            return self.task.dataset_fn(input_context, per_replica, is_training)
+            dataset = self.task.dataset_fn(input_context, per_replica, is_training)
+            if skip_steps:
+                # Each step takes one batch per replica; a pipeline feeds the replicas of its worker.
+                per_pipeline = (
+                    input_context.num_replicas_in_sync // input_context.num_input_pipelines
+                )
+                dataset = dataset.skip(skip_steps * per_pipeline)
+            return dataset
 
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -286,10 +324,17 @@ class Trainer:
         end = config.num_train_steps if until is None else min(until, config.num_train_steps)
         if self._train_loop_fn is None:
             self._train_loop_fn = self._make_train_loop()
-        if self._train_iterator is None:
-            self._train_iterator = iter(self._distribute(config.train_batch_size, is_training=True))
-        iterator = self._train_iterator
+        self._stop.flag.assign(False)
         writer = self._summary_writer("train")
+        with self._stop.watching(), peer_errors(self.strategy):
+            if self._train_iterator is None:
+                self._train_iterator = iter(self._distribute(config.train_batch_size, True))
+            last = self._train_until(end, writer)
+        writer.flush()
+        return last
+
+    def _train_until(self, end, writer):
+        config, iterator = self.config, self._train_iterator
         step, last = self.global_step, {"global_step": self.global_step}
         start_step, start_time = step, time.time()
         interval_start_step, interval_start_time = step, start_time
@@ -297,6 +342,12 @@ class Trainer:
             num_steps = min(_steps_to_next_boundary(step, config), end - step)
             self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
             step = self.global_step
+            if any_worker_stopping(self.strategy, self._stop):
+                self._save(step)
+                raise Preempted(
+                    f"SIGTERM: stopped at global step {step}, saved in {config.model_dir}; "
+                    "the same command resumes from there"
+                )
             if step % config.log_steps == 0 or step in (config.num_train_steps, end):
                 now = time.time()
                 last = self._log_progress(
@@ -311,7 +362,6 @@ class Trainer:
                 interval_start_step, interval_start_time = step, now
             if step % config.save_checkpoints_steps == 0 or step in (config.num_train_steps, end):
                 self._save(step)
-        writer.flush()
         return last
 
     def _log_progress(
@@ -401,7 +451,8 @@ class Trainer:
         for features in self._distribute(self.config.eval_batch_size, is_training=False):
             if max_steps is not None and num_batches >= max_steps:
                 break
-            loss, sums = self._eval_step_fn(features)
+            with peer_errors(self.strategy):
+                loss, sums = self._eval_step_fn(features)
             loss_sum += float(loss)
             num_batches += 1
             for name, (total, weight) in sums.items():

@@ -52,6 +52,11 @@ class RunConfig:
     num_gpus: int | None = setting(
         None, "GPUs to use; default every visible GPU; 0 = the CPU (one_device / mirrored)."
     )
+    collective_timeout_seconds: float = setting(
+        300.0,
+        "multi_worker_mirrored: a worker whose peer died or hangs stops after this many seconds "
+        "without an answer, naming the lost task (0: wait forever).",
+    )
     mixed_precision: str = setting(
         "float32",
         "Keras dtype policy; mixed_float16 uses dynamic loss scaling.",

@@ -77,6 +77,7 @@ def make_strategy(config):
             tpu_zone=config.tpu_zone,
             gcp_project=config.gcp_project,
             num_tpu_cores=config.num_tpu_cores if config.use_tpu else None,
+            collective_timeout_seconds=config.collective_timeout_seconds,
         )
     except ValueError as error:  # no such device, no TPU reachable: the message names the flag
         raise InputError(str(error).splitlines()[0]) from None

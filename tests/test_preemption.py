@@ -1,0 +1,404 @@
+"""Jobs stopped from outside: SIGTERM, SIGKILL after a checkpoint, a lost multi-worker peer.
+
+Each test runs the scripts as a user's job scheduler does (separate processes, signals, the same command
+again) and compares the final weights with those of an uninterrupted run of the same seed. Dropout is 0,
+so the weights depend only on the batches read and their order: a resumed run that reads the input from
+its start, or that loses or repeats steps, ends elsewhere by far more than float32 rounding.
+
+Every process has a hard timeout: a hang fails the test, never CI.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.optimization import create_optimizer
+from bert_tf.preemption import Preempted
+from bert_tf.training import TrainConfig, Trainer
+
+from conftest import REPO_DIR, SAMPLE_DIR, assert_float32_close
+
+VOCAB_SIZE, SEQ, PREDICTIONS = 200, 16, 4
+# Far above the seconds one step or a process start takes on 2 busy cores; only a hang reaches them.
+START_TIMEOUT, RUN_TIMEOUT = 120, 240
+
+
+def _write_config(path, vocab_size=VOCAB_SIZE):
+    config = json.loads((SAMPLE_DIR / "bert_config_tiny.json").read_text())
+    config.update(vocab_size=vocab_size, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def _write_pretraining_records(path, num_records=96, seed=0):
+    """Random but valid masked-LM + next-sentence examples (every record distinct)."""
+    rng = np.random.default_rng(seed)
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(num_records):
+            positions = np.sort(rng.choice(np.arange(1, SEQ), PREDICTIONS, replace=False))
+            feature = {
+                "input_ids": ints(rng.integers(5, VOCAB_SIZE, SEQ)),
+                "input_mask": ints(np.ones(SEQ)),
+                "segment_ids": ints(np.arange(SEQ) >= SEQ // 2),
+                "masked_lm_positions": ints(positions),
+                "masked_lm_ids": ints(rng.integers(5, VOCAB_SIZE, PREDICTIONS)),
+                "masked_lm_weights": tf.train.Feature(
+                    float_list=tf.train.FloatList(value=[1.0] * PREDICTIONS)
+                ),
+                "next_sentence_labels": ints([rng.integers(0, 2)]),
+            }
+            example = tf.train.Example(features=tf.train.Features(feature=feature))
+            writer.write(example.SerializeToString())
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def pretraining(tmp_path_factory):
+    """The records, the config and an uninterrupted run of run_pretraining.py, shared by the tests."""
+    root = tmp_path_factory.mktemp("pretraining")
+    flags = dict(
+        bert_config_file=_write_config(root / "bert_config.json"),
+        input_file=_write_pretraining_records(root / "records.tfrecord"),
+        output_dir=root / "straight", max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS,
+        train_batch_size=8, learning_rate=1e-3, num_train_steps=100, num_warmup_steps=5,
+        save_checkpoints_steps=10, iterations_per_loop=5, log_steps=5, do_train=True, seed=3,
+    )  # fmt: skip
+    _run("run_pretraining.py", flags, root / "straight.log")
+    return {"flags": flags, "straight": root / "straight"}
+
+
+def _start(script, flags, log_path, env=None):
+    """Starts a script in its own process group, its output in log_path."""
+    args = [f"--{name}={value}" for name, value in flags.items()]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_DIR),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "CUDA_VISIBLE_DEVICES": "",
+        **(env or {}),
+    }
+    with open(log_path, "w") as log:
+        return subprocess.Popen(
+            [sys.executable, str(REPO_DIR / script), *args, "--alsologtostderr"],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_DIR, start_new_session=True,
+        )  # fmt: skip
+
+
+def _kill_all(processes):
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _finish(process, log_path, timeout=RUN_TIMEOUT):
+    """The exit status of a started script, killed (and the test failed) after `timeout` seconds."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_all([process])
+        raise AssertionError(f"no exit within {timeout} s:\n{_tail(log_path)}") from None
+
+
+def _run(script, flags, log_path, env=None):
+    process = _start(script, flags, log_path, env)
+    assert _finish(process, log_path) == 0, _tail(log_path)
+
+
+def _tail(path, chars=3000):
+    return path.read_text(errors="replace")[-chars:]
+
+
+def _wait_for(condition, processes, log_path, timeout=START_TIMEOUT):
+    """Polls `condition()` until true; fails if a process ends first or the time runs out."""
+    deadline = time.time() + timeout
+    while not condition():
+        if any(p.poll() is not None for p in processes):
+            raise AssertionError(
+                f"a process ended before the moment to stop it:\n{_tail(log_path)}"
+            )
+        if time.time() > deadline:
+            _kill_all(processes)
+            raise AssertionError(f"not reached within {timeout} s:\n{_tail(log_path)}")
+        time.sleep(0.05)
+
+
+def _has_checkpoint(folder, step):
+    return lambda: os.path.exists(os.path.join(folder, f"model.ckpt-{step}.index"))
+
+
+def _logged(log_path, text):
+    return lambda: text in log_path.read_text(errors="replace")
+
+
+def _final_state(folder):
+    """{name: value} of every variable of the folder's latest checkpoint (weights, optimizer slots,
+    step counters), but the count of saves."""
+    prefix = tf.train.latest_checkpoint(str(folder))
+    reader = tf.train.load_checkpoint(prefix)
+    names = [
+        name
+        for name, _ in tf.train.list_variables(prefix)
+        if not name.startswith(("save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    ]
+    return os.path.basename(prefix), {name: reader.get_tensor(name) for name in names}
+
+
+def _assert_same_final_state(folder, reference_folder):
+    name, state = _final_state(folder)
+    reference_name, reference = _final_state(reference_folder)
+    assert name == reference_name
+    assert sorted(state) == sorted(reference)
+    # The same ops on the same batches in the same order: equal to float32 rounding (the default
+    # 256 eps of each array's largest value). Reading the input from its start again moves the
+    # weights by ~1e-2 and more.
+    for key in reference:
+        if reference[key].dtype.kind in "iu":  # step counters
+            np.testing.assert_array_equal(state[key], reference[key], err_msg=key)
+        else:
+            assert_float32_close(state[key], reference[key], err_msg=key)
+
+
+# ---------------------------------------------------------------- one process
+
+
+@pytest.mark.slow
+def test_sigterm_saves_the_current_step_and_the_same_command_ends_as_an_uninterrupted_run(
+    tmp_path, pretraining
+):
+    flags = {**pretraining["flags"], "output_dir": tmp_path / "stopped"}
+    flags.update(iterations_per_loop=10, log_steps=10)
+    log = tmp_path / "stopped.log"
+    process = _start("run_pretraining.py", flags, log)
+    try:
+        _wait_for(_logged(log, "step 10/100"), [process], log)
+        process.send_signal(signal.SIGTERM)
+        status = _finish(process, log, timeout=60)
+    finally:
+        _kill_all([process])
+    output = log.read_text()
+    assert status == 143, output[-3000:]
+    stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
+    assert len(stopped) == 1 and "SIGTERM" in stopped[0], output[-3000:]
+    assert "Traceback" not in output
+    checkpoint = tf.train.latest_checkpoint(str(tmp_path / "stopped"))
+    step = int(checkpoint.rsplit("-", 1)[1])
+    assert 10 <= step <= 20, checkpoint  # in the loop call of steps 11 to 20
+    assert f"at global step {step}," in stopped[0]
+
+    _run("run_pretraining.py", flags, tmp_path / "resumed.log")
+    resumed_log = (tmp_path / "resumed.log").read_text()
+    assert f"Resumed from {checkpoint} at global step {step}" in resumed_log
+    _assert_same_final_state(tmp_path / "stopped", pretraining["straight"])
+
+
+def test_sigterm_stops_a_long_loop_before_its_next_step_and_saves_that_step(tmp_path):
+    from test_training import toy_task
+
+    config = TrainConfig(
+        str(tmp_path), train_batch_size=8, num_train_steps=20000, steps_per_loop=20000,
+        save_checkpoints_steps=20000, log_steps=20000,
+    )  # fmt: skip
+    trainer = Trainer(
+        toy_task(), tf.distribute.OneDeviceStrategy("/cpu:0"),
+        lambda: create_optimizer(0.05, 20000, 2), config,
+    )  # fmt: skip
+
+    def terminate_once_training_runs():
+        deadline = time.time() + START_TIMEOUT
+        while trainer.global_step < 3 and time.time() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    # Should the Trainer not catch SIGTERM, this keeps it from ending pytest.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        threading.Thread(target=terminate_once_training_runs, daemon=True).start()
+        with pytest.raises(Preempted, match="SIGTERM: stopped at global step"):
+            trainer.train()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    step = trainer.global_step
+    assert 3 <= step < 20000  # not at the end of the 20000-step loop call
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith(f"model.ckpt-{step}")
+    assert signal.getsignal(signal.SIGTERM) is previous  # the handler is the caller's again
+
+
+@pytest.mark.slow
+def test_sigkill_after_a_checkpoint_resumes_pretraining_at_the_same_place_in_the_input(
+    tmp_path, pretraining
+):
+    flags = {**pretraining["flags"], "output_dir": tmp_path / "killed", "iterations_per_loop": 1}
+    log = tmp_path / "killed.log"
+    process = _start("run_pretraining.py", flags, log)
+    try:
+        _wait_for(_has_checkpoint(tmp_path / "killed", 20), [process], log)
+    finally:
+        _kill_all([process])
+    assert not os.path.exists(tmp_path / "killed" / "model.ckpt-100.index")
+    _run("run_pretraining.py", flags, tmp_path / "resumed.log")
+    assert "Resumed from" in (tmp_path / "resumed.log").read_text()
+    _assert_same_final_state(tmp_path / "killed", pretraining["straight"])
+
+
+@pytest.mark.slow
+def test_sigkill_in_a_fine_tuning_sweep_resumes_each_run_at_the_same_place_in_the_input(tmp_path):
+    from test_run_classifier import FILLER, NEGATIVE, POSITIVE, write_sentiment_tsv
+
+    write_sentiment_tsv(tmp_path / "data", sizes=(("train", 64), ("dev", 16), ("test", 4)))
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({*FILLER, *POSITIVE, *NEGATIVE})]
+    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
+    flags = dict(
+        bert_config_file=_write_config(tmp_path / "bert_config.json", vocab_size=len(words)),
+        vocab_file=tmp_path / "vocab.txt", output_dir=tmp_path / "killed", task_name="tsv",
+        data_dir=tmp_path / "data", text_a_column="0", label_column="1", max_seq_length=16,
+        train_batch_size=8, eval_batch_size=8, learning_rate=1e-3, num_train_epochs=2.0,
+        iterations_per_loop=1, log_steps=4, save_checkpoints_steps=4, seed="7,8",
+        do_train=True, do_eval=True,
+    )  # fmt: skip
+    runs = ["lr0.001_batch8_epochs2_seed7", "lr0.001_batch8_epochs2_seed8"]
+    log = tmp_path / "killed.log"
+    process = _start("run_classifier.py", flags, log)
+    try:  # 16 steps a run: killed in the second run, after its checkpoint of step 8
+        _wait_for(_has_checkpoint(tmp_path / "killed" / runs[1], 8), [process], log)
+    finally:
+        _kill_all([process])
+    assert not os.path.exists(tmp_path / "killed" / runs[1] / "model.ckpt-16.index")
+    _run("run_classifier.py", flags, tmp_path / "resumed.log")
+    resumed_log = (tmp_path / "resumed.log").read_text()
+    assert f"{runs[0]} (finished before)" in resumed_log
+    assert f"Resumed from {tmp_path / 'killed' / runs[1]}" in resumed_log
+    _run("run_classifier.py", {**flags, "output_dir": tmp_path / "straight"}, tmp_path / "a.log")
+    for name in runs:
+        _assert_same_final_state(tmp_path / "killed" / name, tmp_path / "straight" / name)
+
+
+# ---------------------------------------------------------------- two workers
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start_workers(flags, log_dir, attempt):
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    workers = []
+    for index in range(2):
+        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        log = log_dir / f"{attempt}-worker{index}.log"
+        workers.append(
+            _start("run_pretraining.py", flags, log, env={"TF_CONFIG": json.dumps(tf_config)})
+        )
+    return workers
+
+
+def _run_workers(flags, log_dir, attempt):
+    workers = _start_workers(flags, log_dir, attempt)
+    try:
+        for index, worker in enumerate(workers):
+            log = log_dir / f"{attempt}-worker{index}.log"
+            assert _finish(worker, log) == 0, _tail(log)
+    finally:
+        _kill_all(workers)
+
+
+@pytest.mark.slow
+def test_a_lost_worker_stops_its_peer_in_one_line_and_both_relaunched_end_as_uninterrupted(
+    tmp_path, pretraining
+):
+    timeout = 20
+    flags = {**pretraining["flags"], "output_dir": tmp_path / "killed"}
+    flags.update(
+        distribution_strategy="multi_worker_mirrored", num_train_steps=40, iterations_per_loop=1,
+        collective_timeout_seconds=timeout,
+    )  # fmt: skip
+    workers = _start_workers(flags, tmp_path, "killed")
+    survivor_log = tmp_path / "killed-worker0.log"
+    try:
+        _wait_for(_has_checkpoint(tmp_path / "killed", 20), workers, survivor_log)
+        os.killpg(workers[1].pid, signal.SIGKILL)
+        killed_at = time.time()
+        status = _finish(workers[0], survivor_log, timeout=timeout + 60)
+        waited = time.time() - killed_at
+    finally:
+        _kill_all(workers)
+    output = survivor_log.read_text()
+    assert status != 0, output[-3000:]
+    assert waited < timeout + 30, waited
+    stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
+    assert len(stopped) == 1 and "lost worker 1" in stopped[0], output[-3000:]
+    assert "Traceback" not in output
+
+    _run_workers(flags, tmp_path, "relaunched")
+    assert "Resumed from" in (tmp_path / "relaunched-worker0.log").read_text()
+    _run_workers({**flags, "output_dir": tmp_path / "straight"}, tmp_path, "straight")
+    _assert_same_final_state(tmp_path / "killed", tmp_path / "straight")
+
+
+@pytest.mark.slow
+def test_a_silent_worker_stops_its_peer_within_the_collective_timeout(tmp_path, pretraining):
+    # SIGSTOP: the peer's connections stay open, as when its machine vanishes from the network. On
+    # this machine TensorFlow's coordination service reports it dead (no heartbeats) after ~10 s.
+    timeout = 10
+    flags = {**pretraining["flags"], "output_dir": tmp_path / "out"}
+    flags.update(
+        distribution_strategy="multi_worker_mirrored", num_train_steps=40, iterations_per_loop=1,
+        collective_timeout_seconds=timeout,
+    )  # fmt: skip
+    workers = _start_workers(flags, tmp_path, "silent")
+    survivor_log = tmp_path / "silent-worker0.log"
+    try:
+        _wait_for(_has_checkpoint(tmp_path / "out", 10), workers, survivor_log)
+        os.killpg(workers[1].pid, signal.SIGSTOP)
+        stopped_at = time.time()
+        status = _finish(workers[0], survivor_log, timeout=timeout + 60)
+        waited = time.time() - stopped_at
+    finally:
+        _kill_all(workers)
+    output = survivor_log.read_text()
+    assert status != 0, output[-3000:]
+    assert waited < timeout + 30, waited
+    stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
+    assert len(stopped) == 1 and "lost worker 1" in stopped[0], output[-3000:]
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_worker_stops_both_at_one_step_with_a_checkpoint(tmp_path, pretraining):
+    flags = {**pretraining["flags"], "output_dir": tmp_path / "out"}
+    flags.update(distribution_strategy="multi_worker_mirrored", num_train_steps=400)
+    workers = _start_workers(flags, tmp_path, "sigterm")
+    logs = [tmp_path / f"sigterm-worker{index}.log" for index in range(2)]
+    try:
+        _wait_for(_has_checkpoint(tmp_path / "out", 10), workers, logs[0])
+        workers[1].send_signal(signal.SIGTERM)
+        statuses = [
+            _finish(worker, log, timeout=60) for worker, log in zip(workers, logs, strict=True)
+        ]
+    finally:
+        _kill_all(workers)
+    outputs = [log.read_text() for log in logs]
+    assert statuses == [143, 143], outputs[0][-3000:]
+    step = int(tf.train.latest_checkpoint(str(tmp_path / "out")).rsplit("-", 1)[1])
+    assert 10 <= step < 400
+    for output in outputs:
+        stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
+        assert stopped == [stopped[0]] and f"SIGTERM: stopped at global step {step}," in stopped[0]
