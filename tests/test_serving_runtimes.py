@@ -162,7 +162,7 @@ def _start(python, exports_file, report_file):
 
 
 def _report(process, report_file, timeout=600):
-    """The runner's report; a hang or a crash fails with the process's stderr (~30 s of CPU each;
+    """The runner's report; a hang or a crash fails with the process's stderr (~20 s of CPU each;
     the timeout leaves room for a loaded machine)."""
     try:
         _, stderr = process.communicate(timeout=timeout)
