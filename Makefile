@@ -28,7 +28,10 @@ demo: $(INSTALLED)
 	$(PYTHON) scripts/demo.py --output_dir=$(DEMO_DIR) $(if $(FORCE),--force=$(FORCE))
 
 # Two processes (pytest-xdist), each test file whole in one of them (module fixtures built once).
+# First the TF Serving runtimes of tests/test_serving_runtimes.py: venvs under ~/.cache/bert_tf, built
+# once (about a minute each) and reused; if one cannot be built, that test says why.
 test: $(INSTALLED)
+	$(PYTHON) scripts/serving_envs.py || true
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile
 
 # The five tables of bench/RESULTS.md in one run (about 45 min on 2 cores; the peers need the extras).

@@ -149,8 +149,9 @@ SAVED_MODEL_CLI = (
 def start_saved_model_cli_run(export_dir, inputs, work_dir, signature="serving_default"):
     """Starts `saved_model_cli run` of one signature of an export; see `saved_model_cli_outputs`.
 
-    `run` loads the export as TF Serving's C++ loader does: a TF1 session restores the variables
-    through the MetaGraph's saver and runs the signature's tensors by name. The inputs go in as .npy
+    `run` loads the export by the path TF Serving's C++ loader takes (the server itself is not run
+    here): a TF1 session restores the variables through the MetaGraph's saver and runs the
+    signature's tensors by name. The inputs go in as .npy
     files (`--inputs`), so strings of any rank and any character reach it unparsed.
 
     Args:

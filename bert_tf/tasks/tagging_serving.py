@@ -137,23 +137,34 @@ def _windows(offsets, num_words, max_pieces, doc_stride):
     next_of = tf.maximum(next_start, adds_a_word)  # [B, Wmax + 1]
 
     # One iteration per window (a handful per text), all texts at once; each text has at least one.
-    def body(k, start, done, arrays):
+    # The windows grow by concatenation, not in a TensorArray: a growing TensorArray writes with an
+    # op attribute (TensorListSetItem's resize_if_index_out_of_bounds) that TF 2.12's runtime, the
+    # one TF Serving 2.19 and earlier build in, refuses.
+    def body(start, done, starts, ends, valid):
         end = tf.gather(end_of, start, batch_dims=1)
-        arrays = [a.write(k, v) for a, v in zip(arrays, (start, end, ~done), strict=True)]
+        starts = tf.concat([starts, start[:, None]], axis=1)
+        ends = tf.concat([ends, end[:, None]], axis=1)
+        valid = tf.concat([valid, ~done[:, None]], axis=1)
         now_done = done | (end >= num_words[:, 0])
         start = tf.where(now_done, start, tf.gather(next_of, start, batch_dims=1))
-        return k + 1, start, now_done, arrays
+        return start, now_done, starts, ends, valid
 
     batch = tf.shape(offsets)[:1]
-    arrays = [
-        tf.TensorArray(dtype, 0, dynamic_size=True) for dtype in (tf.int64, tf.int64, tf.bool)
-    ]
-    _, _, _, arrays = tf.while_loop(
-        lambda k, start, done, arrays: (k == 0) | ~tf.reduce_all(done),
+    none = tf.zeros(tf.concat([batch, [0]], axis=0), tf.int64)  # [B, 0]
+    windows = tf.TensorShape([None, None])
+    _, _, starts, ends, valid = tf.while_loop(
+        lambda start, done, starts, ends, valid: (tf.shape(starts)[1] == 0) | ~tf.reduce_all(done),
         body,
-        (0, tf.zeros(batch, tf.int64), tf.zeros(batch, tf.bool), arrays),
+        (tf.zeros(batch, tf.int64), tf.zeros(batch, tf.bool), none, none, tf.cast(none, tf.bool)),
+        shape_invariants=(
+            tf.TensorShape([None]),
+            tf.TensorShape([None]),
+            windows,
+            windows,
+            windows,
+        ),
     )
-    return tuple(tf.transpose(a.stack()) for a in arrays)  # [K, B] -> [B, K]
+    return starts, ends, valid
 
 
 def _owning_windows(offsets, starts, ends, valid):
