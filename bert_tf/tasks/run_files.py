@@ -129,21 +129,22 @@ def read_labels(folder):
 def recorded_bert_config(checkpoint_path):
     """(BertConfig, the file it is read from) that a checkpoint was trained with, or (None, None).
 
-    The run's task.json beside the checkpoint (folder or prefix), else the bert_config.json beside it.
+    The bert_config.json beside the checkpoint (folder or prefix): the file a user passes on; else
+    the run's task.json there (a fine-tuning run's folder has no bert_config.json).
     """
-    info = read_task_info(checkpoint_path)
     folder = (
         checkpoint_path if tf.io.gfile.isdir(checkpoint_path) else os.path.dirname(checkpoint_path)
     )
+    path = os.path.join(folder, "bert_config.json")
+    if tf.io.gfile.exists(path):
+        try:
+            return BertConfig.from_json_file(path), path
+        except ValueError as error:
+            raise InputError(str(error)) from None
+    info = read_task_info(checkpoint_path)
     if info is not None and info.bert_config is not None:
         return info.bert_config, os.path.join(folder, TASK_FILE)
-    path = os.path.join(folder, "bert_config.json")
-    if not tf.io.gfile.exists(path):
-        return None, None
-    try:
-        return BertConfig.from_json_file(path), path
-    except ValueError as error:
-        raise InputError(str(error)) from None
+    return None, None
 
 
 def check_objective_matches(bert_config, bert_config_file, checkpoint_path, flag):
