@@ -324,6 +324,19 @@ def test_fine_tuning_and_export_keep_the_causal_mask_of_the_checkpoints_config(
     model = get_task(info.model_type).build_model(info.bert_config, info)
     restore_init_checkpoint(model, str(tmp_path / "out"), heads="required")
     _assert_causal(model.bert)
+    # The SavedModel export of the fine-tuned run's encoder: its serving graph is causal too.
+    version = export_checkpoint(
+        ExportConfig(
+            init_checkpoint=str(tmp_path / "out"),
+            export_dir=str(tmp_path / "encoder_export"),
+            vocab_file=VOCAB,
+            model_type="encoder",
+        )  # fmt: skip
+    )
+    serve_ids = tf.saved_model.load(str(version)).signatures["serve_ids"]
+    _assert_causal(
+        lambda inputs, training: serve_ids(**{k: tf.constant(v) for k, v in inputs.items()})
+    )
 
     # Misuse: the same checkpoints with the original bert_config.json (no causal attention).
     with pytest.raises(InputError) as error:
