@@ -7,6 +7,8 @@ fine-tuning keeps, read from the checkpoint's bert_config.json.
 import dataclasses
 import json
 import math
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -24,7 +26,7 @@ from bert_tf.tasks.classification import run as run_classifier
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.pretraining import PretrainingConfig, next_token_loss
 
-from conftest import SAMPLE_DIR
+from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
 TINY_CONFIG = SAMPLE_DIR / "bert_config_tiny.json"
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
@@ -404,3 +406,33 @@ def test_original_configs_load_and_are_written_without_the_objective_key(google_
     assert json.loads(config.to_json_string()) == json.loads(text)
     with pytest.raises(ValueError, match="objective"):
         BertConfig.from_dict({**json.loads(text), "objective": "gpt"})
+
+
+def test_both_scripts_take_the_flag_and_a_mismatch_is_one_error_line(tmp_path):
+    records = tmp_path / "mlm.tfrecord"
+    create = subprocess.run(
+        [
+            sys.executable, str(REPO_DIR / "create_pretraining_data.py"), "--objective=mlm",
+            f"--input_file={SAMPLE_DIR / 'sample_text.txt'}", f"--output_file={records}",
+            f"--vocab_file={VOCAB}", "--max_seq_length=32", "--max_predictions_per_seq=5",
+            "--dupe_factor=1", "--num_workers=1",
+        ],
+        capture_output=True, text=True, env=SUBPROCESS_ENV, timeout=300,
+    )  # fmt: skip
+    assert create.returncode == 0, create.stderr[-2000:]
+    pretrain = subprocess.run(
+        [
+            sys.executable, str(REPO_DIR / "run_pretraining.py"), "--objective=ltr",
+            f"--input_file={records}", f"--output_dir={tmp_path / 'out'}",
+            f"--bert_config_file={TINY_CONFIG}", "--max_seq_length=32",
+            "--max_predictions_per_seq=5", "--do_train=True", "--num_train_steps=2",
+        ],
+        capture_output=True, text=True, env=SUBPROCESS_ENV, timeout=300,
+    )  # fmt: skip
+    assert pretrain.returncode == 1
+    lines = [line for line in pretrain.stderr.splitlines() if line.startswith("error: ")]
+    assert lines == [
+        f"error: --objective=ltr, but --input_file {records} holds records of "
+        "create_pretraining_data.py --objective=mlm: write them with --objective=ltr"
+    ]
+    assert "Traceback" not in pretrain.stderr
