@@ -68,13 +68,15 @@ def encoder_variable_names(bert):
 
 def _pretraining_head_names(model):
     masked_lm, next_sentence = model.masked_lm, model.next_sentence
-    return {
+    names = {
         **_dense("cls/predictions/transform/dense", masked_lm.transform),
         **_layer_norm("cls/predictions/transform/LayerNorm", masked_lm.layer_norm),
         "cls/predictions/output_bias": masked_lm.output_bias,
-        "cls/seq_relationship/output_weights": next_sentence.output_weights,
-        "cls/seq_relationship/output_bias": next_sentence.output_bias,
     }
+    if next_sentence is not None:  # objectives mlm and ltr have no next-sentence head
+        names["cls/seq_relationship/output_weights"] = next_sentence.output_weights
+        names["cls/seq_relationship/output_bias"] = next_sentence.output_bias
+    return names
 
 
 @dataclasses.dataclass

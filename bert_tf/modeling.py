@@ -17,6 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.layers import ACTIVATIONS, BertEmbeddings, TransformerBlock
+from bert_tf.objectives import CAUSAL_OBJECTIVES, DEFAULT_OBJECTIVE, OBJECTIVES
 
 # Keys some Google releases (multilingual, Chinese) put in bert_config.json for a pooler this code, like the
 # original, does not use: accepted and ignored.
@@ -67,6 +68,9 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 16
     initializer_range: float = 0.02
+    # Not a key of Google's configs: the pretraining objective (bert_tf.objectives), written to
+    # bert_config.json only when it is not the original's "mlm_nsp". "ltr" makes attention causal.
+    objective: str = DEFAULT_OBJECTIVE
 
     def __post_init__(self):
         for name in SIZE_FIELDS:
@@ -92,6 +96,15 @@ class BertConfig:
             raise ValueError(
                 f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}"
             )
+        if self.objective not in OBJECTIVES:
+            raise ValueError(
+                f"BertConfig.objective {self.objective!r} is unknown; expected one of {OBJECTIVES}"
+            )
+
+    @property
+    def causal_attention(self):
+        """Whether each position attends only to itself and the positions before it (objective ltr)."""
+        return self.objective in CAUSAL_OBJECTIVES
 
     @classmethod
     def from_dict(cls, json_object):
@@ -139,7 +152,10 @@ class BertConfig:
         return cls.from_dict({**PRESETS[name], **overrides})
 
     def to_dict(self):
-        return copy.deepcopy(dataclasses.asdict(self))
+        values = copy.deepcopy(dataclasses.asdict(self))
+        if values["objective"] == DEFAULT_OBJECTIVE:
+            del values["objective"]  # Google's keys, unchanged, for the original's objective
+        return values
 
     def to_json_string(self):
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -201,6 +217,8 @@ class BertModel(_SavesBertConfig, keras.Model):
     "segment_ids" (default all zeros), with S <= max_position_embeddings.
     Outputs: a dict with "sequence_output" [B, S, H], "pooled_output" [B, H] and "encoder_outputs", a list
     of num_hidden_layers [B, S, H] tensors; dropout applies only with training=True.
+    With config.objective "ltr" attention is causal (position i sees positions <= i) and the pooler reads
+    the last real token instead of [CLS].
 
     Example:
     ```python
@@ -272,16 +290,30 @@ class BertModel(_SavesBertConfig, keras.Model):
         )
 
         hidden_states = self.embeddings(input_ids, segment_ids, training=training)  # [B, S, H]
+        attention_mask = input_mask  # [B, S]
+        if self.config.causal_attention:
+            seq_length = tf.shape(input_ids)[1]
+            lower = tf.linalg.band_part(tf.ones([seq_length, seq_length], tf.int32), -1, 0)
+            attention_mask = input_mask[:, tf.newaxis, :] * lower  # [B, S, S]: j <= i, j real
         encoder_outputs = []
         for block in self.encoder_layers:
-            hidden_states = block(hidden_states, input_mask, training=training)
+            hidden_states = block(hidden_states, attention_mask, training=training)
             encoder_outputs.append(hidden_states)
-        pooled_output = self.pooler(hidden_states[:, 0])  # [B, H]
+        pooled_output = self.pooler(self._pooled_token(hidden_states, input_mask))  # [B, H]
         return {
             "sequence_output": hidden_states,
             "pooled_output": pooled_output,
             "encoder_outputs": encoder_outputs,
         }
+
+    def _pooled_token(self, hidden_states, input_mask):
+        """[B, H]: the hidden state of [CLS], or under causal attention that of the last real token
+        (the final [SEP]): there [CLS] sees only itself, and the last token sees the whole input, as
+        OpenAI GPT's classifier reads it."""
+        if not self.config.causal_attention:
+            return hidden_states[:, 0]
+        last = tf.maximum(tf.reduce_sum(input_mask, axis=1) - 1, 0)  # [B]
+        return tf.gather(hidden_states, last, batch_dims=1)
 
     def embedding_output(self, inputs):
         """The [B, S, H] embeddings (after LayerNorm) of `inputs`, without dropout."""
@@ -379,6 +411,9 @@ class BertPretrainingModel(_SavesBertConfig, keras.Model):
     Outputs: BertModel's plus "masked_lm_log_probs" [B, P, V] and "next_sentence_log_probs" [B, 2], both
     float32 under any dtype policy, and the "masked_lm_logits" [B, P, V] behind the former.
     `pretraining_loss` turns them into the original's loss.
+    The paper's ablations (config.objective): "mlm" has no next-sentence head (and no such output);
+    "ltr" has none either, and its output is "next_token_logits" [B, S - 1, V], the cls/predictions
+    head at every position but the last, predicting the token after it (no masked-LM outputs).
 
     Example:
     ```python
@@ -400,22 +435,32 @@ class BertPretrainingModel(_SavesBertConfig, keras.Model):
             name="predictions",
             dtype=self.dtype_policy,
         )
-        self.next_sentence = NextSentenceHead(
-            config, name="seq_relationship", dtype=self.dtype_policy
-        )
+        self.next_sentence = None  # objectives mlm and ltr have no next-sentence task
+        if config.objective == "mlm_nsp":
+            self.next_sentence = NextSentenceHead(
+                config, name="seq_relationship", dtype=self.dtype_policy
+            )
 
     def build(self, input_shape=None):
         self.masked_lm.build()
-        self.next_sentence.build()
+        if self.next_sentence is not None:
+            self.next_sentence.build()
         self.built = True
 
     def call(self, inputs, training=None):
         outputs = dict(self.bert(inputs, training=training))
+        sequence_output = outputs["sequence_output"]
+        if self.config.objective == "ltr":
+            batch_size, seq_length = tf.shape(sequence_output)[0], tf.shape(sequence_output)[1]
+            positions = tf.tile(tf.range(seq_length - 1)[tf.newaxis], [batch_size, 1])  # [B, S-1]
+            outputs["next_token_logits"] = self.masked_lm(sequence_output, positions)
+            return outputs
         positions = tf.cast(inputs["masked_lm_positions"], tf.int32)
-        logits = self.masked_lm(outputs["sequence_output"], positions)
+        logits = self.masked_lm(sequence_output, positions)
         outputs["masked_lm_logits"] = logits
         outputs["masked_lm_log_probs"] = tf.nn.log_softmax(logits, axis=-1)
-        outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
+        if self.next_sentence is not None:
+            outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
         return outputs
 
     def dummy_inputs(self):
@@ -437,7 +482,9 @@ def pretraining_loss(outputs, features, mlm_denominator=None, nsp_denominator=No
       nsp_denominator: divides the next-sentence NLL sum; default B.
 
     Returns:
-      A dict of float32 scalars "loss", "masked_lm_loss" and "next_sentence_loss".
+      A dict of float32 scalars "loss", "masked_lm_loss" and "next_sentence_loss"; without
+      "next_sentence_log_probs" in `outputs` (objective mlm), "loss" is the masked-LM loss alone and
+      there is no "next_sentence_loss".
     """
     masked_lm_ids = tf.cast(features["masked_lm_ids"], tf.int32)
     weights = tf.cast(features["masked_lm_weights"], tf.float32)
@@ -452,6 +499,8 @@ def pretraining_loss(outputs, features, mlm_denominator=None, nsp_denominator=No
     if mlm_denominator is None:
         mlm_denominator = tf.reduce_sum(weights) + 1e-5
     masked_lm_loss = tf.reduce_sum(weights * masked_lm_nll) / mlm_denominator
+    if "next_sentence_log_probs" not in outputs:
+        return {"loss": masked_lm_loss, "masked_lm_loss": masked_lm_loss}
 
     labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])  # [B]
     nsp_log_probs = tf.cast(outputs["next_sentence_log_probs"], tf.float32)

@@ -73,7 +73,8 @@ class SelfAttention(keras.layers.Layer):
 
         Args:
           hidden_states: [B, S, H] float.
-          input_mask: [B, S] int or float, 1 for real tokens and 0 for padding.
+          input_mask: [B, S] int or float, 1 for real tokens and 0 for padding; or [B, S, S], where
+            [b, i, j] = 1 lets position i attend to position j (a causal mask).
           training: whether dropout is applied to the attention probabilities.
 
         Returns:
@@ -88,7 +89,11 @@ class SelfAttention(keras.layers.Layer):
         # backward, at BERT-mini training shapes). Same products, same sums: the same numbers.
         scores = tf.matmul(query, key, transpose_b=True)  # [B, N, S, S]
         scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
-        mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
+        mask = tf.cast(input_mask, tf.float32)
+        if mask.shape.rank == 3:  # [B, S, S]: a mask per query position (causal attention)
+            mask = mask[:, tf.newaxis, :, :]  # [B, 1, S, S]
+        else:
+            mask = mask[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
         scores += (1.0 - mask) * MASK_ADDER
         probs = tf.cast(tf.nn.softmax(scores, axis=-1), self.compute_dtype)
         probs = self.dropout(probs, training=training)

@@ -83,7 +83,7 @@ class TransformerBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden_states, input_mask, training=None):
-        """Maps [B, S, H] hidden states (and the [B, S] input mask) to the next layer's [B, S, H]."""
+        """Maps [B, S, H] hidden states (and the [B, S] or [B, S, S] mask) to the next layer's [B, S, H]."""
         context = self.attention(hidden_states, input_mask, training=training)
         attention_output = self.dropout(self.attention_output(context), training=training)
         attention_output = self.attention_layer_norm(attention_output + hidden_states)

@@ -304,7 +304,9 @@ def run_extract_features(config):
     for name in ("input_file", "vocab_file"):
         if not io.exists(getattr(config, name)):
             raise InputError(f"--{name}={getattr(config, name)} does not exist")
-    bert_config = load_bert_config(config.bert_config_file, config.max_seq_length)
+    bert_config = load_bert_config(
+        config.bert_config_file, config.max_seq_length, config.init_checkpoint
+    )
     if config.batch_size <= 0:
         raise InputError(f"--batch_size must be positive, got {config.batch_size}")
     folder = os.path.dirname(os.path.abspath(config.output_file))

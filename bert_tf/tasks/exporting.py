@@ -18,7 +18,12 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.settings import setting
 from bert_tf.tasks import TASKS, get_task
-from bert_tf.tasks.run_files import TaskInfo, read_labels, read_task_info
+from bert_tf.tasks.run_files import (
+    TaskInfo,
+    check_objective_matches,
+    read_labels,
+    read_task_info,
+)
 from bert_tf.tokenization import check_vocab
 
 
@@ -71,7 +76,9 @@ def _infer_from_google(prefix):
 def _bert_config(bert_config_file, info, prefix):
     """(the BertConfig, where it comes from: for messages)."""
     if bert_config_file:
-        return BertConfig.from_json_file(bert_config_file), f"--bert_config_file={bert_config_file}"
+        bert_config = BertConfig.from_json_file(bert_config_file)
+        check_objective_matches(bert_config, bert_config_file, prefix, "--init_checkpoint")
+        return bert_config, f"--bert_config_file={bert_config_file}"
     if info.bert_config is not None:
         return info.bert_config, f"the task.json of {prefix}"
     beside = os.path.join(os.path.dirname(prefix), "bert_config.json")

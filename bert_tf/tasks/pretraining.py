@@ -1,6 +1,11 @@
 """Masked-LM + next-sentence pretraining: run_pretraining.py's settings, its Task and its run.
 
-B = batch, P = max_predictions_per_seq, V = vocabulary size.
+--objective (bert_tf.objectives) picks the paper's ablations: "mlm" drops the next-sentence loss and
+head; "ltr" trains a causal encoder to predict every next token (the loss over each real position's
+next token, the cls/predictions head tied to the word embeddings), on records of
+create_pretraining_data.py --objective=ltr (one segment, nothing masked).
+
+B = batch, S = sequence length, P = max_predictions_per_seq, V = vocabulary size.
 """
 
 import dataclasses
@@ -12,9 +17,11 @@ from absl import logging
 from bert_tf import io
 from bert_tf.checkpoints import export_google_checkpoint
 from bert_tf.data.pretraining.reader import check_records, make_pretraining_dataset
+from bert_tf.data.pretraining.record_objective import file_objective
 from bert_tf.data.records import reading_records
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
+from bert_tf.objectives import ObjectiveSetting
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
 from bert_tf.settings import setting
 from bert_tf.tasks.config import RunConfig
@@ -26,9 +33,12 @@ MODEL_TYPE = "pretraining"
 
 
 def pretraining_task(bert_config, input_file, max_seq_length, max_predictions_per_seq, seed=None):
-    """The masked-LM + next-sentence Task for bert_tf.training, reading create_pretraining_data TFRecords."""
+    """The pretraining Task for bert_tf.training, reading create_pretraining_data TFRecords: masked LM +
+    next sentence, masked LM alone or next-token LM, as bert_config.objective says."""
 
     def loss_fn(outputs, features, normalizers):
+        if bert_config.objective == "ltr":
+            return next_token_loss(outputs, features, normalizers["next_token_weight"] + 1e-5)
         return pretraining_loss(
             outputs,
             features,
@@ -39,6 +49,7 @@ def pretraining_task(bert_config, input_file, max_seq_length, max_predictions_pe
     def normalizer_fn(features):
         return {
             "masked_lm_weight": tf.reduce_sum(features["masked_lm_weights"]),
+            "next_token_weight": tf.reduce_sum(_next_token_weights(features)),
             "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32),
         }
 
@@ -54,35 +65,83 @@ def pretraining_task(bert_config, input_file, max_seq_length, max_predictions_pe
         build_model=lambda: BertPretrainingModel(bert_config),
         loss_fn=loss_fn,
         normalizer_fn=normalizer_fn,
-        metric_fn=pretraining_metrics,
+        metric_fn=next_token_metrics if bert_config.objective == "ltr" else pretraining_metrics,
         dataset_fn=dataset_fn,
     )
 
 
+def _next_token_weights(features):
+    """[B, S - 1] float32: 1 where position i + 1 holds a real token (the target of position i)."""
+    return tf.cast(features["input_mask"], tf.float32)[:, 1:]
+
+
+def _next_token_nll(outputs, features):
+    """[B, S - 1] float32: -log p(token i + 1 | tokens <= i) for each position i < S - 1."""
+    labels = tf.cast(features["input_ids"], tf.int32)[:, 1:]
+    logits = tf.cast(outputs["next_token_logits"], tf.float32)  # [B, S-1, V]
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+
+
+def next_token_loss(outputs, features, denominator=None):
+    """The left-to-right LM loss (objective ltr): the mean NLL of every real position's next token.
+
+    Args:
+      outputs: BertPretrainingModel outputs of an "ltr" config: "next_token_logits" [B, S - 1, V].
+      features: "input_ids", "input_mask" [B, S] int.
+      denominator: divides the weighted NLL sum; default the number of predicted tokens + 1e-5
+        (distributed training passes the global count).
+
+    Returns:
+      A dict of float32 scalars "loss" and "next_token_loss" (the same value).
+    """
+    weights = _next_token_weights(features)
+    if denominator is None:
+        denominator = tf.reduce_sum(weights) + 1e-5
+    loss = tf.reduce_sum(weights * _next_token_nll(outputs, features)) / denominator
+    return {"loss": loss, "next_token_loss": loss}
+
+
+def next_token_metrics(outputs, features):
+    """{name: (values, weights)}: next-token accuracy and loss over the real positions (objective ltr)."""
+    labels = tf.cast(features["input_ids"], tf.int32)[:, 1:]
+    predicted = tf.argmax(outputs["next_token_logits"], -1, output_type=tf.int32)
+    weights = _next_token_weights(features)
+    return {
+        "next_token_accuracy": (tf.cast(tf.equal(predicted, labels), tf.float32), weights),
+        "next_token_loss": (_next_token_nll(outputs, features), weights),
+    }
+
+
 def pretraining_metrics(outputs, features):
-    """The original metric_fn: {name: (values, weights)} for masked-LM and next-sentence accuracy and loss."""
+    """The original metric_fn: {name: (values, weights)} for masked-LM and next-sentence accuracy and loss
+    (masked LM alone when the model has no next-sentence head, objective mlm)."""
     masked_lm_ids = features["masked_lm_ids"]  # [B, P]
     log_probs = outputs["masked_lm_log_probs"]  # [B, P, V]
     masked_lm_nll = -tf.reduce_sum(
         log_probs * tf.one_hot(masked_lm_ids, tf.shape(log_probs)[-1]), -1
     )
     masked_lm_correct = tf.equal(tf.argmax(log_probs, -1, output_type=tf.int32), masked_lm_ids)
+    weights = features["masked_lm_weights"]
+    masked_lm = {
+        "masked_lm_accuracy": (tf.cast(masked_lm_correct, tf.float32), weights),
+        "masked_lm_loss": (masked_lm_nll, weights),
+    }
+    if "next_sentence_log_probs" not in outputs:
+        return masked_lm
     labels = tf.reshape(features["next_sentence_labels"], [-1])  # [B]
     nsp_log_probs = outputs["next_sentence_log_probs"]  # [B, 2]
     nsp_nll = -tf.reduce_sum(nsp_log_probs * tf.one_hot(labels, 2), -1)
     nsp_correct = tf.equal(tf.argmax(nsp_log_probs, -1, output_type=tf.int32), labels)
-    weights = features["masked_lm_weights"]
     ones = tf.ones_like(nsp_nll)
     return {
-        "masked_lm_accuracy": (tf.cast(masked_lm_correct, tf.float32), weights),
-        "masked_lm_loss": (masked_lm_nll, weights),
+        **masked_lm,
         "next_sentence_accuracy": (tf.cast(nsp_correct, tf.float32), ones),
         "next_sentence_loss": (nsp_nll, ones),
     }
 
 
 @dataclasses.dataclass(kw_only=True)
-class PretrainingConfig(RunConfig):
+class PretrainingConfig(RunConfig, ObjectiveSetting):
     """run_pretraining.py's settings: the original's flags, and the TF2 ones every run shares."""
 
     input_file: str | None = setting(
@@ -123,6 +182,13 @@ class PretrainingRun(Run):
             self.bert_config.vocab_size,
             f"--bert_config_file={config.bert_config_file}",
         )
+        written = file_objective(self.input_files[0])
+        if written is not None and written != config.objective:
+            raise InputError(
+                f"--objective={config.objective}, but --input_file {self.input_files[0]} holds "
+                f"records of create_pretraining_data.py --objective={written}: write them with "
+                f"--objective={config.objective}"
+            )
 
     def build_model(self):
         return BertPretrainingModel(self.bert_config)
@@ -174,7 +240,9 @@ class PretrainingRun(Run):
         if config.do_eval:
             with reading_records(self.input_files):
                 results = trainer.evaluate(max_steps=config.max_eval_steps)
-            # The paper's Table 6 reports it: exp of the weighted mean masked-LM loss.
-            results["masked_lm_perplexity"] = math.exp(results["masked_lm_loss"])
+            # The paper's Table 6 reports it: exp of the weighted mean masked-LM (next-token) loss.
+            for kind in ("masked_lm", "next_token"):
+                if f"{kind}_loss" in results:
+                    results[f"{kind}_perplexity"] = math.exp(results[f"{kind}_loss"])
             self.write_eval_results(results)
         return trainer

@@ -27,6 +27,7 @@ from bert_tf.tasks.run_files import (
     LABELS_FILE,
     TASK_FILE,
     TaskInfo,
+    objective_config,
     read_labels,
     read_task_info,
     write_labels,
@@ -51,8 +52,9 @@ _POSITIVE += ("iterations_per_loop", "log_steps", "predict_batch_size", "num_tpu
 _POSITIVE += ("max_predictions_per_seq", "max_eval_steps", "num_accumulation_steps")
 
 
-def load_bert_config(bert_config_file, max_seq_length):
-    """--bert_config_file's BertConfig, checked against --max_seq_length; InputError naming them."""
+def load_bert_config(bert_config_file, max_seq_length, init_checkpoint=None, objective=None):
+    """--bert_config_file's BertConfig, checked against --max_seq_length, with --objective (pretraining),
+    and with the attention --init_checkpoint was trained with (run_files); InputError naming them."""
     if not tf.io.gfile.exists(bert_config_file):
         raise InputError(f"--bert_config_file={bert_config_file} does not exist")
     try:
@@ -64,7 +66,7 @@ def load_bert_config(bert_config_file, max_seq_length):
             f"--max_seq_length={max_seq_length} exceeds max_position_embeddings="
             f"{bert_config.max_position_embeddings} of --bert_config_file={bert_config_file}"
         )
-    return bert_config
+    return objective_config(bert_config, bert_config_file, init_checkpoint, objective)
 
 
 def make_strategy(config):
@@ -145,7 +147,10 @@ class Run:
             value = getattr(config, name, 1)
             if value <= 0:
                 raise InputError(f"--{name} must be positive, got {value}")
-        bert_config = load_bert_config(config.bert_config_file, config.max_seq_length)
+        bert_config = load_bert_config(
+            config.bert_config_file, config.max_seq_length, config.init_checkpoint,
+            getattr(config, "objective", None),
+        )  # fmt: skip
         if hasattr(config, "do_lower_case"):  # the original checks this first
             validate_case_matches_checkpoint(config.do_lower_case, config.init_checkpoint)
         if config.init_checkpoint:

@@ -10,12 +10,18 @@ pairs, where B is the true continuation (label 0) or a span of another document 
     needed are shuffled): the same distribution as shuffling them all, fewer random draws;
   * with whole-word masking, a "##" piece joins the previous word only when it directly follows
     it (the original would also join it across a [SEP] when truncation left B starting with one).
+
+The paper's ablations (`objective`, bert_tf.objectives) make `[CLS] A [SEP]` instances instead: A is
+a run of consecutive sentences of one document (the same target lengths, no random next, segment
+ids all 0, next_sentence_labels 0); "mlm" masks them as above, "ltr" masks nothing (its
+masked_lm_* features are all padding: a left-to-right LM predicts every next token).
 """
 
 import dataclasses
 import typing
 
 from bert_tf.errors import InputError
+from bert_tf.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
@@ -25,7 +31,7 @@ MASK_TOKEN = "[MASK]"
 class TrainingInstance(typing.NamedTuple):
     """One example before padding. L = its length (<= max_seq_length), M = its predictions."""
 
-    input_ids: list  # [L] ids of [CLS] A [SEP] B [SEP], masked positions already replaced
+    input_ids: list  # [L] ids of [CLS] A [SEP] B [SEP] (or [CLS] A [SEP]), masked ids replaced
     segment_ids: list  # [L] 0 for [CLS] A [SEP], 1 for B [SEP]
     masked_lm_positions: list  # [M] increasing positions into input_ids
     masked_lm_ids: list  # [M] the original ids at those positions (the labels)
@@ -49,8 +55,11 @@ class InstanceOptions:
     # The ids random replacements are drawn from, when not every id below vocab_size is a token (a
     # vocab file with a repeated line); None = all of range(vocab_size).
     replacement_ids: tuple | None = None
+    objective: str = DEFAULT_OBJECTIVE  # bert_tf.objectives: "mlm_nsp", "mlm" or "ltr"
 
     def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise InputError(f"--objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.max_seq_length < 5:
             raise InputError(
                 f"--max_seq_length must be >= 5 ([CLS] a [SEP] b [SEP]), got {self.max_seq_length}"
@@ -121,6 +130,8 @@ def create_instances_from_document(documents, document_index, options, rng):
     B is replaced by a span of another document when the chunk has one sentence or with
     probability 0.5; its unused sentences are then put back.
     """
+    if options.objective != "mlm_nsp":
+        return _single_segment_instances(documents[document_index], options, rng)
     document = documents[document_index]
     max_num_tokens = options.max_seq_length - 3
     target_seq_length = max_num_tokens
@@ -150,6 +161,38 @@ def create_instances_from_document(documents, document_index, options, rng):
             current_chunk = []
             current_length = 0
         i += 1
+    return instances
+
+
+def _single_segment_instances(document, options, rng):
+    """Packs one document into `[CLS] A [SEP]` instances of consecutive sentences (objectives mlm, ltr).
+
+    The chunks accumulate as create_instances_from_document's, to max_seq_length - 2 ids (or a
+    shorter random target with probability short_seq_prob); a chunk is never split and never meets
+    another document.
+    """
+    max_num_tokens = options.max_seq_length - 2
+    target_seq_length = max_num_tokens
+    if rng.random() < options.short_seq_prob:
+        target_seq_length = 2 + _below(rng, max_num_tokens - 1)
+    instances = []
+    current_chunk = []
+    for i, sentence in enumerate(document):
+        current_chunk.extend(sentence)
+        if i == len(document) - 1 or len(current_chunk) >= target_seq_length:
+            tokens, _ = truncate_seq_pair(current_chunk, [], max_num_tokens, rng)
+            input_ids = [options.cls_id, *tokens, options.sep_id]
+            segment_ids = [0] * len(input_ids)
+            if options.objective == "ltr":
+                instances.append(TrainingInstance(input_ids, segment_ids, [], [], False))
+            else:
+                masked_ids, positions, labels = create_masked_lm_predictions(
+                    input_ids, options, rng
+                )
+                instances.append(
+                    TrainingInstance(masked_ids, segment_ids, positions, labels, False)
+                )
+            current_chunk = []
     return instances
 
 

@@ -29,11 +29,12 @@ from bert_tf import io
 from bert_tf.data.pretraining import encoding, instances
 from bert_tf.errors import InputError
 from bert_tf.io import expand_globs, read_lines
+from bert_tf.objectives import ObjectiveSetting
 from bert_tf.settings import setting
 
 
 @dataclasses.dataclass(kw_only=True)
-class CreateConfig:
+class CreateConfig(ObjectiveSetting):
     """create_pretraining_data.py's settings: the original's flags, then ours."""
 
     input_file: str | None = setting(
@@ -114,6 +115,7 @@ def run(config):
         masked_lm_prob=config.masked_lm_prob,
         short_seq_prob=config.short_seq_prob,
         do_whole_word_mask=config.do_whole_word_mask,
+        objective=config.objective,
     )
     return create_pretraining_data(
         config.input_file,
