@@ -39,7 +39,8 @@ def weighted_run(data_dir, tmp_path, class_weights, **overrides):
 
 
 def test_auto_weights_are_the_inverse_label_frequencies(data_dir, tmp_path, caplog):
-    with caplog.at_level(logging.INFO):
+    # absl's logger: another test's flags may have set its level above INFO.
+    with caplog.at_level(logging.INFO, logger="absl"), caplog.at_level(logging.INFO):
         run = weighted_run(data_dir, tmp_path, "auto")
     assert run.labels == ["mid", "neg", "pos"]
     assert run.class_weights == pytest.approx(AUTO, rel=1e-12)

@@ -94,7 +94,7 @@ def test_a_head_forced_to_one_label_is_reported_in_one_warning_line(
         google_ckpt_dir, vocab_file, data_dir, out, do_eval=True, do_predict=True,
         init_checkpoint=head, learning_rate=1e-4,
     )  # fmt: skip
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="absl"), caplog.at_level(logging.WARNING):
         classification.run(config)
     assert _predicted_labels(out) == {"a"}  # the premise: one label for every dev text
     (warning,) = _collapse_warnings(caplog)
@@ -115,7 +115,7 @@ def test_a_head_that_reads_the_text_gives_no_warning(
         google_ckpt_dir, vocab_file, data_dir, out, do_eval=True, do_predict=True,
         init_checkpoint=head,
     )  # fmt: skip
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="absl"), caplog.at_level(logging.WARNING):
         classification.run(config)
     assert _predicted_labels(out) == {"a", "b"}  # the premise: both labels predicted
     assert _collapse_warnings(caplog) == []
