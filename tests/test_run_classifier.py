@@ -15,6 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
+import scipy.stats
 import tensorflow as tf
 
 from bert_tf.errors import InputError
@@ -310,8 +311,19 @@ def _write_stsb(data_dir, rng):
         (data_dir / f"{split}.tsv").write_text("\n".join(lines) + "\n")
 
 
-def test_regression_pair_task_reports_correlations_and_exports_scores(tmp_path):
+def test_regression_pair_task_reports_correlations_and_exports_scores(tmp_path, monkeypatch):
     _write_stsb(tmp_path / "data", random.Random(1))
+    # The dev scores the run's eval step computed, kept as it computes them (no dev predictions file).
+    dev_outputs = []
+    text_logits = ClassifierRun.text_logits
+
+    def spy(self, path, info, batch_size, feature_keys=()):
+        result = text_logits(self, path, info, batch_size, feature_keys)
+        if "label_ids" in feature_keys:
+            dev_outputs.append(result)
+        return result
+
+    monkeypatch.setattr(ClassifierRun, "text_logits", spy)
     config = ClassifierConfig(
         bert_config_file=TINY_CONFIG, vocab_file=VOCAB, output_dir=str(tmp_path / "out"),
         task_name="sts-b", data_dir=str(tmp_path / "data"), max_seq_length=16, train_batch_size=16,
@@ -333,6 +345,25 @@ def test_regression_pair_task_reports_correlations_and_exports_scores(tmp_path):
         "text_a",
         "text_b",
     }
+    # eval_results.txt against scipy on those scores and dev.tsv's labels (ties among both).
+    (dev,) = dev_outputs
+    rows = (tmp_path / "data" / "dev.tsv").read_text().splitlines()[1:]
+    labels = np.array([float(row.split("\t")[9]) for row in rows])
+    np.testing.assert_array_equal(np.reshape(dev["label_ids"], -1), labels)  # in dev.tsv's order
+    predictions = np.asarray(dev["logits"], np.float64)[:, 0]
+    assert np.ptp(predictions) > 0 and len(set(labels)) < len(labels)
+    reported = {
+        key: float(value)
+        for key, value in _read_results(tmp_path / "out" / "eval_results.txt").items()
+    }
+    pearson = scipy.stats.pearsonr(predictions, labels).statistic
+    spearman = scipy.stats.spearmanr(predictions, labels).statistic
+    # The same float64 numbers through two implementations: equal to float64 rounding.
+    assert reported["eval_pearson"] == pytest.approx(pearson, rel=1e-9, abs=1e-12)
+    assert reported["eval_spearman"] == pytest.approx(spearman, rel=1e-9, abs=1e-12)
+    assert reported["eval_corr"] == pytest.approx((pearson + spearman) / 2, rel=1e-9, abs=1e-12)
+    mse = np.mean((predictions - labels) ** 2)
+    assert reported["eval_loss"] == pytest.approx(mse, rel=1e-9)
 
 
 class _Killed(BaseException):
