@@ -23,7 +23,7 @@ from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun, run
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import Trainer
 
-from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
+from conftest import PROBABILITY_ATOL, REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
 POSITIVE = "happy glad joyful cheerful delighted merry".split()
 NEGATIVE = "sad gloomy miserable unhappy wretched dismal".split()
@@ -220,13 +220,13 @@ def test_export_serves_raw_text_in_a_tensorflow_only_process_like_test_results(t
     expected = np.array([[float(p) for p in row.split("\t")] for row in rows])
     probabilities = np.array(served["probabilities"])
     # test_results.tsv rounds to 6 decimals and pads batches to 8 (float32 rounding of probabilities
-    # in [0, 1]: ~1e-7); a wrong token, mask or label order changes them by 1e-2 or more.
-    np.testing.assert_allclose(probabilities[: len(rows)], expected, rtol=0, atol=2e-6)
+    # in [0, 1]); a wrong token, mask or label order changes them by 1e-2 or more.
+    np.testing.assert_allclose(probabilities[: len(rows)], expected, rtol=0, atol=PROBABILITY_ATOL)
     labels = ["neg", "pos"]
     assert served["labels"][: len(rows)] == [labels[i] for i in expected.argmax(-1)]
     assert len(served["labels"]) == len(sentences)  # the empty and the 500-word text are answered
     for name in ("rows", "columns", "by_ids"):
-        np.testing.assert_allclose(served[name], probabilities[:2], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(served[name], probabilities[:2], rtol=0, atol=PROBABILITY_ATOL)
 
 
 # saved_model_cli, with tensorflow_text's ops registered first (the TF Serving binary links them in).
@@ -254,7 +254,7 @@ def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(trained):
     assert "Result for output key probabilities" in ran.stdout
     printed = ran.stdout.split("Result for output key probabilities:")[1].split("Result")[0]
     values = [float(x) for x in printed.replace("[", " ").replace("]", " ").split()]
-    np.testing.assert_allclose(values, [float(p) for p in first], rtol=0, atol=2e-6)
+    np.testing.assert_allclose(values, [float(p) for p in first], rtol=0, atol=PROBABILITY_ATOL)
 
 
 def test_export_saved_model_script_rebuilds_the_classifier_from_the_run(trained, tmp_path):
@@ -271,7 +271,7 @@ def test_export_saved_model_script_rebuilds_the_classifier_from_the_run(trained,
     np.testing.assert_allclose(
         loaded.signatures["serving_default"](text_a=text)["probabilities"].numpy(),
         original.signatures["serving_default"](text_a=text)["probabilities"].numpy(),
-        rtol=0, atol=1e-6,
+        rtol=0, atol=PROBABILITY_ATOL,
     )  # fmt: skip
 
 
