@@ -208,14 +208,6 @@ def test_the_fine_tuned_run_s_dev_accuracy_is_that_of_its_predictions(demo, tmp_
     right = int((probabilities.argmax(axis=1) == golds).sum())
     ties = int((np.abs(probabilities[:, 0] - probabilities[:, 1]) <= 2 * PROBABILITY_ATOL).sum())
     reported = _read_results(demo["dir"] / "classifier_pretrained" / "eval_results.txt")
-    print(
-        "DEVACC",
-        float(reported["eval_accuracy"]),
-        right,
-        ties,
-        len(rows),
-        np.abs(probabilities[:, 0] - probabilities[:, 1]).min(),
-    )
     assert abs(float(reported["eval_accuracy"]) * len(rows) - right) <= ties
     assert ties <= len(rows) // 10
 
