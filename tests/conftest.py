@@ -107,6 +107,14 @@ def file_size_limit(num_bytes):
         signal.signal(signal.SIGXFSZ, previous)
 
 
+# Probabilities (values in [0, 1]) of one model from two float32 computations (another batch shape,
+# padding, graph or loader; kernels differ by CPU too: 2.5e-6 from a float64 reference on AMX), one or
+# both printed to 6 decimals (5e-7 each): 256 rounding steps of 1 (conftest's margin) plus two prints.
+# That is 3.2e-5, far below what these comparisons guard against (a wrong token, mask, head or window
+# moves probabilities by 1e-3 or more).
+PROBABILITY_ATOL = 256 * FLOAT32_EPS + 1e-6
+
+
 # A fresh Python for the checks that need one (a process that imports only TensorFlow, a script's
 # command line): quiet TensorFlow, and the repo importable.
 SUBPROCESS_ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO_DIR)}

@@ -24,7 +24,7 @@ from bert_tf.tasks.run_files import TaskInfo, read_task_info
 from bert_tf.tasks.windows import combine_windows, text_windows, window_signatures
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import SAMPLE_DIR, finish, last_json_line, start_python
+from conftest import PROBABILITY_ATOL, SAMPLE_DIR, finish, last_json_line, start_python
 
 FILLER = "the lady walked to the house and said that she was very much in it".split()
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
@@ -98,10 +98,11 @@ def test_the_windows_are_run_squads_windows_of_each_text(windowed, long_texts):
     expected = []
     for index, (text, _) in enumerate(texts["test"]):
         pieces = tokenizer.tokenize(text)
-        for start, length in window_spans(len(pieces), MAX_SEQ_LENGTH - 2, 15) or [(0, 0)]:
-            ids = tokenizer.convert_tokens_to_ids(
-                ["[CLS]", *pieces[start : start + length], "[SEP]"]
-            )
+        # Windows of 30 pieces starting 15 apart, the last one the first to reach the end (the
+        # previous one ends short of it); a text of 30 pieces or fewer is one window.
+        starts = [0] + [start for start in range(15, len(pieces), 15) if start + 15 < len(pieces)]
+        for start in starts:
+            ids = tokenizer.convert_tokens_to_ids(["[CLS]", *pieces[start : start + 30], "[SEP]"])
             expected.append((index, ids + [0] * (MAX_SEQ_LENGTH - len(ids))))
     got = [
         (record["text_index"].int64_list.value[0], list(record["input_ids"].int64_list.value))
@@ -109,6 +110,53 @@ def test_the_windows_are_run_squads_windows_of_each_text(windowed, long_texts):
     ]
     assert got == expected
     assert len(got) > 2 * len(texts["test"])  # long texts make several windows
+
+
+# (pieces, window, stride): the windows as (start, length), worked by hand from run_squad.py's rule
+# (start at 0; the next one `min(stride, length)` later; stop at the first window reaching the end).
+HAND_WORKED_WINDOWS = [
+    (10, 4, 2, [(0, 4), (2, 4), (4, 4), (6, 4)]),  # stride < window
+    (9, 4, 3, [(0, 4), (3, 4), (6, 3)]),  # a short last window
+    (7, 4, 3, [(0, 4), (3, 4)]),  # the second window ends exactly at the end
+    (5, 4, 1, [(0, 4), (1, 4)]),
+    (10, 4, 4, [(0, 4), (4, 4), (8, 2)]),  # stride == window
+    (8, 4, 4, [(0, 4), (4, 4)]),  # an exact multiple of the window: no empty third
+    (10, 4, 6, [(0, 4), (4, 4), (8, 2)]),  # stride > window: a window at a time, no piece skipped
+    (10, 4, 100, [(0, 4), (4, 4), (8, 2)]),
+    (4, 4, 2, [(0, 4)]),  # exactly one window
+    (3, 4, 2, [(0, 3)]),  # shorter than a window
+    (1, 4, 9, [(0, 1)]),
+    (0, 4, 2, []),  # empty: no window (the features file makes it one empty window, below)
+]
+
+
+@pytest.mark.parametrize("num_pieces, window, stride, expected", HAND_WORKED_WINDOWS)
+def test_window_spans_are_run_squads_windows(num_pieces, window, stride, expected):
+    assert [tuple(span) for span in window_spans(num_pieces, window, stride)] == expected
+
+
+LETTERS = "a b c d e f g h i j".split()  # one wordpiece each in the uncased vocab
+
+
+@pytest.mark.parametrize("num_pieces, window, stride, expected", HAND_WORKED_WINDOWS)
+def test_the_features_files_windows_hold_the_hand_worked_pieces(
+    num_pieces, window, stride, expected
+):
+    tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
+    example = InputExample(guid="0", text_a=" ".join(LETTERS[:num_pieces]), label="pos")
+    windows = convert_example_to_window_features(
+        example, {"pos": 0}, window + 2, tokenizer, stride, 0
+    )
+    got = [
+        tokenizer.convert_ids_to_tokens(
+            [i for i, mask in zip(w["input_ids"], w["input_mask"], strict=True) if mask]
+        )
+        for w in windows
+    ]
+    assert got == [
+        ["[CLS]", *LETTERS[start : start + length], "[SEP]"]
+        for start, length in expected or [(0, 0)]
+    ]
 
 
 def test_test_results_have_one_row_per_text_and_the_export_gives_them_from_raw_text(
@@ -131,8 +179,8 @@ def test_test_results_have_one_row_per_text_and_the_export_gives_them_from_raw_t
             finish(start_python(["-c", script, outcome["export"], json.dumps(texts)]))[0]
         )
     )
-    # Printed to 6 decimals; a first-window-only export is off by 0.1 or more on long texts.
-    np.testing.assert_allclose(served, predicted, atol=2e-6)
+    # Printed to 6 decimals, batched otherwise; a first-window-only export is off by 0.1 or more.
+    np.testing.assert_allclose(served, predicted, rtol=0, atol=PROBABILITY_ATOL)
 
 
 def _probabilities(folder):

@@ -6,9 +6,11 @@ published layouts). Only the TPU flags of the SQuAD 2.0 commands are left out: n
 here. Each test checks the files the original writes.
 """
 
+import collections
 import json
 import os
 import random
+import string
 import subprocess
 import sys
 
@@ -140,7 +142,19 @@ def test_run_pretraining_trains_evaluates_and_checkpoints(
     stderr = run("run_pretraining.py", *flags)
     results = read_results(output_dir / "eval_results.txt")
     assert set(results) == PRETRAINING_KEYS and results["global_step"] == 20
-    assert 0 < results["next_sentence_loss"] < 2 and results["masked_lm_loss"] < 9
+    # The same command with --do_train=False evaluates the model the run started from (the
+    # checkpoint, or the same seed's initialization) on the same records: training lowered its loss.
+    untrained_dir = tmp_path / "untrained"
+    run(
+        "run_pretraining.py",
+        *[flag for flag in flags if not flag.startswith(("--output_dir", "--do_train"))],
+        f"--output_dir={untrained_dir}", "--do_train=False",
+    )  # fmt: skip
+    untrained = read_results(untrained_dir / "eval_results.txt")
+    print("LOSSES", untrained, results)
+    assert untrained["global_step"] == 0
+    assert results["masked_lm_loss"] < untrained["masked_lm_loss"] - 0.01
+    assert results["loss"] < untrained["loss"] - 0.01
     assert (output_dir / "model.ckpt-20.index").exists()
     assert ("Initialized from" in stderr) == from_checkpoint
 
@@ -279,7 +293,52 @@ def test_run_squad_v1_writes_predictions_the_official_evaluation_scores(
         capture_output=True, text=True, check=True, env=SUBPROCESS_ENV,
     ).stdout  # fmt: skip
     scores = json.loads(scores)
-    assert 0 <= scores["exact_match"] <= 100 and scores["total"] == 9
+    assert scores["total"] == 9
+    # The scores worked out here by the official script's rules, of the written predictions (this
+    # tiny model's are all wrong: 0) and of a copy with four of them replaced by answers written
+    # otherwise than the gold ones (case, article, punctuation) or half right.
+    gold = {
+        qa["id"]: [answer["text"] for answer in qa["answers"]]
+        for article in json.loads((squad_dir / "dev-v1.1.json").read_text())["data"]
+        for paragraph in article["paragraphs"]
+        for qa in paragraph["qas"]
+    }
+    edited = {
+        **predictions,
+        "0-who": gold["0-who"][0].upper() + ".",
+        "0-walk": "church",
+        "1-walk": "a church!",
+        "2-where": f"{gold['2-where'][0]} for many",
+    }
+    (tmp_path / "edited.json").write_text(json.dumps(edited))
+    for name, answers in (("predictions.json", predictions), ("edited.json", edited)):
+        path = output_dir / name if name == "predictions.json" else tmp_path / name
+        scores = json.loads(
+            subprocess.run(
+                [sys.executable, os.path.join(REPO_DIR, "evaluate_squad.py"),
+                 str(squad_dir / "dev-v1.1.json"), str(path)],
+                capture_output=True, text=True, check=True, env=SUBPROCESS_ENV,
+            ).stdout
+        )  # fmt: skip
+        exact = [max(_words(answers[i]) == _words(g) for g in gold[i]) for i in ids]
+        f1 = [max(_token_f1(_words(answers[i]), _words(g)) for g in gold[i]) for i in ids]
+        assert scores["exact_match"] == pytest.approx(100 * sum(exact) / 9, abs=1e-9), name
+        assert scores["f1"] == pytest.approx(100 * sum(f1) / 9, abs=1e-9), name
+    assert sum(exact) == 3 and sum(f1) == pytest.approx(3.5)  # edited: 3 exact, 1 at F1 0.5
+
+
+def _words(text):
+    """SQuAD's normalized answer words: lower case, no ASCII punctuation, no a / an / the."""
+    text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+    return [word for word in text.split() if word not in ("a", "an", "the")]
+
+
+def _token_f1(predicted, gold):
+    common = sum((collections.Counter(predicted) & collections.Counter(gold)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(predicted), common / len(gold)
+    return 2 * precision * recall / (precision + recall)
 
 
 def test_run_squad_v2_then_its_rerun_with_a_null_score_threshold(

@@ -15,6 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
+import scipy.stats
 import tensorflow as tf
 
 from bert_tf.errors import InputError
@@ -22,7 +23,7 @@ from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun, run
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import Trainer
 
-from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
+from conftest import PROBABILITY_ATOL, REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
 POSITIVE = "happy glad joyful cheerful delighted merry".split()
 NEGATIVE = "sad gloomy miserable unhappy wretched dismal".split()
@@ -229,13 +230,13 @@ def test_export_serves_raw_text_in_a_tensorflow_only_process_like_test_results(t
     expected = np.array([[float(p) for p in row.split("\t")] for row in rows])
     probabilities = np.array(served["probabilities"])
     # test_results.tsv rounds to 6 decimals and pads batches to 8 (float32 rounding of probabilities
-    # in [0, 1]: ~1e-7); a wrong token, mask or label order changes them by 1e-2 or more.
-    np.testing.assert_allclose(probabilities[: len(rows)], expected, rtol=0, atol=2e-6)
+    # in [0, 1]); a wrong token, mask or label order changes them by 1e-2 or more.
+    np.testing.assert_allclose(probabilities[: len(rows)], expected, rtol=0, atol=PROBABILITY_ATOL)
     labels = ["neg", "pos"]
     assert served["labels"][: len(rows)] == [labels[i] for i in expected.argmax(-1)]
     assert len(served["labels"]) == len(sentences)  # the empty and the 500-word text are answered
     for name in ("rows", "columns", "by_ids"):
-        np.testing.assert_allclose(served[name], probabilities[:2], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(served[name], probabilities[:2], rtol=0, atol=PROBABILITY_ATOL)
 
 
 # saved_model_cli, with tensorflow_text's ops registered first (the TF Serving binary links them in).
@@ -263,7 +264,7 @@ def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(trained):
     assert "Result for output key probabilities" in ran.stdout
     printed = ran.stdout.split("Result for output key probabilities:")[1].split("Result")[0]
     values = [float(x) for x in printed.replace("[", " ").replace("]", " ").split()]
-    np.testing.assert_allclose(values, [float(p) for p in first], rtol=0, atol=2e-6)
+    np.testing.assert_allclose(values, [float(p) for p in first], rtol=0, atol=PROBABILITY_ATOL)
 
 
 def test_export_saved_model_script_rebuilds_the_classifier_from_the_run(trained, tmp_path):
@@ -280,7 +281,7 @@ def test_export_saved_model_script_rebuilds_the_classifier_from_the_run(trained,
     np.testing.assert_allclose(
         loaded.signatures["serving_default"](text_a=text)["probabilities"].numpy(),
         original.signatures["serving_default"](text_a=text)["probabilities"].numpy(),
-        rtol=0, atol=1e-6,
+        rtol=0, atol=PROBABILITY_ATOL,
     )  # fmt: skip
 
 
@@ -320,8 +321,19 @@ def _write_stsb(data_dir, rng):
         (data_dir / f"{split}.tsv").write_text("\n".join(lines) + "\n")
 
 
-def test_regression_pair_task_reports_correlations_and_exports_scores(tmp_path):
+def test_regression_pair_task_reports_correlations_and_exports_scores(tmp_path, monkeypatch):
     _write_stsb(tmp_path / "data", random.Random(1))
+    # The dev scores the run's eval step computed, kept as it computes them (no dev predictions file).
+    dev_outputs = []
+    text_logits = ClassifierRun.text_logits
+
+    def spy(self, path, info, batch_size, feature_keys=()):
+        result = text_logits(self, path, info, batch_size, feature_keys)
+        if "label_ids" in feature_keys:
+            dev_outputs.append(result)
+        return result
+
+    monkeypatch.setattr(ClassifierRun, "text_logits", spy)
     config = ClassifierConfig(
         bert_config_file=TINY_CONFIG, vocab_file=VOCAB, output_dir=str(tmp_path / "out"),
         task_name="sts-b", data_dir=str(tmp_path / "data"), max_seq_length=16, train_batch_size=16,
@@ -343,6 +355,25 @@ def test_regression_pair_task_reports_correlations_and_exports_scores(tmp_path):
         "text_a",
         "text_b",
     }
+    # eval_results.txt against scipy on those scores and dev.tsv's labels (ties among both).
+    (dev,) = dev_outputs
+    rows = (tmp_path / "data" / "dev.tsv").read_text().splitlines()[1:]
+    labels = np.array([float(row.split("\t")[9]) for row in rows])
+    np.testing.assert_array_equal(np.reshape(dev["label_ids"], -1), labels)  # in dev.tsv's order
+    predictions = np.asarray(dev["logits"], np.float64)[:, 0]
+    assert np.ptp(predictions) > 0 and len(set(labels)) < len(labels)
+    reported = {
+        key: float(value)
+        for key, value in _read_results(tmp_path / "out" / "eval_results.txt").items()
+    }
+    pearson = scipy.stats.pearsonr(predictions, labels).statistic
+    spearman = scipy.stats.spearmanr(predictions, labels).statistic
+    # The same float64 numbers through two implementations: equal to float64 rounding.
+    assert reported["eval_pearson"] == pytest.approx(pearson, rel=1e-9, abs=1e-12)
+    assert reported["eval_spearman"] == pytest.approx(spearman, rel=1e-9, abs=1e-12)
+    assert reported["eval_corr"] == pytest.approx((pearson + spearman) / 2, rel=1e-9, abs=1e-12)
+    mse = np.mean((predictions - labels) ** 2)
+    assert reported["eval_loss"] == pytest.approx(mse, rel=1e-9)
 
 
 class _Killed(BaseException):

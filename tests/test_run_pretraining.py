@@ -1,5 +1,6 @@
 """run_pretraining.py end to end: Google checkpoints in and out, eval_results.txt, resume, seeds, workers."""
 
+import collections
 import gzip
 import json
 import os
@@ -330,50 +331,56 @@ def test_bad_flags_are_rejected_naming_the_flag(
 
 @pytest.fixture(scope="module")
 def austen_records(tmp_path_factory, austen_sentences_path, sample_vocab_path):
-    """(TFRecords, vocab size): a few hundred instances from Austen's first chapters.
+    """(training TFRecords, held-out TFRecords, vocab size) from Austen's first chapters.
 
-    The vocabulary is the uncased release's cut down to the special tokens and the wordpieces this text
-    produces: greedy longest-match WordPiece then splits every word exactly as with the full vocabulary
-    (every piece it chose is still there, and no longer one is), while a 2k-word softmax lets a tiny model
-    get past the unigram stage within a CI-sized run.
+    Training: a few hundred instances of the first 4 documents; held out: those of the next 2, which
+    training never reads. The vocabulary is the uncased release's cut down to the special tokens and
+    the wordpieces these texts produce: greedy longest-match WordPiece then splits every word exactly
+    as with the full vocabulary (every piece it chose is still there, and no longer one is), while a
+    2k-word softmax lets a tiny model get past the unigram stage within a CI-sized run.
     """
     from bert_tf.tokenization import FullTokenizer, load_vocab
 
     script = os.path.join(REPO_DIR, "create_pretraining_data.py")
     directory = tmp_path_factory.mktemp("austen")
     lines = austen_sentences_path.read_text(encoding="utf-8").splitlines()
-    documents, text = 0, []
+    documents, parts = 0, {"train": [], "heldout": []}
     for line in lines:
-        text.append(line)
+        parts["train" if documents < 4 else "heldout"].append(line)
         if not line.strip():
             documents += 1
-            if documents == 4:
+            if documents == 6:
                 break
-    (directory / "austen.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
 
     tokenizer = FullTokenizer(str(sample_vocab_path), do_lower_case=True)
+    text = parts["train"] + parts["heldout"]
     used = {piece for line in text for piece in tokenizer.tokenize(line)}
     full_vocab = list(load_vocab(str(sample_vocab_path)))
     vocab = [token for token in full_vocab if token in used or token.startswith("[")]
     vocab_path = directory / "vocab.txt"
     vocab_path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
 
-    output = directory / "austen.tfrecord"
-    subprocess.run(
-        [sys.executable, script,
-         f"--input_file={directory / 'austen.txt'}", f"--output_file={output}",
-         f"--vocab_file={vocab_path}", "--do_lower_case=True", "--max_seq_length=64",
-         "--max_predictions_per_seq=10", "--dupe_factor=1", "--random_seed=3"],
-        check=True, cwd=REPO_DIR, capture_output=True, timeout=300,
-    )  # fmt: skip
-    count = sum(1 for _ in tf.data.TFRecordDataset(str(output)))
+    outputs = {}
+    for name, part in parts.items():
+        (directory / f"{name}.txt").write_text("\n".join(part) + "\n", encoding="utf-8")
+        outputs[name] = directory / f"{name}.tfrecord"
+        subprocess.run(
+            [sys.executable, script,
+             f"--input_file={directory / f'{name}.txt'}", f"--output_file={outputs[name]}",
+             f"--vocab_file={vocab_path}", "--do_lower_case=True", "--max_seq_length=64",
+             "--max_predictions_per_seq=10", "--dupe_factor=1", "--random_seed=3"],
+            check=True, cwd=REPO_DIR, capture_output=True, timeout=300,
+        )  # fmt: skip
+    count = sum(1 for _ in tf.data.TFRecordDataset(str(outputs["train"])))
     assert 200 <= count <= 500, count
-    return str(output), len(vocab)
+    heldout = sum(1 for _ in tf.data.TFRecordDataset(str(outputs["heldout"])))
+    assert heldout >= 64, heldout
+    return str(outputs["train"]), str(outputs["heldout"]), len(vocab)
 
 
 @pytest.mark.slow
 def test_pretraining_on_austen_beats_chance_by_a_clear_margin(tmp_path, austen_records):
-    records, vocab_size = austen_records
+    records, heldout, vocab_size = austen_records
     config = dict(
         vocab_size=vocab_size, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=128, hidden_act="gelu", hidden_dropout_prob=0.1,
@@ -381,19 +388,50 @@ def test_pretraining_on_austen_beats_chance_by_a_clear_margin(tmp_path, austen_r
         initializer_range=0.02,
     )  # fmt: skip
     (tmp_path / "bert_config.json").write_text(json.dumps(config))
-    _, results = run(
+    flags = dict(
+        max_seq_length=64,
+        max_predictions_per_seq=10,
+        eval_batch_size=32,
+        max_eval_steps=20,
+    )
+    run(
         **tiny_flags(
-            str(tmp_path / "bert_config.json"), records, tmp_path / "out", max_seq_length=64,
-            max_predictions_per_seq=10, train_batch_size=32, eval_batch_size=32, learning_rate=1e-3,
-            num_train_steps=400, num_warmup_steps=40, save_checkpoints_steps=400,
-            iterations_per_loop=100, log_steps=100, max_eval_steps=20,
+            str(tmp_path / "bert_config.json"), records, tmp_path / "out", train_batch_size=32,
+            learning_rate=1e-3, num_train_steps=400, num_warmup_steps=40,
+            save_checkpoints_steps=400, iterations_per_loop=100, log_steps=100, do_eval=False,
+            **flags,
         )
     )  # fmt: skip
-    # Chance: 1/vocab_size for a masked token (always predicting the commonest token, which a model
-    # stuck at unigram statistics does, gets ~0.06 here), 0.5 for the next sentence. Evaluated on the
-    # training instances: seeds 1-3 of this set-up reached 0.35-0.45 and 1.0.
-    assert results["masked_lm_accuracy"] > 0.2, results
-    assert results["next_sentence_accuracy"] > 0.8, results
+    # Evaluated from the run's exported checkpoint on the held-out documents' instances, and on its
+    # own training instances.
+    results = {}
+    for name, path in (("heldout", heldout), ("train", records)):
+        _, results[name] = run(
+            **tiny_flags(
+                str(tmp_path / "bert_config.json"), path, tmp_path / name, do_train=False,
+                init_checkpoint=str(tmp_path / "out" / "bert_model.ckpt"), **flags,
+            )
+        )  # fmt: skip
+
+    # The unigram baseline: always answering the training instances' commonest masked word, scored
+    # on the held-out masked words (chance is 1/vocab_size).
+    def masked_words(path):
+        words = []
+        for record in tf.data.TFRecordDataset(path):
+            feature = tf.train.Example.FromString(record.numpy()).features.feature
+            ids, weights = feature["masked_lm_ids"].int64_list, feature["masked_lm_weights"]
+            words += [i for i, w in zip(ids.value, weights.float_list.value, strict=True) if w > 0]
+        return words
+
+    commonest = collections.Counter(masked_words(records)).most_common(1)[0][0]
+    heldout_words = masked_words(heldout)
+    baseline = heldout_words.count(commonest) / len(heldout_words)
+    assert results["heldout"]["masked_lm_accuracy"] > baseline + 0.02, (results, baseline)
+    # Measured: 0.095 held out against a baseline of 0.057 (the eval is seeded and deterministic;
+    # the margin 0.02 leaves room for another CPU's rounding), 0.37 on the training instances.
+    # The next-sentence task is learned on the training pairs (1.0) but at this size does not carry
+    # to new documents (0.53 held out): only the former is asserted.
+    assert results["train"]["next_sentence_accuracy"] > 0.8, results
 
 
 # ---------------------------------------------------------------- several worker processes

@@ -27,6 +27,7 @@ from bert_tf.tasks import TASKS, exporting, multiple_choice
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import (
+    PROBABILITY_ATOL,
     REPO_DIR,
     SAMPLE_DIR,
     assert_like_the_tf2_load,
@@ -231,9 +232,9 @@ def test_the_export_scores_raw_choices_like_test_results_in_a_tensorflow_only_pr
     served = json.loads(stdout.strip().splitlines()[-1])
     assert served["signatures"] == ["preprocess", "serve_ids", "serving_default"]
     expected = _test_results(trained)
-    # test_results.tsv rounds to 6 decimals (5e-7) of float32 probabilities in [0, 1] (rounding
-    # ~1e-7, batches padded differently); a wrong token, segment or mask moves them by 1e-3 or more.
-    np.testing.assert_allclose(served["probabilities"], expected, rtol=0, atol=2e-6)
+    # test_results.tsv rounds to 6 decimals (5e-7) of float32 probabilities in [0, 1] (batches
+    # padded differently: PROBABILITY_ATOL); a wrong token, segment or mask moves them by 1e-3 or more.
+    np.testing.assert_allclose(served["probabilities"], expected, rtol=0, atol=PROBABILITY_ATOL)
     assert served["choice"] == expected.argmax(axis=1).tolist()
     np.testing.assert_array_equal(served["by_ids"], served["probabilities"])
     # Any number of choices: the softmax runs over the ones given.
@@ -303,7 +304,9 @@ def test_export_saved_model_rebuilds_the_run_s_model_from_task_json(trained, tmp
         tf.constant([[f"{row[5]} {ending}" for ending in row[7:11]] for row in rows]),
     )
     probabilities = exported["model"](features, training=False)["probabilities"]
-    np.testing.assert_allclose(probabilities, _test_results(trained)[:4], rtol=0, atol=2e-6)
+    np.testing.assert_allclose(
+        probabilities, _test_results(trained)[:4], rtol=0, atol=PROBABILITY_ATOL
+    )
 
 
 # ---------------------------------------------------------------------------------------- the script

@@ -184,15 +184,32 @@ def test_jit_compile_matches_graph_mode(tmp_path):
     _assert_weights_close(_weights(plain), _weights(jitted), rtol=1e-4, atol=1e-5)
 
 
-def test_mixed_float16_trains_with_loss_scaling_and_leaves_the_policy_alone(tmp_path):
-    trainer = _train(
-        tmp_path, num_train_steps=20, schedule_steps=20, mixed_precision="mixed_float16"
+def _fresh(model_dir, **config):
+    """The model _train starts from (the same seed), untrained: a Trainer that takes no step."""
+    keras.utils.set_random_seed(1)
+    return Trainer(
+        toy_task(),
+        tf.distribute.OneDeviceStrategy("/cpu:0"),
+        lambda: create_optimizer(0.05, 20, 2),
+        TrainConfig(model_dir=str(model_dir), eval_batch_size=8, **config),
     )
+
+
+def test_mixed_float16_trains_with_loss_scaling_and_leaves_the_policy_alone(tmp_path):
+    settings = dict(mixed_precision="mixed_float16")
+    before = _fresh(tmp_path / "fresh", **settings)
+    trainer = _train(tmp_path / "out", num_train_steps=20, schedule_steps=20, **settings)
     assert isinstance(trainer.optimizer, keras.optimizers.LossScaleOptimizer)
     assert trainer.model.dense.compute_dtype == "float16"
     assert keras.config.dtype_policy().name == "float32"
     assert all(np.isfinite(w).all() for w in _weights(trainer))
     assert trainer.global_step == 20
+    # Updates were applied: every weight moved from where it started (20 steps at lr 0.05 move the
+    # weights of this toy model by 0.4 or more; float16 compute leaves float32 weights untouched
+    # unless an update lands), and the loss fell (here from 5.7 to 0.5).
+    for start, end in zip(_weights(before), _weights(trainer), strict=True):
+        assert np.abs(end - start).max() > 0.05
+    assert trainer.evaluate()["mse"] < 0.25 * before.evaluate()["mse"]
 
 
 def test_mixed_bfloat16_computes_in_bfloat16(tmp_path):
@@ -276,6 +293,13 @@ _MIRRORED_SCRIPT = textwrap.dedent(
     one = t._train(sys.argv[1] + "/one", num_train_steps=4)
     strategy = get_strategy("mirrored")
     two = t._train(sys.argv[1] + "/two", strategy=strategy, num_train_steps=4)
+    # mixed_float16 over the replicas: the loss-scale optimizer's skip-or-apply decision is taken
+    # across replicas (training._SyncedLossScaleOptimizer). float16 sums overflow by batch size, so
+    # the one-device run takes the replicas' halves as 2 micro-batches: both skip a step when
+    # either half overflows. 20 steps: the scale moves too.
+    half = dict(num_train_steps=20, schedule_steps=20, mixed_precision="mixed_float16")
+    one16 = t._train(sys.argv[1] + "/one16", num_accumulation_steps=2, **half)
+    two16 = t._train(sys.argv[1] + "/two16", strategy=strategy, **half)
     _, dataset = t._predict_input(num_examples=12, batch_size=4)
     predict_one = one.predict(dataset, feature_keys=("index",))
     predict_two = two.predict(dataset, feature_keys=("index",))
@@ -287,6 +311,10 @@ _MIRRORED_SCRIPT = textwrap.dedent(
         "two": [w.tolist() for w in t._weights(two)],
         "eval_one": one.evaluate(), "eval_two": two.evaluate(),
         "train_one": one.train_logs, "train_two": two.train_logs,
+        "one16": [w.tolist() for w in t._weights(one16)],
+        "two16": [w.tolist() for w in t._weights(two16)],
+        "scale16": [float(x.optimizer.dynamic_scale.numpy()) for x in (one16, two16)],
+        "mse16": [x.evaluate()["mse"] for x in (one16, two16)],
     }))
     """
 )
@@ -312,3 +340,9 @@ def test_mirrored_over_two_cpu_devices_matches_one_device(tmp_path):
     np.testing.assert_allclose(
         out["predict_two"]["prediction"], out["predict_one"]["prediction"], rtol=1e-5, atol=1e-6
     )
+    # mixed_float16: the same float16 halves and float32 sums in both runs (measured: equal weights
+    # and loss scale, 2 steps skipped in 20); the tolerance is the float32 one above. A skip decided
+    # on one replica's gradients alone applies another's overflow (NaN) or skips a good step.
+    assert out["scale16"][0] == out["scale16"][1] < 32768  # steps were skipped, alike
+    _assert_weights_close(out["one16"], out["two16"], rtol=1e-5, atol=1e-6)
+    assert out["mse16"][1] == pytest.approx(out["mse16"][0], rel=1e-5)
