@@ -26,7 +26,7 @@ from bert_tf.modeling import BertConfig
 from bert_tf.tasks import TASKS
 from bert_tf.tasks.run_files import TaskInfo
 
-from conftest import FLOAT32_EPS, REPO_DIR, REQUIRE_SHARED, SAMPLE_DIR
+from conftest import FLOAT32_EPS, REPO_DIR, SAMPLE_DIR
 
 _spec = importlib.util.spec_from_file_location("serving_envs", REPO_DIR / "scripts/serving_envs.py")
 serving_envs = importlib.util.module_from_spec(_spec)
@@ -34,7 +34,7 @@ _spec.loader.exec_module(serving_envs)
 
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
 # A missing runtime fails the check in CI (it must have installed them) and skips it elsewhere.
-MUST_RUN = REQUIRE_SHARED or os.environ.get("CI") == "true"
+MUST_RUN = os.environ.get("CI") == "true"
 
 TEXTS = [
     "Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy disposition.",
