@@ -62,6 +62,17 @@ KINDS = {
         {},
         {"text_a": TEXTS},
     ),
+    # A random tiny head gives probabilities near 0.5: thresholds far from it keep the labels stable.
+    "multi_label": (
+        dict(labels=["animal", "colour", "food"], thresholds=[0.2, 0.3, 0.9]),
+        {},
+        {"text_a": TEXTS, "text_b": TEXTS_B},
+    ),
+    "multi_label_windows": (
+        dict(labels=["a", "b"], thresholds=[0.1, 0.95], doc_stride=8, window_combination="max"),
+        {},
+        {"text_a": TEXTS},
+    ),
     "squad": (
         dict(version_2_with_negative=True, doc_stride=8, max_query_length=8, n_best_size=5),
         {},
@@ -77,7 +88,11 @@ KINDS = {
         },
     ),
 }
-MODEL_TYPES = {"classifier_pair": "classifier", "classifier_windows": "classifier"}
+MODEL_TYPES = {
+    "classifier_pair": "classifier",
+    "classifier_windows": "classifier",
+    "multi_label_windows": "multi_label",
+}
 
 # Run by each runtime's python, in isolated mode (-I: no PYTHONPATH, so no bert_tf): loads every
 # export, calls its raw-string signatures, then each id signature on its preprocess's outputs.
