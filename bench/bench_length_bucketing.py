@@ -131,6 +131,7 @@ def train_and_evaluate(task, variant, seed, data_dir, model_dir, work_dir):
         eval_batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate,
         num_train_epochs=FLAGS.epochs, seed=seed, length_bucketing=window is not None,
         log_steps=10**6, save_checkpoints_steps=10**6,
+        cut_batches_to_longest=False,  # "fixed": the original's batches padded to 128, as measured
     )  # fmt: skip
     run = classifier_run(config, window)
     run.validate()

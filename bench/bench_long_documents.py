@@ -79,6 +79,7 @@ def config_of(data_dir, model_dir, output_dir, seed, doc_stride, do_train=True):
         train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
         learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs, seed=seed,
         length_bucketing=FLAGS.length_bucketing, doc_stride=doc_stride, log_steps=100,
+        cut_batches_to_longest=False,  # padded batches, as RESULTS' runs were made
         window_combination="mean",  # evaluate()'s column; rule_accuracies scores every rule
         save_checkpoints_steps=10**6,
     )  # fmt: skip
