@@ -321,24 +321,23 @@ def _run_workers(flags, log_dir, attempt):
         _kill_all(workers)
 
 
-@pytest.mark.slow
-def test_a_lost_worker_stops_its_peer_in_one_line_and_both_relaunched_end_as_uninterrupted(
-    tmp_path, pretraining
-):
-    timeout = 20
-    flags = {**pretraining["flags"], "output_dir": tmp_path / "killed"}
+def _lose_worker_1(pretraining, tmp_path, name, signal_number, step, timeout):
+    """Two workers; worker 1 gets `signal_number` after the checkpoint of `step`: worker 0 must stop
+    non-zero within the collective timeout, with one `stopped:` line naming worker 1 and no
+    traceback. Returns the run's flags (its output_dir: tmp_path / name)."""
+    flags = {**pretraining["flags"], "output_dir": tmp_path / name}
     flags.update(
         distribution_strategy="multi_worker_mirrored", num_train_steps=40, iterations_per_loop=1,
         collective_timeout_seconds=timeout,
     )  # fmt: skip
-    workers = _start_workers(flags, tmp_path, "killed")
-    survivor_log = tmp_path / "killed-worker0.log"
+    workers = _start_workers(flags, tmp_path, name)
+    survivor_log = tmp_path / f"{name}-worker0.log"
     try:
-        _wait_for(_has_checkpoint(tmp_path / "killed", 20), workers, survivor_log)
-        os.killpg(workers[1].pid, signal.SIGKILL)
-        killed_at = time.time()
+        _wait_for(_has_checkpoint(tmp_path / name, step), workers, survivor_log)
+        os.killpg(workers[1].pid, signal_number)
+        lost_at = time.time()
         status = _finish(workers[0], survivor_log, timeout=timeout + 60)
-        waited = time.time() - killed_at
+        waited = time.time() - lost_at
     finally:
         _kill_all(workers)
     output = survivor_log.read_text()
@@ -347,6 +346,14 @@ def test_a_lost_worker_stops_its_peer_in_one_line_and_both_relaunched_end_as_uni
     stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
     assert len(stopped) == 1 and "lost worker 1" in stopped[0], output[-3000:]
     assert "Traceback" not in output
+    return flags
+
+
+@pytest.mark.slow
+def test_a_lost_worker_stops_its_peer_in_one_line_and_both_relaunched_end_as_uninterrupted(
+    tmp_path, pretraining
+):
+    flags = _lose_worker_1(pretraining, tmp_path, "killed", signal.SIGKILL, step=20, timeout=20)
 
     _run_workers(flags, tmp_path, "relaunched")
     assert "Resumed from" in (tmp_path / "relaunched-worker0.log").read_text()
@@ -358,27 +365,7 @@ def test_a_lost_worker_stops_its_peer_in_one_line_and_both_relaunched_end_as_uni
 def test_a_silent_worker_stops_its_peer_within_the_collective_timeout(tmp_path, pretraining):
     # SIGSTOP: the peer's connections stay open, as when its machine vanishes from the network. On
     # this machine TensorFlow's coordination service reports it dead (no heartbeats) after ~10 s.
-    timeout = 10
-    flags = {**pretraining["flags"], "output_dir": tmp_path / "out"}
-    flags.update(
-        distribution_strategy="multi_worker_mirrored", num_train_steps=40, iterations_per_loop=1,
-        collective_timeout_seconds=timeout,
-    )  # fmt: skip
-    workers = _start_workers(flags, tmp_path, "silent")
-    survivor_log = tmp_path / "silent-worker0.log"
-    try:
-        _wait_for(_has_checkpoint(tmp_path / "out", 10), workers, survivor_log)
-        os.killpg(workers[1].pid, signal.SIGSTOP)
-        stopped_at = time.time()
-        status = _finish(workers[0], survivor_log, timeout=timeout + 60)
-        waited = time.time() - stopped_at
-    finally:
-        _kill_all(workers)
-    output = survivor_log.read_text()
-    assert status != 0, output[-3000:]
-    assert waited < timeout + 30, waited
-    stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
-    assert len(stopped) == 1 and "lost worker 1" in stopped[0], output[-3000:]
+    _lose_worker_1(pretraining, tmp_path, "silent", signal.SIGSTOP, step=10, timeout=10)
 
 
 @pytest.mark.slow
