@@ -134,9 +134,7 @@ def create_instances_from_document(documents, document_index, options, rng):
         return _single_segment_instances(documents[document_index], options, rng)
     document = documents[document_index]
     max_num_tokens = options.max_seq_length - 3
-    target_seq_length = max_num_tokens
-    if rng.random() < options.short_seq_prob:
-        target_seq_length = 2 + _below(rng, max_num_tokens - 1)
+    target_seq_length = _target_length(max_num_tokens, options, rng)
 
     instances = []
     current_chunk = []
@@ -164,6 +162,14 @@ def create_instances_from_document(documents, document_index, options, rng):
     return instances
 
 
+def _target_length(max_num_tokens, options, rng):
+    """An instance's target length: max_num_tokens, or with probability short_seq_prob a random one
+    in [2, max_num_tokens], as the original draws it (one rng.random(), then one more draw)."""
+    if rng.random() < options.short_seq_prob:
+        return 2 + _below(rng, max_num_tokens - 1)
+    return max_num_tokens
+
+
 def _single_segment_instances(document, options, rng):
     """Packs one document into `[CLS] A [SEP]` instances of consecutive sentences (objectives mlm, ltr).
 
@@ -172,9 +178,7 @@ def _single_segment_instances(document, options, rng):
     another document.
     """
     max_num_tokens = options.max_seq_length - 2
-    target_seq_length = max_num_tokens
-    if rng.random() < options.short_seq_prob:
-        target_seq_length = 2 + _below(rng, max_num_tokens - 1)
+    target_seq_length = _target_length(max_num_tokens, options, rng)
     instances = []
     current_chunk = []
     for i, sentence in enumerate(document):
