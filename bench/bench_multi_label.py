@@ -221,7 +221,7 @@ def multi_label_part(model_dir, work_dir, train, dev, results):
             "dev": [(",".join(s), text) for s, (_, text) in zip(dev_sets, dev, strict=True)],
         },
     )
-    settings = {"part": "multi_label", "seed": FLAGS.ml_seed, **common_settings()}
+    settings = {"part": "multi_label", "train_seed": FLAGS.ml_seed, **common_settings()}
     settings.update(max_seq_length=FLAGS.max_seq_length, epochs=FLAGS.num_train_epochs)
     ours = results.get(json.dumps(settings, sort_keys=True))
     if ours is None:
@@ -388,7 +388,7 @@ def class_weights_part(model_dir, work_dir, train, dev, results):
     rows = collections.defaultdict(list)
     for seed in (int(seed) for seed in FLAGS.seeds):
         for class_weights in ("none", "auto"):
-            settings = {"part": "class_weights", "seed": seed, "class_weights": class_weights}
+            settings = {"part": "class_weights", "train_seed": seed, "class_weights": class_weights}
             settings.update(common_settings())
             settings.update(
                 minority_topic=FLAGS.minority_topic, minority_share=FLAGS.minority_share,
@@ -444,12 +444,9 @@ def _mean_cell(values):
 
 
 def common_settings():
-    return {
-        name: getattr(FLAGS, name)
-        for name in (
-            "train_batch_size", "learning_rate", "dev_fraction", "seed", "max_articles",
-        )
-    }  # fmt: skip
+    """The settings both parts' runs share (--seed is the split's, not a training seed)."""
+    names = ("train_batch_size", "learning_rate", "dev_fraction", "max_articles")
+    return {"split_seed": FLAGS.seed, **{name: getattr(FLAGS, name) for name in names}}
 
 
 def record(work_dir, settings, row):
