@@ -25,8 +25,9 @@ Part 2, class weights (`--parts=class_weights`): single-label topic classificati
 split, with --minority_topic's training articles cut to --minority_share of the training set (the
 dev set is left as it is), trained with `--class_weights=none` and `auto` (n / (labels x n_label)),
 per seed of --seeds; shorter inputs (--cw_max_seq_length, default 64) and --cw_num_train_epochs
-(default 1) keep the six runs small. It reports the minority topic's dev recall and precision, dev
-accuracy and macro F1.
+(default 1) keep the six runs small, and --cw_train_share=0.5 halves each topic's training articles
+first (RESULTS' run: on 2 loaded cores). It reports the minority topic's dev recall and precision,
+dev accuracy and macro F1.
 
 Every run appends one JSON line to work_dir/runs.jsonl; a run already there with the same settings
 is skipped, so a stopped bench goes on where it was.
