@@ -1,7 +1,8 @@
-"""The BERT paper's ablations at a size two CPU cores can run (issue 31): pretraining objectives (Table 5).
+"""The BERT paper's ablations at a size two CPU cores can run (issue 31): Tables 5 and 7.
 
-    .venv/bin/python bench/paper_ablations.py --work_dir=/tmp/ablations        # ~40 min on 2 cores
+    .venv/bin/python bench/paper_ablations.py --work_dir=/tmp/ablations        # ~1 h on 2 cores
     .venv/bin/python bench/paper_ablations.py --quick                          # smoke run, not results
+    .venv/bin/python bench/paper_ablations.py --parts=feature_based            # Table 7's rows only
 
 **Pretraining objectives (paper §5.1, Table 5).** Three tiny encoders are pretrained from the same
 text, seed, vocabulary, shape and step count, one per `--objective` (mlm_nsp: masked LM + next
@@ -12,6 +13,14 @@ and a tagging task (`ClassifierRun`, `TaggerRun`: run_classifier.py and run_ner.
 --seeds fine-tuning seeds; a fourth row fine-tunes the same shape from random weights, which tells
 whether pretraining helped at all at this size. The pretraining seed is one (12345) for every row:
 the standard errors cover fine-tuning seeds, not pretraining runs.
+
+**The feature-based approach (paper §5.3, Table 7).** all-MiniLM-L6-v2 (real pretrained weights, 6
+layers, hidden 384; bench/minilm.py converts it) is frozen, and each `run_ner.py --feature_layers`
+value feeds the chosen layers, computed once and cached, to a two-layer BiLSTM on the `names` task
+(`FeatureTaggerRun`); the last row fine-tunes the whole model on the same data (`TaggerRun`). The
+BiLSTM has --lstm_size units a direction (default 128: the paper's 768 for BERT-base would make each
+row cost tens of minutes here) and trains with --feature_learning_rate; these were fixed before the
+first run, not tuned.
 
 The text is Jane Austen's four novels (tests/fixtures/austen_sentences.txt.xz, one sentence per line,
 a blank line between chapters; no English NER corpus ships inside a PyPI package, so both tasks are
@@ -51,6 +60,7 @@ sys.path.insert(0, REPO_DIR)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import machine  # noqa: E402
+import minilm  # noqa: E402
 
 AUSTEN = os.path.join(REPO_DIR, "tests", "fixtures", "austen_sentences.txt.xz")
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
@@ -59,6 +69,16 @@ ROW_NAMES = {
     "mlm": "MLM only (No NSP)",
     "ltr": "LTR, no NSP",
     "none": "no pretraining (random init)",
+}
+# run_ner.py --feature_layers values, one row of the paper's Table 7 each, with its BERT-base dev F1.
+PAPER_TABLE7 = {
+    "embeddings": 91.0,
+    "second_to_last_hidden": 95.6,
+    "last_hidden": 94.9,
+    "weighted_sum_last_four": 95.9,
+    "concat_last_four": 96.1,
+    "weighted_sum_all": 95.5,
+    "fine-tuning": 96.4,
 }
 # The source splits sentences after these titles ("Mr." / "Knightley came in."); rejoined on reading.
 TITLES = ("Mr.", "Mrs.", "Dr.", "St.", "Messrs.")
@@ -84,6 +104,20 @@ flags.DEFINE_integer("num_dev", 600, "Dev examples of each task.")
 flags.DEFINE_float("num_train_epochs", 3.0, "Fine-tuning epochs.")
 flags.DEFINE_float("learning_rate", 1e-4, "Fine-tuning peak learning rate (10% warmup).")
 flags.DEFINE_integer("train_batch_size", 32, "Fine-tuning batch.")
+flags.DEFINE_list(
+    "parts",
+    ["pretraining", "feature_based"],
+    "What to run: pretraining (Table 5's objectives), feature_based (Table 7's rows on MiniLM).",
+)
+flags.DEFINE_integer(
+    "lstm_size", 128, "Feature-based rows: units of each BiLSTM direction (the paper's: 768)."
+)
+flags.DEFINE_float(
+    "feature_learning_rate", 1e-3, "Feature-based rows: the BiLSTM head's peak learning rate."
+)
+flags.DEFINE_float(
+    "minilm_learning_rate", 1e-4, "Feature-based table: fine-tuning MiniLM's peak learning rate."
+)
 flags.DEFINE_integer("threads", 0, "Compute threads (0 = one per core).")
 
 
@@ -343,6 +377,49 @@ def fine_tune(task, model, data_dir, vocab, seed, output_dir):
     return tagging.run(tagging.TaggerConfig(**common))["eval"]["eval_f1"]
 
 
+def feature_based_runs(data_dir, work_dir, seeds, record, done):
+    """Table 7's rows on all-MiniLM-L6-v2 and `names`: the frozen encoder's layers into a BiLSTM
+    (run_ner.py --feature_layers, FeatureTaggerRun), and fine-tuning the same model (TaggerRun).
+
+    The encoder's layers are cached once per choice of layers in work_dir/encoder_features and
+    shared by the seeds (the paper's point: the expensive representation is computed once).
+    """
+    from bert_tf.tasks import feature_based, tagging
+
+    model_dir = minilm.converted(work_dir)
+    common = dict(
+        bert_config_file=os.path.join(model_dir, "bert_config.json"),
+        vocab_file=os.path.join(model_dir, "vocab.txt"),
+        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"), data_dir=data_dir,
+        do_train=True, do_eval=True, max_seq_length=FLAGS.max_seq_length,
+        train_batch_size=FLAGS.train_batch_size, eval_batch_size=64, predict_batch_size=64,
+        num_train_epochs=FLAGS.num_train_epochs, log_steps=10**6, save_checkpoints_steps=10**6,
+    )  # fmt: skip
+    for layers in PAPER_TABLE7:
+        for seed in seeds:
+            if done(part="feature_based", layers=layers, seed=seed):
+                continue
+            start = time.perf_counter()
+            output_dir = os.path.join(work_dir, "runs", f"minilm_{layers}_{seed}")
+            if layers == "fine-tuning":
+                config = tagging.TaggerConfig(
+                    **common, output_dir=output_dir, seed=seed,
+                    learning_rate=FLAGS.minilm_learning_rate,
+                )  # fmt: skip
+                outcome = tagging.run(config)
+            else:
+                config = feature_based.FeatureTaggerConfig(
+                    **common, output_dir=output_dir, seed=seed, feature_layers=layers,
+                    lstm_size=FLAGS.lstm_size, learning_rate=FLAGS.feature_learning_rate,
+                    encoder_features_dir=os.path.join(work_dir, "encoder_features"),
+                )  # fmt: skip
+                outcome = feature_based.run(config)
+            record(
+                dict(part="feature_based", layers=layers, seed=seed,
+                     metric=outcome["eval"]["eval_f1"], seconds=round(time.perf_counter() - start, 1))
+            )  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------- the tables
 
 
@@ -389,7 +466,49 @@ def pretraining_table(results):
     return "\n".join(rows)
 
 
+def feature_based_table(results):
+    rows = [
+        "| features of all-MiniLM-L6-v2 (`--feature_layers`) | `names` dev entity F1 % | "
+        "paper, BERT-base, CoNLL-2003 dev F1 |",
+        "|---|---|---|",
+    ]
+    for layers, paper in PAPER_TABLE7.items():
+        scores = [
+            r["metric"] for r in results if r["part"] == "feature_based" and r["layers"] == layers
+        ]
+        name = "fine-tuning (for comparison)" if layers == "fine-tuning" else f"`{layers}` + BiLSTM"
+        rows.append(f"| {name} | {cell(scores)} | {paper} |")
+    return "\n".join(rows)
+
+
 # ---------------------------------------------------------------------------------- main
+
+
+def pretraining_ablations(config_file, vocab, texts, data_dirs, seeds, work_dir, record, done):
+    """Table 5's rows: pretrains each objective (and takes random weights), fine-tunes on both tasks."""
+    models = {"none": {"config": config_file}}
+    for objective in OBJECTIVES:
+        output_dir = os.path.join(work_dir, f"pretrained_{objective}")
+        if not done(part="pretrain", objective=objective):
+            start = time.perf_counter()
+            output_dir, heldout = pretrain(objective, config_file, vocab, texts, work_dir)
+            record(
+                dict(part="pretrain", objective=objective, **heldout,
+                     seconds=round(time.perf_counter() - start, 1))
+            )  # fmt: skip
+        models[objective] = {"output_dir": output_dir}
+    for variant in (*OBJECTIVES, "none"):
+        for task in ("order", "names"):
+            for seed in seeds:
+                if done(part="finetune", variant=variant, task=task, seed=seed):
+                    continue
+                start = time.perf_counter()
+                output_dir = os.path.join(work_dir, "runs", f"{variant}_{task}_{seed}")
+                metric = fine_tune(task, models[variant], data_dirs[task], vocab, seed, output_dir)
+                record(
+                    dict(part="finetune", variant=variant, task=task, seed=seed, metric=metric,
+                         seconds=round(time.perf_counter() - start, 1))
+                )  # fmt: skip
 
 
 def apply_quick():
@@ -408,6 +527,11 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)
     if FLAGS.quick:
         apply_quick()
+    unknown = set(FLAGS.parts) - {"pretraining", "feature_based"}
+    if unknown:
+        raise app.UsageError(
+            f"--parts: unknown {sorted(unknown)}; known: pretraining, feature_based"
+        )
     threads = machine.set_threads(FLAGS.threads)
     work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="paper_ablations_")
     os.makedirs(work_dir, exist_ok=True)
@@ -423,7 +547,9 @@ def main(argv):
         f"steps of batch {FLAGS.pretrain_batch_size}, lr {FLAGS.pretrain_learning_rate:g}, dupe_factor "
         f"{FLAGS.dupe_factor}, seed 12345; fine-tuning: {FLAGS.num_train} train / {FLAGS.num_dev} dev "
         f"examples a task, {FLAGS.num_train_epochs:g} epochs, batch {FLAGS.train_batch_size}, lr "
-        f"{FLAGS.learning_rate:g}, seeds {seeds}\n",
+        f"{FLAGS.learning_rate:g}, seeds {seeds}; feature-based: BiLSTM {FLAGS.lstm_size} units a "
+        f"direction, lr {FLAGS.feature_learning_rate:g}, MiniLM fine-tuning lr "
+        f"{FLAGS.minilm_learning_rate:g}\n",
         flush=True,
     )
 
@@ -456,31 +582,12 @@ def main(argv):
         flush=True,
     )
 
-    models = {"none": {"config": config_file}}
-    for objective in OBJECTIVES:
-        output_dir = os.path.join(work_dir, f"pretrained_{objective}")
-        if not done(part="pretrain", objective=objective):
-            start = time.perf_counter()
-            output_dir, heldout = pretrain(objective, config_file, vocab, texts, work_dir)
-            record(
-                dict(part="pretrain", objective=objective, **heldout,
-                     seconds=round(time.perf_counter() - start, 1))
-            )  # fmt: skip
-        models[objective] = {"output_dir": output_dir}
-    for variant in (*OBJECTIVES, "none"):
-        for task in ("order", "names"):
-            for seed in seeds:
-                if done(part="finetune", variant=variant, task=task, seed=seed):
-                    continue
-                start = time.perf_counter()
-                output_dir = os.path.join(work_dir, "runs", f"{variant}_{task}_{seed}")
-                metric = fine_tune(task, models[variant], data_dirs[task], vocab, seed, output_dir)
-                record(
-                    dict(part="finetune", variant=variant, task=task, seed=seed, metric=metric,
-                         seconds=round(time.perf_counter() - start, 1))
-                )  # fmt: skip
-
-    print("\n" + pretraining_table(results))
+    if "pretraining" in FLAGS.parts:
+        pretraining_ablations(config_file, vocab, texts, data_dirs, seeds, work_dir, record, done)
+        print("\n" + pretraining_table(results) + "\n", flush=True)
+    if "feature_based" in FLAGS.parts:
+        feature_based_runs(data_dirs["names"], work_dir, seeds, record, done)
+        print("\n" + feature_based_table(results) + "\n", flush=True)
     print(machine.load_line())
 
 
