@@ -109,6 +109,11 @@ flags.DEFINE_list(
     ["pretraining", "feature_based"],
     "What to run: pretraining (Table 5's objectives), feature_based (Table 7's rows on MiniLM).",
 )
+flags.DEFINE_list(
+    "variants",
+    ["mlm_nsp", "mlm", "ltr", "none"],
+    "Pretraining table rows to run (none = random init); several processes can share a --work_dir.",
+)
 flags.DEFINE_integer(
     "lstm_size", 128, "Feature-based rows: units of each BiLSTM direction (the paper's: 768)."
 )
@@ -423,6 +428,17 @@ def feature_based_runs(data_dir, work_dir, seeds, record, done):
 # ---------------------------------------------------------------------------------- the tables
 
 
+def first_of_each_run(results):
+    """The results with one row a run (the first): processes sharing a --work_dir may repeat one."""
+    seen, rows = set(), []
+    for row in results:
+        key = tuple(row.get(k) for k in ("part", "objective", "variant", "layers", "task", "seed"))
+        if key not in seen:
+            seen.add(key)
+            rows.append(row)
+    return rows
+
+
 def mean_and_error(values):
     """(mean, standard error of the mean); the error is 0 for one value."""
     mean = sum(values) / len(values)
@@ -487,7 +503,7 @@ def feature_based_table(results):
 def pretraining_ablations(config_file, vocab, texts, data_dirs, seeds, work_dir, record, done):
     """Table 5's rows: pretrains each objective (and takes random weights), fine-tunes on both tasks."""
     models = {"none": {"config": config_file}}
-    for objective in OBJECTIVES:
+    for objective in (o for o in OBJECTIVES if o in FLAGS.variants):
         output_dir = os.path.join(work_dir, f"pretrained_{objective}")
         if not done(part="pretrain", objective=objective):
             start = time.perf_counter()
@@ -497,7 +513,7 @@ def pretraining_ablations(config_file, vocab, texts, data_dirs, seeds, work_dir,
                      seconds=round(time.perf_counter() - start, 1))
             )  # fmt: skip
         models[objective] = {"output_dir": output_dir}
-    for variant in (*OBJECTIVES, "none"):
+    for variant in (v for v in (*OBJECTIVES, "none") if v in FLAGS.variants):
         for task in ("order", "names"):
             for seed in seeds:
                 if done(part="finetune", variant=variant, task=task, seed=seed):
@@ -536,7 +552,6 @@ def main(argv):
     work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="paper_ablations_")
     os.makedirs(work_dir, exist_ok=True)
     results_path = os.path.join(work_dir, "results.jsonl")
-    results = machine.read_json_lines(results_path)
     seeds = [int(seed) for seed in FLAGS.seeds]
     print(machine.header())
     print(
@@ -554,13 +569,14 @@ def main(argv):
     )
 
     def record(row):
-        results.append(row)
         with open(results_path, "a", encoding="utf-8") as writer:
             writer.write(json.dumps(row) + "\n")
         print(json.dumps(row), flush=True)
 
     def done(**keys):
-        return any(all(r.get(k) == v for k, v in keys.items()) for r in results)
+        """Whether results.jsonl (of this process or another one sharing --work_dir) has the run."""
+        rows = machine.read_json_lines(results_path)
+        return any(all(r.get(k) == v for k, v in keys.items()) for r in rows)
 
     chapters = read_chapters()
     splits = chapters_by_split(chapters)
@@ -584,9 +600,11 @@ def main(argv):
 
     if "pretraining" in FLAGS.parts:
         pretraining_ablations(config_file, vocab, texts, data_dirs, seeds, work_dir, record, done)
+        results = first_of_each_run(machine.read_json_lines(results_path))
         print("\n" + pretraining_table(results) + "\n", flush=True)
     if "feature_based" in FLAGS.parts:
         feature_based_runs(data_dirs["names"], work_dir, seeds, record, done)
+        results = first_of_each_run(machine.read_json_lines(results_path))
         print("\n" + feature_based_table(results) + "\n", flush=True)
     print(machine.load_line())
 
