@@ -114,6 +114,11 @@ flags.DEFINE_list(
     ["mlm_nsp", "mlm", "ltr", "none"],
     "Pretraining table rows to run (none = random init); several processes can share a --work_dir.",
 )
+flags.DEFINE_list(
+    "feature_rows",
+    list(PAPER_TABLE7),
+    "Feature-based table rows to run: --feature_layers values, and fine-tuning.",
+)
 flags.DEFINE_integer(
     "lstm_size", 128, "Feature-based rows: units of each BiLSTM direction (the paper's: 768)."
 )
@@ -400,7 +405,7 @@ def feature_based_runs(data_dir, work_dir, seeds, record, done):
         train_batch_size=FLAGS.train_batch_size, eval_batch_size=64, predict_batch_size=64,
         num_train_epochs=FLAGS.num_train_epochs, log_steps=10**6, save_checkpoints_steps=10**6,
     )  # fmt: skip
-    for layers in PAPER_TABLE7:
+    for layers in (row for row in PAPER_TABLE7 if row in FLAGS.feature_rows):
         for seed in seeds:
             if done(part="feature_based", layers=layers, seed=seed):
                 continue
