@@ -62,6 +62,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402
 import minilm  # noqa: E402
 
+from bert_tf import io  # noqa: E402
+
 AUSTEN = os.path.join(REPO_DIR, "tests", "fixtures", "austen_sentences.txt.xz")
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 ROW_NAMES = {
@@ -168,7 +170,7 @@ def chapters_by_split(chapters):
 
 def write_pretraining_text(chapters, path):
     """One sentence a line, a blank line between chapters (create_pretraining_data's documents)."""
-    with open(path, "w", encoding="utf-8") as writer:
+    with io.atomic_write(path) as writer:
         writer.write("\n\n".join("\n".join(chapter) for chapter in chapters) + "\n")
 
 
@@ -183,7 +185,7 @@ def learn_vocab(chapters, vocab_size, path):
         word for chapter in chapters for sentence in chapter for word in basic.tokenize(sentence)
     )
     vocab = learner.learn(sorted(counts.items()), vocab_size, RESERVED_TOKENS, lower_thresh=1)
-    with open(path, "w", encoding="utf-8") as writer:
+    with io.atomic_write(path) as writer:
         writer.write("".join(token + "\n" for token in vocab))
     return len(vocab)
 
@@ -207,7 +209,7 @@ def write_order_task(splits, data_dir, num_train, num_dev, seed=12345):
         for index, (first, second) in enumerate(pairs[:size]):
             # Alternate the labels: balanced classes, and each pair seen in one order only.
             rows.append((first, second, "in_order") if index % 2 else (second, first, "swapped"))
-        with open(os.path.join(data_dir, f"{split}.tsv"), "w", encoding="utf-8") as writer:
+        with io.atomic_write(os.path.join(data_dir, f"{split}.tsv")) as writer:
             writer.writelines(f"{a}\t{b}\t{label}\n" for a, b, label in rows)
 
 
@@ -281,7 +283,7 @@ def write_names_task(chapters, splits, data_dir, num_train, num_dev, seed=12345)
             words = basic.tokenize(sentence)
             labels = name_labels(words, names)
             blocks.append("".join(f"{w}\t{t}\n" for w, t in zip(words, labels, strict=True)))
-        with open(os.path.join(data_dir, f"{split}.txt"), "w", encoding="utf-8") as writer:
+        with io.atomic_write(os.path.join(data_dir, f"{split}.txt")) as writer:
             writer.write("\n".join(blocks))
 
 
@@ -295,7 +297,7 @@ def bert_config(vocab_size, path):
         hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
         max_position_embeddings=FLAGS.max_seq_length, type_vocab_size=2, initializer_range=0.02,
     )  # fmt: skip
-    with open(path, "w", encoding="utf-8") as writer:
+    with io.atomic_write(path) as writer:
         json.dump(config, writer, indent=2)
     return path
 
@@ -505,8 +507,18 @@ def feature_based_table(results):
 # ---------------------------------------------------------------------------------- main
 
 
-def pretraining_ablations(config_file, vocab, texts, data_dirs, seeds, work_dir, record, done):
+def pretraining_ablations(splits, data_dirs, seeds, work_dir, record, done):
     """Table 5's rows: pretrains each objective (and takes random weights), fine-tunes on both tasks."""
+    texts = {split: os.path.join(work_dir, f"austen_{split}.txt") for split in ("train", "dev")}
+    for split, path in texts.items():
+        write_pretraining_text(splits[split], path)
+    vocab = os.path.join(work_dir, "vocab.txt")
+    if not os.path.exists(vocab):
+        learn_vocab(splits["train"], FLAGS.vocab_size, vocab)
+    with open(vocab, encoding="utf-8") as reader:
+        vocab_size = sum(1 for _ in reader)
+    config_file = bert_config(vocab_size, os.path.join(work_dir, "bert_config.json"))
+    print(f"vocab: {vocab_size} wordpieces learned from the train chapters\n", flush=True)
     models = {"none": {"config": config_file}}
     for objective in (o for o in OBJECTIVES if o in FLAGS.variants):
         output_dir = os.path.join(work_dir, f"pretrained_{objective}")
@@ -585,26 +597,14 @@ def main(argv):
 
     chapters = read_chapters()
     splits = chapters_by_split(chapters)
-    texts = {split: os.path.join(work_dir, f"austen_{split}.txt") for split in ("train", "dev")}
-    for split, path in texts.items():
-        write_pretraining_text(splits[split], path)
-    vocab = os.path.join(work_dir, "vocab.txt")
-    if not os.path.exists(vocab):
-        learn_vocab(splits["train"], FLAGS.vocab_size, vocab)
-    with open(vocab, encoding="utf-8") as reader:
-        vocab_size = sum(1 for _ in reader)
     data_dirs = {task: os.path.join(work_dir, task) for task in ("order", "names")}
     write_order_task(splits, data_dirs["order"], FLAGS.num_train, FLAGS.num_dev)
     write_names_task(chapters, splits, data_dirs["names"], FLAGS.num_train, FLAGS.num_dev)
-    config_file = bert_config(vocab_size, os.path.join(work_dir, "bert_config.json"))
     print(
-        f"Austen: {len(chapters)} chapters ({len(splits['train'])} train, {len(splits['dev'])} dev); "
-        f"vocab {vocab_size} wordpieces learned from the train chapters\n",
-        flush=True,
+        f"Austen: {len(chapters)} chapters ({len(splits['train'])} train, {len(splits['dev'])} dev)"
     )
-
     if "pretraining" in FLAGS.parts:
-        pretraining_ablations(config_file, vocab, texts, data_dirs, seeds, work_dir, record, done)
+        pretraining_ablations(splits, data_dirs, seeds, work_dir, record, done)
         results = first_of_each_run(machine.read_json_lines(results_path))
         print("\n" + pretraining_table(results) + "\n", flush=True)
     if "feature_based" in FLAGS.parts:
