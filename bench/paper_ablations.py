@@ -1,6 +1,6 @@
 """The BERT paper's ablations at a size two CPU cores can run (issue 31): Tables 5 and 7.
 
-    .venv/bin/python bench/paper_ablations.py --work_dir=/tmp/ablations        # ~1 h on 2 cores
+    .venv/bin/python bench/paper_ablations.py --work_dir=/tmp/ablations        # 1-2 h on 2 cores
     .venv/bin/python bench/paper_ablations.py --quick                          # smoke run, not results
     .venv/bin/python bench/paper_ablations.py --parts=feature_based            # Table 7's rows only
 
@@ -23,8 +23,8 @@ row cost tens of minutes here) and trains with --feature_learning_rate; these we
 first run, not tuned.
 
 The text is Jane Austen's four novels (tests/fixtures/austen_sentences.txt.xz, one sentence per line,
-a blank line between chapters; no English NER corpus ships inside a PyPI package, so both tasks are
-made from it). Chapters are dealt to splits as scripts/make_sample_tasks.py deals them (index % 5 == 3
+a blank line between chapters; no PyPI package was found that ships an English NER corpus in its
+files, so both tasks are made from it). Chapters are dealt to splits as scripts/make_sample_tasks.py deals them (index % 5 == 3
 dev, == 4 test, else train): pretraining reads the train chapters only, so no dev sentence was seen
 in pretraining. The WordPiece vocabulary (uncased) is learned from the pretraining text with
 tensorflow-text's learner, since the 30,522-entry release vocabulary would make most of a tiny
