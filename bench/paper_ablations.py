@@ -24,11 +24,11 @@ first run, not tuned.
 
 The text is Jane Austen's four novels (tests/fixtures/austen_sentences.txt.xz, one sentence per line,
 a blank line between chapters; no PyPI package was found that ships an English NER corpus in its
-files, so both tasks are made from it). Chapters are dealt to splits as scripts/make_sample_tasks.py deals them (index % 5 == 3
-dev, == 4 test, else train): pretraining reads the train chapters only, so no dev sentence was seen
-in pretraining. The WordPiece vocabulary (uncased) is learned from the pretraining text with
-tensorflow-text's learner, since the 30,522-entry release vocabulary would make most of a tiny
-model's weights and time the output softmax.
+files, so both tasks are made from it). Chapters are dealt to splits as scripts/make_sample_tasks.py
+deals them (index % 5 == 3 dev, == 4 test, else train): pretraining reads the train chapters only, so
+no dev sentence was seen in pretraining. The WordPiece vocabulary (uncased) is learned from the
+pretraining text with tensorflow-text's learner, since the 30,522-entry release vocabulary would make
+most of a tiny model's weights and time the output softmax.
 - pair task, `order`: two consecutive sentences of a chapter, in the book's order (`in_order`) or
   swapped (`swapped`); sentence A and B as the original's pair input. This is a coherence task (as
   ALBERT's sentence-order prediction), not the next-sentence task: both orders hold the same two
