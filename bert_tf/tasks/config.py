@@ -10,8 +10,8 @@ so the tasks run the same from flags, from tests and from bench/ without absl.
 import dataclasses
 
 from bert_tf.distribute import STRATEGIES
+from bert_tf.precision import MIXED_PRECISION_POLICIES
 from bert_tf.settings import setting
-from bert_tf.training import MIXED_PRECISION_POLICIES
 
 
 @dataclasses.dataclass(kw_only=True)
