@@ -17,6 +17,8 @@ class TaskSpec:
         "cls/squad/output_weights"), or None for the encoder.
       info_from_google_head: (shape of that output_weights) -> a TaskInfo's head settings (dict),
         for a Google checkpoint that has no task.json beside it.
+      run_class: the task's FineTuningRun subclass (tasks/finetuning.py), whose `spec` becomes this
+        spec; None for the encoder.
     """
 
     name: str
@@ -24,3 +26,15 @@ class TaskSpec:
     export_model: Callable
     google_head: str | None = None
     info_from_google_head: Callable | None = None
+    run_class: type | None = None
+
+    def __post_init__(self):
+        if self.run_class is not None:
+            self.run_class.spec = self
+
+    def run(self, config):
+        """Runs the task's script as `config` says; returns {"train", "eval", "predict", "export"}
+        (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
+        from bert_tf.tasks import sweep
+
+        return sweep.run(config, self.run_class)
