@@ -25,9 +25,9 @@ from bert_tf.settings import setting
 from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
-from bert_tf.tasks.run_files import LABELS_FILE, WINDOW_COMBINATIONS, labels_text
+from bert_tf.tasks.run_files import LABELS_FILE, labels_text
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.windows import combine_windows, window_signatures
+from bert_tf.tasks.windows import WINDOW_COMBINATIONS, combine_windows, window_signatures
 
 MODEL_TYPE = "classifier"
 
@@ -93,6 +93,32 @@ def classification_loss(outputs, features, num_examples, is_regression, class_we
         if class_weights is not None:
             per_example *= tf.gather(tf.constant(class_weights, tf.float32), labels)
     return tf.reduce_sum(per_example) / num_examples
+
+
+@dataclasses.dataclass
+class ClassifierSettings:
+    """The classifier's part of task.json: its data and its window rules.
+
+    Attributes:
+      is_pair, is_regression: two texts per example; a score instead of labels.
+      doc_stride: with windows (--doc_stride), pieces between the starts of two windows, else None.
+      window_combination: how a text's windows combine ("weighted_mean", "mean", "max"); "mean"
+        for a run that recorded none (the rule before weighted_mean).
+    """
+
+    is_pair: bool = False
+    is_regression: bool = False
+    doc_stride: int | None = None
+    window_combination: str = "mean"
+
+    def __post_init__(self):
+        if self.window_combination is None:  # a task.json's null
+            self.window_combination = "mean"
+        if self.window_combination not in WINDOW_COMBINATIONS:
+            raise ValueError(
+                f"window_combination {self.window_combination!r} is none of "
+                f"{', '.join(WINDOW_COMBINATIONS)}"
+            )
 
 
 # ---------------------------------------------------------------------------------- the export
@@ -445,6 +471,7 @@ SPEC = TaskSpec(
     build_model=build_model,
     run_class=ClassifierRun,
     export_model=export_model,
+    settings_class=ClassifierSettings,
     google_head="output_weights",
     # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
     info_from_google_head=lambda shape: {

@@ -61,6 +61,13 @@ class BertMultiLabelClassifier(classification.BertClassifier):
         return {"probabilities": probabilities, "labels": names.to_tensor(default_value="")}
 
 
+@dataclasses.dataclass
+class MultiLabelSettings(classification.ClassifierSettings):
+    """The classifier's part of task.json, and each label's threshold (None: 0.5 each)."""
+
+    thresholds: list | None = None
+
+
 def thresholds_of(info):
     """Each label's threshold in a TaskInfo: its own, else 0.5."""
     return list(info.thresholds or [DEFAULT_THRESHOLD] * len(info.labels))
@@ -300,6 +307,7 @@ SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     run_class=MultiLabelRun,
+    settings_class=MultiLabelSettings,
     export_model=classification.export_model,
     google_head="output_weights",
 )

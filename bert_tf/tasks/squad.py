@@ -74,6 +74,19 @@ class BertSquad(BertTaskModel):
         return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
 
 
+@dataclasses.dataclass
+class SquadSettings:
+    """SQuAD's part of task.json: its windowing and n-best limits (run_squad.py's flags), which
+    the export's squad_serving.QaSettings takes with the shared max_seq_length."""
+
+    version_2_with_negative: bool = False
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float = 0.0
+
+
 def squad_loss(outputs, features, num_examples):
     """Summed (start + end cross-entropy) / 2 over the batch, / num_examples (the global batch).
 
@@ -421,6 +434,7 @@ SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     run_class=SquadRun,
+    settings_class=SquadSettings,
     export_model=export_model,
     google_head=f"{GOOGLE_SCOPE}output_weights",
     # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,

@@ -67,6 +67,13 @@ class BertTagger(BertTaskModel):
         return {**super().get_config(), "num_labels": self.num_labels}
 
 
+@dataclasses.dataclass
+class TaggerSettings:
+    """The tagger's part of task.json: the window stride (None: (max_seq_length - 2) // 2)."""
+
+    doc_stride: int | None = None
+
+
 def tagging_loss(outputs, features, num_words):
     """Cross-entropy summed over the labelled pieces (label_mask) / num_words, the global count."""
     logits = tf.cast(outputs["logits"], tf.float32)  # [B, S, L]
@@ -278,6 +285,7 @@ SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     run_class=TaggerRun,
+    settings_class=TaggerSettings,
     export_model=tagging_serving.export_model,
     google_head=f"{GOOGLE_SCOPE}output_weights",
     # Label names are not in a Google checkpoint: "0", "1", ... (or a labels.txt beside it).
