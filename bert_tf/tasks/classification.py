@@ -295,13 +295,7 @@ class ClassifierRun(FineTuningRun):
 
     def read_split(self, split):
         """The InputExamples of the "train", "dev" or "test" data."""
-        processor, data_dir = self.processor, self.config.data_dir
-        read = {
-            "train": processor.get_train_examples,
-            "dev": processor.get_dev_examples,
-            "test": processor.get_test_examples,
-        }[split]
-        examples = read(data_dir)
+        examples = getattr(self.processor, f"get_{split}_examples")(self.config.data_dir)
         if not examples:
             raise InputError(f"the {split} data holds no example")
         return examples
@@ -317,12 +311,8 @@ class ClassifierRun(FineTuningRun):
         return data_features.label_id(example, self.label_map, self.is_regression)
 
     def feature_settings(self, step):
-        processor, config = self.processor, self.config
-        sources = {
-            "train": processor.train_source,
-            "eval": processor.dev_source,
-            "predict": processor.test_source,
-        }[step]
+        config = self.config
+        sources = getattr(self.processor, f"{self.splits[step]}_source")
         settings = {
             "format": self.feature_format,
             "task_name": config.task_name,

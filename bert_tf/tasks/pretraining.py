@@ -226,9 +226,7 @@ class PretrainingRun(Run):
                     config.num_warmup_steps,
                     config.optimizer,
                 ),
-                self.train_config(
-                    config.num_train_steps, num_accumulation_steps=config.num_accumulation_steps
-                ),
+                self.train_config(config.num_train_steps),
             )
         return self._trainer
 

@@ -184,6 +184,7 @@ class Run:
             steps_per_loop=config.iterations_per_loop,
             save_checkpoints_steps=config.save_checkpoints_steps,
             log_steps=config.log_steps,
+            num_accumulation_steps=self.num_accumulation_steps,
             mixed_precision=config.mixed_precision,
             jit_compile=config.jit_compile,
             **settings,
