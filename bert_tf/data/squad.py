@@ -32,7 +32,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.data.packing import window_spans
-from bert_tf.data.records import int64_feature, serialize_example
+from bert_tf.data.records import serialize_values
 from bert_tf.data.squad_examples import (  # noqa: F401 (the reading half, named here too)
     SquadExample,
     read_squad_examples,
@@ -293,15 +293,15 @@ def squad_feature_spec(max_seq_length, is_training):
 
 
 def serialize_squad_feature(feature, is_training):
-    """A SquadFeature as tf.train.Example bytes, with the original's feature names."""
-    features = {
-        "unique_ids": int64_feature([feature.unique_id]),
-        "input_ids": int64_feature(feature.input_ids),
-        "input_mask": int64_feature(feature.input_mask),
-        "segment_ids": int64_feature(feature.segment_ids),
+    """A SquadFeature as tf.train.Example bytes, with the original's feature names (squad_feature_spec)."""
+    values = {
+        "unique_ids": feature.unique_id,
+        "input_ids": feature.input_ids,
+        "input_mask": feature.input_mask,
+        "segment_ids": feature.segment_ids,
     }
     if is_training:
-        features["start_positions"] = int64_feature([feature.start_position])
-        features["end_positions"] = int64_feature([feature.end_position])
-        features["is_impossible"] = int64_feature([int(feature.is_impossible)])
-    return serialize_example(features)
+        values["start_positions"] = feature.start_position
+        values["end_positions"] = feature.end_position
+        values["is_impossible"] = int(feature.is_impossible)
+    return serialize_values(values, squad_feature_spec(len(feature.input_ids), is_training))

@@ -19,6 +19,7 @@ from bert_tf import io, metrics
 from bert_tf.data import classification as data
 from bert_tf.data.classification import features as data_features
 from bert_tf.data.feature_cache import file_identity
+from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, serving_signatures, write_saved_model
 from bert_tf.settings import setting
@@ -366,8 +367,8 @@ class ClassifierRun(FineTuningRun):
         return [feature]
 
     def serialize(self, feature):
-        """A feature dict as TFRecord bytes."""
-        return data_features.serialize_classifier_feature(feature, self.is_regression)
+        """A feature dict as TFRecord bytes, of the run's feature spec."""
+        return serialize_values(feature, self.feature_spec(True))
 
     def feature_spec(self, is_training, path=None):
         return data_features.classifier_feature_spec(

@@ -18,7 +18,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.data.classification import multi_label as data_multi_label
-from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.settings import setting
 from bert_tf.tasks import classification
@@ -241,9 +240,6 @@ class MultiLabelRun(classification.ClassifierRun):
         # are the multi-hot label_ids instead of one id.
         features = super().example_features(dataclasses.replace(example, label=None), index)
         return [{**feature, "label_ids": self.label_value(example)} for feature in features]
-
-    def serialize(self, feature):
-        return serialize_values(feature, self.feature_spec(True))
 
     def feature_spec(self, is_training, path=None):
         spec = data_multi_label.feature_spec(self.config.max_seq_length, len(self.labels))
