@@ -18,7 +18,7 @@ from bert_tf.tasks import tagging  # noqa: E402 (after TensorFlow's quiet start)
 
 def cli_main():
     """Console entry point `bert-run-ner`."""
-    cli.main(tagging.TaggerConfig, tagging.run, __name__)
+    cli.main(tagging.TaggerConfig, tagging.SPEC.run, __name__)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from bert_tf.tasks import squad  # noqa: E402 (after TensorFlow's quiet start)
 
 def cli_main():
     """Console entry point `bert-run-squad`."""
-    cli.main(squad.SquadConfig, squad.run, __name__)
+    cli.main(squad.SquadConfig, squad.SPEC.run, __name__)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from bert_tf.tasks import multiple_choice  # noqa: E402 (after TensorFlow's quie
 
 def cli_main():
     """Console entry point `bert-run-swag`."""
-    cli.main(multiple_choice.MultipleChoiceConfig, multiple_choice.run, __name__)
+    cli.main(multiple_choice.MultipleChoiceConfig, multiple_choice.SPEC.run, __name__)
 
 
 if __name__ == "__main__":

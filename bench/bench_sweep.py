@@ -117,7 +117,7 @@ def main(argv):
         flush=True,
     )
     start = time.perf_counter()
-    outcome = classification.run(sweep_config(data_dir, model_dir, output_dir))
+    outcome = classification.SPEC.run(sweep_config(data_dir, model_dir, output_dir))
     print(f"sweep wall time (this command): {time.perf_counter() - start:.0f} s")
     print_table(os.path.join(output_dir, sweep.RESULTS_FILE), outcome["best"])
     print(machine.load_line())

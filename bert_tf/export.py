@@ -104,6 +104,17 @@ def _servable(module):
     return servable
 
 
+def serving_module(model, info, vocab_file):
+    """What every export starts from: a tf.Module holding the model and a BertPreprocessor of the
+    run's vocab, casing and max_seq_length (info: its TaskInfo)."""
+    from bert_tf.preprocessing import BertPreprocessor
+
+    module = tf.Module()
+    module.model = model
+    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
+    return module
+
+
 def next_version(export_dir):
     """The next free version number in export_dir: 1 + the largest numbered folder there (1 if none)."""
     if not tf.io.gfile.isdir(export_dir):

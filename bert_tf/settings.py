@@ -34,6 +34,49 @@ def setting(default, help, *, choices=None, sweep=False):
     return dataclasses.field(default=default, metadata=metadata)
 
 
+class _Change:
+    """What `changed` records: the base field's default, help or sweep, changed in a subclass."""
+
+    def __init__(self, **changes):
+        self.changes = changes
+
+
+def changed(default=dataclasses.MISSING, *, help=None, sweep=None):
+    """A subclass's change to a `setting` of its base: its default, help text or sweep, nothing else.
+
+    The subclass names the field without its type (`max_seq_length = changed(384)`); the class
+    must derive from `Settings`, which fills in the rest from the base's declaration.
+    """
+    changes = {"default": default, "help": help, "sweep": sweep}
+    return _Change(
+        **{key: value for key, value in changes.items() if value not in (None, dataclasses.MISSING)}
+    )
+
+
+class Settings:
+    """Base of settings dataclasses: turns a subclass's `changed(...)` into the base's field, changed."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        annotations = cls.__dict__.get("__annotations__", {})
+        for name, change in list(vars(cls).items()):
+            if not isinstance(change, _Change):
+                continue
+            base = next(
+                (b.__dataclass_fields__[name] for b in cls.__mro__[1:]
+                 if name in getattr(b, "__dataclass_fields__", {})),
+                None,
+            )  # fmt: skip
+            if base is None:
+                raise TypeError(f"{cls.__name__}.{name}: changed() needs a base field of that name")
+            metadata = dict(base.metadata)
+            metadata.update({k: v for k, v in change.changes.items() if k in ("help", "sweep")})
+            default = change.changes.get("default", base.default)
+            setattr(cls, name, dataclasses.field(default=default, metadata=metadata))
+            annotations[name] = base.type
+        cls.__annotations__ = annotations
+
+
 def flag_fields(config_class):
     """The fields of `config_class` that are flags (declared with `setting`)."""
     return [field for field in dataclasses.fields(config_class) if "help" in field.metadata]

@@ -9,7 +9,6 @@ B = per-replica batch, k = num_accumulation_steps.
 """
 
 import dataclasses
-import math
 import os
 import shutil
 import tempfile
@@ -20,13 +19,18 @@ import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
-from tensorflow.core.framework import summary_pb2
 
 from bert_tf import io
 from bert_tf.distribute import is_chief
+from bert_tf.errors import InputError
+from bert_tf.precision import (
+    MIXED_PRECISION_POLICIES,
+    SyncedLossScaleOptimizer,
+    build_with_policy,
+)
 from bert_tf.preemption import Preempted, StopSignal, any_worker_stopping, peer_errors
+from bert_tf.progress import log_progress, steps_to_next_boundary
 
-MIXED_PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 # Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
 CHECKPOINT_NAME = "model.ckpt"
 _INPUT_STEPS_KEY = "input_steps/.ATTRIBUTES/VARIABLE_VALUE"
@@ -114,10 +118,10 @@ class Trainer:
         self._check_config()
         self._chief = is_chief(strategy)
         with strategy.scope():
-            self.model = _build_with_policy(task.build_model, config.mixed_precision)
+            self.model = build_with_policy(task.build_model, config.mixed_precision)
             optimizer = optimizer_fn()
             if config.mixed_precision == "mixed_float16":
-                optimizer = _SyncedLossScaleOptimizer(optimizer)
+                optimizer = SyncedLossScaleOptimizer(optimizer)
             self.optimizer = optimizer
             self._build(self.model, self.optimizer)
             # Per-replica sums of the training losses since the last log line.
@@ -150,19 +154,12 @@ class Trainer:
             raise ValueError(
                 f"--mixed_precision must be one of {MIXED_PRECISION_POLICIES}, got {config.mixed_precision!r}"
             )
-        if config.num_accumulation_steps < 1:
-            raise ValueError(
-                f"--num_accumulation_steps must be >= 1, got {config.num_accumulation_steps}"
-            )
-        if config.train_batch_size % (replicas * config.num_accumulation_steps):
-            raise ValueError(
-                f"--train_batch_size={config.train_batch_size} must be divisible by the number of replicas "
-                f"({replicas}) times --num_accumulation_steps ({config.num_accumulation_steps})"
-            )
-        if config.eval_batch_size % replicas:
-            raise ValueError(
-                f"--eval_batch_size={config.eval_batch_size} must be divisible by the number of replicas ({replicas})"
-            )
+        check_batch_sizes(
+            replicas,
+            config.train_batch_size,
+            config.num_accumulation_steps,
+            eval_batch_size=config.eval_batch_size,
+        )
         for name in ("num_train_steps", "steps_per_loop", "save_checkpoints_steps", "log_steps"):
             if getattr(config, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(config, name)}")
@@ -336,10 +333,9 @@ class Trainer:
     def _train_until(self, end, writer):
         config, iterator = self.config, self._train_iterator
         step, last = self.global_step, {"global_step": self.global_step}
-        start_step, start_time = step, time.time()
-        interval_start_step, interval_start_time = step, start_time
+        start = interval_start = (step, time.time())
         while step < end:
-            num_steps = min(_steps_to_next_boundary(step, config), end - step)
+            num_steps = min(steps_to_next_boundary(step, config), end - step)
             self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
             step = self.global_step
             if any_worker_stopping(self.strategy, self._stop):
@@ -350,54 +346,23 @@ class Trainer:
                 )
             if step % config.log_steps == 0 or step in (config.num_train_steps, end):
                 now = time.time()
-                last = self._log_progress(
-                    step,
-                    interval_start_step,
-                    interval_start_time,
-                    start_step,
-                    start_time,
-                    now,
-                    writer,
-                )
-                interval_start_step, interval_start_time = step, now
+                last = self._log_progress(step, interval_start, start, now, writer)
+                interval_start = (step, now)
             if step % config.save_checkpoints_steps == 0 or step in (config.num_train_steps, end):
                 self._save(step)
         return last
 
-    def _log_progress(
-        self, step, interval_start_step, interval_start_time, start_step, start_time, now, writer
-    ):
-        config = self.config
-        steps = step - interval_start_step
+    def _log_progress(self, step, interval_start, start, now, writer):
+        steps = step - interval_start[0]
         means = {
             key: float(var.read_value()) / max(steps, 1) for key, var in self._loss_sums.items()
         }
         for var in self._loss_sums.values():
             var.assign(tf.zeros_like(var))
         learning_rate = float(self.optimizer.learning_rate)
-        examples_per_sec = steps * config.train_batch_size / max(now - interval_start_time, 1e-9)
-        steps_per_sec = (step - start_step) / max(now - start_time, 1e-9)
-        eta = (config.num_train_steps - step) / max(steps_per_sec, 1e-9)
-        logging.info(
-            "step %d/%d  loss %.4f  lr %.3g  %.1f examples/s  ETA %s",
-            step,
-            config.num_train_steps,
-            means.get("loss", math.nan),
-            learning_rate,
-            examples_per_sec,
-            _format_seconds(eta),
+        return log_progress(
+            self.config, means, learning_rate, step, interval_start, start, now, writer
         )
-        with writer.as_default(step=step):
-            for key, value in means.items():
-                _write_scalar(key, value)
-            _write_scalar("learning_rate", learning_rate)
-            _write_scalar("examples_per_second", examples_per_sec)
-        return {
-            **means,
-            "global_step": step,
-            "learning_rate": learning_rate,
-            "examples_per_second": examples_per_sec,
-        }
 
     def _save(self, step):
         if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
@@ -527,34 +492,37 @@ class Trainer:
         return predict_step
 
 
+def check_batch_sizes(replicas, train_batch_size, num_accumulation_steps=1, **batch_sizes):
+    """Each global batch must split evenly over the replicas (and the accumulation micro-batches).
+
+    Args:
+      replicas: the strategy's num_replicas_in_sync.
+      train_batch_size, num_accumulation_steps: the training batch and its micro-batches.
+      **batch_sizes: other global batches by flag name (eval_batch_size, predict_batch_size).
+
+    Raises:
+      InputError: naming the flag.
+    """
+    if num_accumulation_steps < 1:
+        raise InputError(f"--num_accumulation_steps must be >= 1, got {num_accumulation_steps}")
+    if train_batch_size % (replicas * num_accumulation_steps):
+        raise InputError(
+            f"--train_batch_size={train_batch_size} must be divisible by the number of replicas "
+            f"({replicas}) times --num_accumulation_steps ({num_accumulation_steps})"
+        )
+    for name, value in batch_sizes.items():
+        if value % replicas:
+            raise InputError(
+                f"--{name}={value} must be divisible by the number of replicas ({replicas})"
+            )
+
+
 def write_eval_results(path, results):
     """Writes `key = value` lines (sorted, the original's eval_results.txt format), atomically."""
     lines = [f"{key} = {results[key]}" for key in sorted(results)]
     io.write_text(path, "\n".join(lines) + "\n")
     for line in lines:
         logging.info("  %s", line)
-
-
-def _build_with_policy(build_model, policy):
-    """Builds the model under a dtype policy without leaving the policy set for the rest of the process."""
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(policy)
-    try:
-        return build_model()
-    finally:
-        keras.config.set_dtype_policy(previous)
-
-
-class _SyncedLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
-    """Dynamic loss scaling whose skip-or-apply decision is the same on every replica and worker."""
-
-    def check_finite(self, grads):
-        finite = super().check_finite(grads)
-        context = tf.distribute.get_replica_context()
-        if context is None or context.num_replicas_in_sync == 1:
-            return finite
-        num_finite = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(finite, tf.int32))
-        return tf.equal(num_finite, context.num_replicas_in_sync)
 
 
 def _select(tensors, keys):
@@ -577,25 +545,3 @@ def _concat_padded(arrays):
         for a in arrays
     ]
     return np.concatenate(padded, axis=0)
-
-
-def _write_scalar(name, value):
-    """tf.summary.scalar without the tensorboard package: the same event, tagged for the scalars plugin."""
-    metadata = summary_pb2.SummaryMetadata()
-    metadata.plugin_data.plugin_name = "scalars"
-    tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata.SerializeToString())
-
-
-def _steps_to_next_boundary(step, config):
-    """Steps the next loop call runs: up to steps_per_loop, stopping at a log, checkpoint or the end."""
-    boundaries = [config.num_train_steps]
-    for every in (config.log_steps, config.save_checkpoints_steps):
-        boundaries.append((step // every + 1) * every)
-    return int(min(config.steps_per_loop, min(boundaries) - step))
-
-
-def _format_seconds(seconds):
-    if not np.isfinite(seconds):
-        return "?"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

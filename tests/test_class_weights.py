@@ -67,7 +67,7 @@ def test_the_training_loss_weights_each_example_by_its_label(data_dir, tmp_path)
 
 
 def test_a_weighted_run_trains(data_dir, tmp_path):
-    outcome = classification.run(weighted_run(data_dir, tmp_path, "auto").config)
+    outcome = classification.SPEC.run(weighted_run(data_dir, tmp_path, "auto").config)
     assert outcome["train"]["global_step"] == 3
 
 

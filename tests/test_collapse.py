@@ -95,7 +95,7 @@ def test_a_head_forced_to_one_label_is_reported_in_one_warning_line(
         init_checkpoint=head, learning_rate=1e-4,
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="absl"), caplog.at_level(logging.WARNING):
-        classification.run(config)
+        classification.SPEC.run(config)
     assert _predicted_labels(out) == {"a"}  # the premise: one label for every dev text
     (warning,) = _collapse_warnings(caplog)
     assert "every dev label is 'a' (all 16)" in warning
@@ -116,7 +116,7 @@ def test_a_head_that_reads_the_text_gives_no_warning(
         init_checkpoint=head,
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="absl"), caplog.at_level(logging.WARNING):
-        classification.run(config)
+        classification.SPEC.run(config)
     assert _predicted_labels(out) == {"a", "b"}  # the premise: both labels predicted
     assert _collapse_warnings(caplog) == []
 
@@ -133,7 +133,7 @@ def test_a_sweep_marks_the_seeds_whose_run_collapsed(
         google_ckpt_dir, vocab_file, data_dir, out, do_train=True, do_eval=True,
         init_checkpoint=head, learning_rate=(1e-9,), seed=(1, 2),
     )  # fmt: skip
-    classification.run(config)
+    classification.SPEC.run(config)
     header, row = [
         line.split("\t") for line in (out / "sweep_results.tsv").read_text().splitlines()
     ]

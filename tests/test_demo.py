@@ -176,14 +176,14 @@ def _dev_rows(out):
 def _predict(demo, texts, output_dir):
     """Probabilities [N, 2] of classifier_pretrained for `texts`: run_classifier.py --do_predict
     from its folder, as the README's tour does."""
-    from bert_tf.tasks.classification import ClassifierConfig, run
+    from bert_tf.tasks.classification import SPEC, ClassifierConfig
 
     data = output_dir / "data"
     data.mkdir(parents=True)
     (data / "test.tsv").write_text(
         "index\tsentence\n" + "".join(f"{i}\t{text}\n" for i, text in enumerate(texts))
     )
-    run(
+    SPEC.run(
         ClassifierConfig(
             task_name="tsv", data_dir=str(data), has_header=True, text_a_column="sentence",
             label_column="label", vocab_file=str(SAMPLE_DIR / "vocab.txt"),

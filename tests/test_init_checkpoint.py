@@ -89,7 +89,7 @@ def test_an_original_fine_tuned_classifier_predicts_with_its_own_head(
     prefix = str(tmp_path / "trained" / "model.ckpt-120")
     weights, bias = write_fine_tuned_google_checkpoint(ckpt_prefix, prefix, num_labels=2)
     out = tmp_path / "predicted"
-    classification.run(
+    classification.SPEC.run(
         config(google_ckpt_dir, vocab_file, data_dir, out, do_predict=True, init_checkpoint=prefix)
     )
     rows = (out / "test_results.tsv").read_text().splitlines()
@@ -127,7 +127,7 @@ def test_a_head_of_another_shape_is_one_error_naming_both_shapes_and_the_way_out
     write_fine_tuned_google_checkpoint(ckpt_prefix, mnli, num_labels=3)
     out = tmp_path / "out"
     with pytest.raises(InputError) as error:
-        classification.run(
+        classification.SPEC.run(
             config(google_ckpt_dir, vocab_file, data_dir, out, do_train=True, init_checkpoint=mnli)
         )
     message = str(error.value)
@@ -136,7 +136,7 @@ def test_a_head_of_another_shape_is_one_error_naming_both_shapes_and_the_way_out
     assert "--restore_head=false" in message
     assert not (out / "train.tf_record").exists()  # found before any work
     # --restore_head=false: the encoder comes from the checkpoint, the head starts new.
-    outcome = classification.run(
+    outcome = classification.SPEC.run(
         config(
             google_ckpt_dir, vocab_file, data_dir, out, do_train=True, init_checkpoint=mnli,
             restore_head=False,
@@ -166,7 +166,7 @@ def test_a_pretraining_checkpoint_gives_the_encoder_but_never_a_head(
     # Predicting alone from it would use an untrained head: refused before any work.
     out = tmp_path / "out"
     with pytest.raises(InputError, match="has no trained classifier head"):
-        classification.run(
+        classification.SPEC.run(
             config(
                 google_ckpt_dir, vocab_file, data_dir, out, do_predict=True,
                 init_checkpoint=ckpt_prefix,

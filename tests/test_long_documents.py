@@ -19,12 +19,14 @@ from bert_tf.data.classification.processor import InputExample
 from bert_tf.data.packing import window_spans
 from bert_tf.errors import InputError
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks.classification import run
+from bert_tf.tasks import classification
 from bert_tf.tasks.run_files import TaskInfo, read_task_info
 from bert_tf.tasks.windows import combine_windows, text_windows, window_signatures
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import PROBABILITY_ATOL, SAMPLE_DIR, finish, last_json_line, start_python
+
+run = classification.SPEC.run
 
 FILLER = "the lady walked to the house and said that she was very much in it".split()
 VOCAB = str(SAMPLE_DIR / "vocab.txt")

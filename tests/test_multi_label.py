@@ -142,7 +142,7 @@ def test_test_labels_are_the_labels_over_the_threshold_in_input_order(trained):
 def test_task_json_records_the_task_and_its_thresholds(trained):
     info = json.loads((trained["root"] / "out" / "task.json").read_text())
     assert info["model_type"] == "multi_label" and info["labels"] == LABELS
-    assert info["thresholds"] == [0.5, 0.5, 0.5]
+    assert info["multi_label"]["thresholds"] == [0.5, 0.5, 0.5]
 
 
 _SERVE = textwrap.dedent(
@@ -223,7 +223,7 @@ def test_tuned_thresholds_go_to_task_json_prediction_and_the_export(trained, tmp
             export_dir=str(tmp_path / "export"),
         )
     )  # fmt: skip
-    thresholds = json.loads((tuned / "task.json").read_text())["thresholds"]
+    thresholds = json.loads((tuned / "task.json").read_text())["multi_label"]["thresholds"]
     _, probabilities = _test_results(tuned)
     gold = _gold(trained["splits"]["dev"])
     # Each label's threshold is the best of the candidates for its F1, so no worse than 0.5.

@@ -19,7 +19,7 @@ import scipy.stats
 import tensorflow as tf
 
 from bert_tf.errors import InputError
-from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun, run
+from bert_tf.tasks.classification import SPEC, ClassifierConfig, ClassifierRun
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training import Trainer
 
@@ -30,6 +30,8 @@ NEGATIVE = "sad gloomy miserable unhappy wretched dismal".split()
 FILLER = "the lady walked to the house and said that she was very much in".split()
 TINY_CONFIG = str(SAMPLE_DIR / "bert_config_tiny.json")
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
+
+run = SPEC.run  # run_classifier.py's work
 
 
 def _sentence(rng, label):
@@ -98,7 +100,8 @@ def test_fine_tuning_learns_the_task_and_writes_the_original_outputs(trained):
     np.testing.assert_allclose([sum(map(float, row)) for row in rows], 1.0, atol=1e-5)
     assert (out / "labels.txt").read_text() == "neg\npos\n"
     task = json.loads((out / "task.json").read_text())
-    assert (task["model_type"], task["labels"], task["is_pair"]) == (
+    # Shared fields flat, the classifier's own under its name.
+    assert (task["model_type"], task["labels"], task["classifier"]["is_pair"]) == (
         "classifier",
         ["neg", "pos"],
         False,

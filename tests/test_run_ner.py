@@ -128,7 +128,7 @@ def trained(tmp_path_factory, austen_sentences_path):
         root / "data", root / "out", do_train=True, do_eval=True, do_predict=True,
         export_dir=str(root / "export"),
     )  # fmt: skip
-    outcome = tagging.run(config)
+    outcome = tagging.SPEC.run(config)
     return {"root": root, "outcome": outcome, "test_words": test_words}
 
 
@@ -229,7 +229,7 @@ def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the
 ):
     out = trained["root"] / "out"
     checkpoint = tf.train.latest_checkpoint(str(out))
-    predicted = tagging.run(
+    predicted = tagging.SPEC.run(
         ner_config(trained["root"] / "data", tmp_path, do_predict=True, init_checkpoint=checkpoint)
     )["predict"]
     assert (tmp_path / "test_predictions.txt").read_text() == (
@@ -430,7 +430,7 @@ def test_bad_input_names_the_file_and_line(tmp_path, case, message):
     steps = {"test_column_count": {"do_predict": True}}.get(case, {"do_eval": True})
     config = ner_config(data, tmp_path / "out", **steps)
     with pytest.raises(InputError, match=message):
-        tagging.run(config)
+        tagging.SPEC.run(config)
 
 
 def test_label_column_and_two_column_files_choose_the_labels(tmp_path):

@@ -114,7 +114,7 @@ def trained(tmp_path_factory):
         root / "data", root / "out", do_train=True, do_eval=True, do_predict=True,
         export_dir=str(root / "export"),
     )  # fmt: skip
-    outcome = multiple_choice.run(config)
+    outcome = multiple_choice.SPEC.run(config)
     return {"root": root, "outcome": outcome, "test_rows": test_rows, "test_labels": test_labels}
 
 
@@ -181,7 +181,7 @@ def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the
     trained, tmp_path
 ):
     checkpoint = tf.train.latest_checkpoint(str(trained["root"] / "out"))
-    multiple_choice.run(
+    multiple_choice.SPEC.run(
         swag_config(trained["root"] / "data", tmp_path, do_predict=True, init_checkpoint=checkpoint)
     )
     rows = (tmp_path / "test_results.tsv").read_text().splitlines()
@@ -389,7 +389,7 @@ def test_bad_input_names_the_file_and_line(tmp_path, case, message):
         (data / "test.csv").unlink()
         steps = {"do_predict": True}
     with pytest.raises(InputError, match=message):
-        multiple_choice.run(swag_config(data, tmp_path / "out", **steps))
+        multiple_choice.SPEC.run(swag_config(data, tmp_path / "out", **steps))
 
 
 # ---------------------------------------------------------------------------------------- checkpoints

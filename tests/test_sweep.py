@@ -40,7 +40,7 @@ def data_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def swept(data_dir, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("sweep")
-    outcome = classification.run(grid_config(data_dir, output_dir, do_predict=True))
+    outcome = classification.SPEC.run(grid_config(data_dir, output_dir, do_predict=True))
     return output_dir, outcome
 
 
@@ -128,16 +128,16 @@ def test_a_killed_shard_resumes_and_collecting_gives_the_same_table(
     monkeypatch.setattr(classification.ClassifierRun, "evaluate", killed_after_training_the_second)
     second_half = grid_config(data_dir, tmp_path, sweep_shard="1/2")
     with pytest.raises(KeyboardInterrupt):
-        classification.run(second_half)
+        classification.SPEC.run(second_half)
     assert trained == [(RUNS[1], 0), (RUNS[3], 0)]  # shard 1/2: combinations 1, 3, 5, 7
     monkeypatch.setattr(classification.ClassifierRun, "evaluate", real_evaluate)
     trained.clear()
-    classification.run(second_half)
+    classification.SPEC.run(second_half)
     # RUNS[1] is skipped; RUNS[3] resumes at its last step (nothing left to train).
     assert [name for name, _ in trained] == [RUNS[3], RUNS[5], RUNS[7]] and trained[0][1] > 0
     assert not (tmp_path / "sweep_results.tsv").exists()  # a shard leaves collecting to the end
     trained.clear()
-    classification.run(grid_config(data_dir, tmp_path, sweep_collect=True))
+    classification.SPEC.run(grid_config(data_dir, tmp_path, sweep_collect=True))
     assert trained == []
     assert (tmp_path / "sweep_results.tsv").read_text() == (
         output_dir / "sweep_results.tsv"
@@ -157,9 +157,9 @@ def test_one_value_per_flag_is_a_single_run_and_bad_lists_are_named(data_dir, tm
     with pytest.raises(InputError, match="--seed=1,1: 1 is listed twice"):
         parse_sweep("seed", "1,1", int)
     with pytest.raises(InputError, match="pass --do_eval"):
-        classification.run(tsv_config(data_dir, tmp_path, do_train=True, seed=(1, 2)))
+        classification.SPEC.run(tsv_config(data_dir, tmp_path, do_train=True, seed=(1, 2)))
     with pytest.raises(InputError, match="--sweep_shard=2/2: needs 0 <= i < n"):
-        classification.run(grid_config(data_dir, tmp_path, sweep_shard="2/2"))
+        classification.SPEC.run(grid_config(data_dir, tmp_path, sweep_shard="2/2"))
 
 
 def test_eval_every_steps_keeps_the_runs_best_checkpoint_beside_the_last(
@@ -178,7 +178,7 @@ def test_eval_every_steps_keeps_the_runs_best_checkpoint_beside_the_last(
         data_dir, tmp_path, do_train=True, do_eval=True, num_train_epochs=2.0, train_batch_size=8,
         eval_every_steps=4, learning_rate=1e-3,
     )  # fmt: skip
-    classification.run(config)
+    classification.SPEC.run(config)
     # 16 steps: evaluated at 4, 8, 12, 16 while training, then once more by --do_eval.
     assert [step for step, _ in evaluated] == [4, 8, 12, 16, 16]
     best_step, best_value = max(evaluated[:4], key=lambda pair: pair[1])  # the first of ties

@@ -294,7 +294,7 @@ _MIRRORED_SCRIPT = textwrap.dedent(
     strategy = get_strategy("mirrored")
     two = t._train(sys.argv[1] + "/two", strategy=strategy, num_train_steps=4)
     # mixed_float16 over the replicas: the loss-scale optimizer's skip-or-apply decision is taken
-    # across replicas (training._SyncedLossScaleOptimizer). float16 sums overflow by batch size, so
+    # across replicas (precision.SyncedLossScaleOptimizer). float16 sums overflow by batch size, so
     # the one-device run takes the replicas' halves as 2 micro-batches: both skip a step when
     # either half overflows. 20 steps: the scale moves too.
     half = dict(num_train_steps=20, schedule_steps=20, mixed_precision="mixed_float16")

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data.packing import pad_to
-from bert_tf.data.records import int64_feature, serialize_example
+from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.io import read_text, write_text
 
@@ -339,13 +339,8 @@ def tagging_feature_spec(max_seq_length):
 
 
 def serialize_tagging_feature(feature):
-    """A window feature dict -> serialized tf.train.Example bytes."""
-    return serialize_example(
-        {
-            name: int64_feature(np.reshape(feature[name], [-1]))
-            for name in _SEQUENCE_FEATURES + _SCALAR_FEATURES
-        }
-    )
+    """A window feature dict -> serialized tf.train.Example bytes, as tagging_feature_spec says."""
+    return serialize_values(feature, tagging_feature_spec(len(feature["input_ids"])))
 
 
 def tagging_padding_feature(max_seq_length):

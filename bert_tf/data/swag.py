@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data.packing import pack_tokens, pad_to
-from bert_tf.data.records import int64_feature, serialize_example
+from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.io import read_text
 
@@ -238,13 +238,10 @@ def multiple_choice_feature_spec(num_choices, max_seq_length):
 
 
 def serialize_multiple_choice_feature(feature):
-    """A feature dict -> serialized tf.train.Example bytes ([C, S] lists flattened row by row)."""
-    return serialize_example(
-        {
-            name: int64_feature(np.reshape(feature[name], [-1]))
-            for name in _SEQUENCE_FEATURES + _SCALAR_FEATURES
-        }
-    )
+    """A feature dict -> serialized tf.train.Example bytes ([C, S] lists flattened row by row), as
+    multiple_choice_feature_spec says."""
+    num_choices, max_seq_length = np.shape(feature["input_ids"])
+    return serialize_values(feature, multiple_choice_feature_spec(num_choices, max_seq_length))
 
 
 def multiple_choice_padding_feature(num_choices, max_seq_length):

@@ -1,10 +1,11 @@
 """The tasks: every one has the same shape, and this registry is where the rest of the project finds them.
 
 Each task module holds its model (BertModel + a `heads.BertHead`), its settings dataclass (the flags),
-its run (a `run.FineTuningRun`: data, loss, outputs) and its in-graph serving, and registers a
-`spec.TaskSpec` here. Scripts parse flags and call a task's run; export_saved_model.py and
---init_checkpoint find a checkpoint's task through TASKS. bench/ and the demo import tasks, never
-scripts. A new task is one module here (and one in bert_tf/data/), added to TASKS.
+its run (a `finetuning.FineTuningRun`: its data, loss, metrics and outputs), its part of task.json and
+its in-graph serving, and registers a `spec.TaskSpec` here. Scripts parse flags and call
+`SPEC.run(config)`; export_saved_model.py and --init_checkpoint find a checkpoint's task through
+TASKS. bench/ and the demo import tasks, never scripts. A new task is one module here (and one in
+bert_tf/data/), added to TASKS.
 """
 
 from bert_tf.errors import InputError

@@ -18,18 +18,17 @@ from absl import logging
 from bert_tf import io, metrics
 from bert_tf.data import classification as data
 from bert_tf.data.classification import features as data_features
-from bert_tf.data.feature_cache import cached_records, file_identity
+from bert_tf.data.feature_cache import file_identity
+from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
-from bert_tf.export import serving_signatures, write_saved_model
+from bert_tf.export import serving_module, serving_signatures, write_saved_model
 from bert_tf.settings import setting
-from bert_tf.tasks import sweep
 from bert_tf.tasks.config import FineTuningConfig
+from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
-from bert_tf.tasks.run import FineTuningRun
-from bert_tf.tasks.run_files import LABELS_FILE, WINDOW_COMBINATIONS, labels_text
+from bert_tf.tasks.run_files import LABELS_FILE, labels_text
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.windows import combine_windows, window_signatures
-from bert_tf.tokenization import FullTokenizer
+from bert_tf.tasks.windows import WINDOW_COMBINATIONS, combine_windows, window_signatures
 
 MODEL_TYPE = "classifier"
 
@@ -97,6 +96,32 @@ def classification_loss(outputs, features, num_examples, is_regression, class_we
     return tf.reduce_sum(per_example) / num_examples
 
 
+@dataclasses.dataclass
+class ClassifierSettings:
+    """The classifier's part of task.json: its data and its window rules.
+
+    Attributes:
+      is_pair, is_regression: two texts per example; a score instead of labels.
+      doc_stride: with windows (--doc_stride), pieces between the starts of two windows, else None.
+      window_combination: how a text's windows combine ("weighted_mean", "mean", "max"); "mean"
+        for a run that recorded none (the rule before weighted_mean).
+    """
+
+    is_pair: bool = False
+    is_regression: bool = False
+    doc_stride: int | None = None
+    window_combination: str = "mean"
+
+    def __post_init__(self):
+        if self.window_combination is None:  # a task.json's null
+            self.window_combination = "mean"
+        if self.window_combination not in WINDOW_COMBINATIONS:
+            raise ValueError(
+                f"window_combination {self.window_combination!r} is none of "
+                f"{', '.join(WINDOW_COMBINATIONS)}"
+            )
+
+
 # ---------------------------------------------------------------------------------- the export
 
 
@@ -114,12 +139,8 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     (the label string); for regression, "predictions" [B]. labels.txt lands in assets/. A model
     trained with --doc_stride classifies each text whole from its windows (`window_signatures`).
     """
-    from bert_tf.preprocessing import BertPreprocessor
-
     labels = list(info.labels or [])
-    module = tf.Module()
-    module.model = model
-    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
+    module = serving_module(model, info, vocab_file)
     label_strings = tf.constant(labels or [""], tf.string)
 
     def outputs_of(logits):
@@ -135,19 +156,6 @@ def export_model(model, info, vocab_file, export_dir, version=None):
         )
     assets = {LABELS_FILE: labels_text(labels)} if labels else None
     return write_saved_model(export_dir, module, signatures, version=version, assets=assets)
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    export_model=export_model,
-    google_head="output_weights",
-    # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
-    info_from_google_head=lambda shape: {
-        "labels": [str(i) for i in range(shape[0])],
-        "is_pair": True,
-    },
-)
 
 
 # ---------------------------------------------------------------------------------- the run
@@ -182,11 +190,17 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
         choices=WINDOW_COMBINATIONS,
     )
 
+    def check(self):
+        super().check()
+        if self.task_name and not self.tfds_name and not self.data_dir:
+            raise InputError("--data_dir is required with --task_name")
+        if self.doc_stride is not None and self.doc_stride <= 0:
+            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
+
 
 class ClassifierRun(FineTuningRun):
     """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
 
-    spec = SPEC
     # The features' format in the cache key: a change of it makes the features again.
     feature_format = "bert_tf classifier features 1"
     # Several labels per text, a sigmoid each (tasks/multi_label.py).
@@ -199,10 +213,6 @@ class ClassifierRun(FineTuningRun):
 
     def __init__(self, config):
         super().__init__(config)
-        if config.task_name and not config.tfds_name and not config.data_dir:
-            raise InputError("--data_dir is required with --task_name")
-        if config.doc_stride is not None and config.doc_stride <= 0:
-            raise InputError(f"--doc_stride must be positive, got {config.doc_stride}")
         config, stride_source = self._with_checkpoint_windows(config)
         self.config = config
         self.processor = self.make_processor(config)
@@ -213,10 +223,8 @@ class ClassifierRun(FineTuningRun):
                 "pairs"
             )
         self.is_regression = self.processor.is_regression
-        self._examples = {}
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
-        self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
         self.class_weights = self._class_weights()
 
     def _class_weights(self):
@@ -229,7 +237,7 @@ class ClassifierRun(FineTuningRun):
         if not self.config.do_train:
             return None
         weights = data_features.parse_class_weights(
-            value, self.labels, lambda: [example.label for example in self.examples("train")]
+            value, self.labels, lambda: [example.label for example in self.step_data("train")]
         )
         shown = ", ".join(f"{label}={w:.4g}" for label, w in zip(self.labels, weights, strict=True))
         logging.info("class weights (--class_weights=%s): %s", value, shown)
@@ -272,8 +280,6 @@ class ClassifierRun(FineTuningRun):
 
     # ------------------------------------------------------------------ data
 
-    _SPLITS = {"train": "train", "eval": "dev", "predict": "test"}
-
     def _labels(self):
         """The label strings: the processor's, else those of an earlier run (labels.txt)."""
         if self.is_regression:
@@ -288,79 +294,54 @@ class ClassifierRun(FineTuningRun):
             raise InputError("no labels: the training data holds none (or pass --labels=a,b,c)")
         return labels
 
-    def examples(self, split):
-        """The InputExamples of "train", "eval" or "predict", read once."""
-        if split not in self._examples:
-            processor, data_dir = self.processor, self.config.data_dir
-            read = {
-                "train": processor.get_train_examples,
-                "eval": processor.get_dev_examples,
-                "predict": processor.get_test_examples,
-            }[split]
-            examples = read(data_dir)
-            if not examples:
-                raise InputError(f"the {self._SPLITS[split]} data holds no example")
-            self._examples[split] = examples
-        return self._examples[split]
+    def read_split(self, split):
+        """The InputExamples of the "train", "dev" or "test" data."""
+        examples = getattr(self.processor, f"get_{split}_examples")(self.config.data_dir)
+        if not examples:
+            raise InputError(f"the {split} data holds no example")
+        return examples
 
-    def check_data(self):
-        """Reads the splits the steps need and checks their labels against the label set."""
-        config = self.config
-        for split, needed in (
-            ("train", config.do_train),
-            ("eval", config.do_eval),
-            ("predict", config.do_predict),
-        ):
-            if needed:
-                for example in self.examples(split):
-                    if split != "predict":
-                        self.label_value(example)
+    def check_split(self, step, examples):
+        """The labels of the training and dev examples must be in the label set."""
+        if step != "predict":
+            for example in examples:
+                self.label_value(example)
 
     def label_value(self, example):
         """The label_ids of an example's features: its label's id (its score for regression)."""
         return data_features.label_id(example, self.label_map, self.is_regression)
 
-    def features(self, split):
-        """Writes (or reuses) output_dir/{train,eval,predict}.tf_record; returns (path, info)."""
-        processor, config = self.processor, self.config
-        sources = {
-            "train": processor.train_source,
-            "eval": processor.dev_source,
-            "predict": processor.test_source,
-        }[split]
-        path = self.feature_path(split)
+    def feature_settings(self, step):
+        config = self.config
+        sources = getattr(self.processor, f"{self.splits[step]}_source")
         settings = {
             "format": self.feature_format,
             "task_name": config.task_name,
             "tfds_name": config.tfds_name,
             "inputs": [file_identity(p) if io.exists(p) else p for p in sources(config.data_dir)],
-            "vocab": file_identity(config.vocab_file),
-            "do_lower_case": config.do_lower_case,
-            "max_seq_length": config.max_seq_length,
             "labels": self.labels,
             "is_regression": self.is_regression,
-            "split": split,
+            "split": step,
         }
         if self.windows:
             windows_format = self.feature_format.replace(" features ", " windows ")
             settings.update(format=windows_format, doc_stride=config.doc_stride)
+        return settings
 
-        def make_records():
-            examples = self.examples(split)
-            records = [
-                self.serialize(feature)
-                for index, example in enumerate(examples)
-                for feature in self.example_features(example, index)
-            ]
-            # With windows, training steps count windows: every epoch sees every window once.
-            return records, {"num_real_examples": len(records), "texts": len(examples)}
+    def make_records(self, step):
+        examples = self.step_data(step)
+        records = [
+            self.serialize(feature)
+            for index, example in enumerate(examples)
+            for feature in self.example_features(example, index)
+        ]
+        # With windows, training steps count windows: every epoch sees every window once.
+        return records, {"num_real_examples": len(records), "texts": len(examples)}
 
-        info = cached_records(path, settings, make_records)
+    def feature_summary(self, info):
         if self.windows:
-            logging.info("%s: %d windows of %d texts", path, info["num_records"], info["texts"])
-        else:
-            logging.info("%s: %d examples", path, info["num_real_examples"])
-        return path, info
+            return f"{info['num_records']} windows of {info['texts']} texts"
+        return f"{info['num_real_examples']} examples"
 
     def example_features(self, example, index):
         """The feature dicts of the example at `index`: one (the original's, truncated and padded),
@@ -386,8 +367,8 @@ class ClassifierRun(FineTuningRun):
         return [feature]
 
     def serialize(self, feature):
-        """A feature dict as TFRecord bytes."""
-        return data_features.serialize_classifier_feature(feature, self.is_regression)
+        """A feature dict as TFRecord bytes, of the run's feature spec."""
+        return serialize_values(feature, self.feature_spec(True))
 
     def feature_spec(self, is_training, path=None):
         return data_features.classifier_feature_spec(
@@ -458,12 +439,6 @@ class ClassifierRun(FineTuningRun):
         return logits
 
 
-def run(config):
-    """Runs run_classifier.py's steps as `config` says; returns {"train", "eval", "predict", "export"}
-    (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
-    return sweep.run(config, ClassifierRun)
-
-
 def evaluation_results(logits, label_ids, task_name, is_regression):
     """eval_results.txt's values: eval_loss, eval_accuracy (not for regression) and the task's metric."""
     logits = np.asarray(logits, np.float64)
@@ -480,3 +455,18 @@ def evaluation_results(logits, label_ids, task_name, is_regression):
         results[f"eval_{name}"] = value
     results["loss"] = results["eval_loss"]
     return results
+
+
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    run_class=ClassifierRun,
+    export_model=export_model,
+    settings_class=ClassifierSettings,
+    google_head="output_weights",
+    # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
+    info_from_google_head=lambda shape: {
+        "labels": [str(i) for i in range(shape[0])],
+        "is_pair": True,
+    },
+)

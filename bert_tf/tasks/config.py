@@ -9,13 +9,16 @@ so the tasks run the same from flags, from tests and from bench/ without absl.
 
 import dataclasses
 
+from bert_tf import io
 from bert_tf.distribute import STRATEGIES
-from bert_tf.settings import setting
-from bert_tf.training import MIXED_PRECISION_POLICIES
+from bert_tf.errors import InputError
+from bert_tf.precision import MIXED_PRECISION_POLICIES
+from bert_tf.settings import Settings, changed, setting
+from bert_tf.tokenization import validate_case_matches_checkpoint
 
 
 @dataclasses.dataclass(kw_only=True)
-class RunConfig:
+class RunConfig(Settings):
     """The settings of every training script; the original's flags first, then what TF2 users need."""
 
     bert_config_file: str | None = setting(None, "bert_config.json of the pretrained model.")
@@ -66,6 +69,35 @@ class RunConfig:
     seed: int | None = setting(12345, "Seed of weights init, dropout and input order.")
     log_steps: int = setting(100, "Steps between progress lines and TensorBoard summaries.")
 
+    # Flags that must be positive (a subclass adds its own).
+    positive = ("max_seq_length", "train_batch_size", "eval_batch_size", "save_checkpoints_steps")
+    positive += ("iterations_per_loop", "log_steps", "num_tpu_cores")
+
+    def check(self):
+        """Checks these settings on their own (no file read but --output_dir's folder).
+
+        Raises:
+          InputError: naming the flag, for a missing or bad value.
+        """
+        if not self.bert_config_file:
+            raise InputError("--bert_config_file is required")
+        self.check_output_dir()
+        for name in self.positive:
+            value = getattr(self, name)
+            if value <= 0:
+                raise InputError(f"--{name} must be positive, got {value}")
+
+    def check_output_dir(self):
+        """--output_dir is given and a folder that can be written (created if need be)."""
+        if not self.output_dir:
+            raise InputError("--output_dir is required")
+        io.check_writable_folder(self.output_dir, "--output_dir")
+
+    def batch_sizes(self):
+        """{step: global batch} of the steps the flags ask for ("train", "eval", ...)."""
+        sizes = {"train": self.train_batch_size, "eval": self.eval_batch_size}
+        return {step: size for step, size in sizes.items() if getattr(self, f"do_{step}")}
+
 
 @dataclasses.dataclass(kw_only=True)
 class FineTuningConfig(RunConfig):
@@ -76,16 +108,10 @@ class FineTuningConfig(RunConfig):
     do_predict: bool = setting(False, "Predict on the test set.")
     predict_batch_size: int = setting(8, "Global predict batch.")
     # The BERT paper's fine-tuning grid: several values of these make a sweep (tasks/sweep.py).
-    learning_rate: float = setting(
-        5e-5, "Peak learning rate of the warmup + linear decay.", sweep=True
-    )
-    train_batch_size: int = setting(
-        32, "Global batch per optimizer update (all replicas).", sweep=True
-    )
+    learning_rate = changed(sweep=True)
+    train_batch_size = changed(sweep=True)
     num_train_epochs: float = setting(3.0, "Epochs over the training set.", sweep=True)
-    seed: int | None = setting(
-        12345, "Seed of weights init, dropout and input order (restarts).", sweep=True
-    )
+    seed = changed(sweep=True, help="Seed of weights init, dropout and input order (restarts).")
     warmup_proportion: float = setting(0.1, "Fraction of steps of linear learning-rate warmup.")
     export_dir: str | None = setting(
         None, "Write a SavedModel for TF Serving (raw text in) to export_dir/<version>/."
@@ -122,3 +148,26 @@ class FineTuningConfig(RunConfig):
     )
     # Where the features are written and read: a sweep's runs share those of its --output_dir.
     feature_dir: str | None = None
+
+    positive = (*RunConfig.positive, "predict_batch_size")
+
+    def check(self):
+        """RunConfig.check, then the fine-tuning flags'.
+
+        Raises:
+          InputError: naming the flag.
+        """
+        if not self.vocab_file:
+            raise InputError("--vocab_file is required")
+        validate_case_matches_checkpoint(self.do_lower_case, self.init_checkpoint)
+        super().check()
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise InputError("At least one of --do_train, --do_eval or --do_predict must be True")
+        if not 0 <= self.warmup_proportion <= 1:
+            raise InputError(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
+        if self.num_train_epochs <= 0:
+            raise InputError(f"--num_train_epochs must be positive, got {self.num_train_epochs}")
+
+    def batch_sizes(self):
+        sizes = super().batch_sizes()
+        return {**sizes, "predict": self.predict_batch_size} if self.do_predict else sizes

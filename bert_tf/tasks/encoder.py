@@ -360,12 +360,9 @@ def export_model(model, info, vocab_file, export_dir, version=None, encoder_laye
     [B, S]; serving_pair: text_a, text_b -> the same; with encoder_layers, also "encoder_layer_<i>"
     [B, S, H] for every layer i.
     """
-    from bert_tf.export import serving_signatures, write_saved_model
-    from bert_tf.preprocessing import BertPreprocessor
+    from bert_tf.export import serving_module, serving_signatures, write_saved_model
 
-    module = tf.Module()
-    module.model = model
-    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
+    module = serving_module(model, info, vocab_file)
 
     def outputs_fn(features):
         outputs = model(features, training=False)

@@ -18,10 +18,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.data.classification import multi_label as data_multi_label
-from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.settings import setting
-from bert_tf.tasks import classification, sweep
+from bert_tf.tasks import classification
 from bert_tf.tasks.run_files import write_task_info
 from bert_tf.tasks.spec import TaskSpec
 
@@ -61,6 +60,13 @@ class BertMultiLabelClassifier(classification.BertClassifier):
         return {"probabilities": probabilities, "labels": names.to_tensor(default_value="")}
 
 
+@dataclasses.dataclass
+class MultiLabelSettings(classification.ClassifierSettings):
+    """The classifier's part of task.json, and each label's threshold (None: 0.5 each)."""
+
+    thresholds: list | None = None
+
+
 def thresholds_of(info):
     """Each label's threshold in a TaskInfo: its own, else 0.5."""
     return list(info.thresholds or [DEFAULT_THRESHOLD] * len(info.labels))
@@ -68,14 +74,6 @@ def thresholds_of(info):
 
 def build_model(bert_config, info):
     return BertMultiLabelClassifier(bert_config, len(info.labels))
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    export_model=classification.export_model,
-    google_head="output_weights",
-)
 
 
 def multi_label_loss(outputs, features, num_examples, positive_weights=None):
@@ -169,11 +167,24 @@ class MultiLabelConfig(classification.ClassifierConfig):
         "record them in task.json; prediction and the export then use them.",
     )
 
+    def check(self):
+        super().check()
+        if not self.multi_label:
+            for name in ("threshold", "tune_thresholds"):
+                if getattr(self, name):
+                    raise InputError(f"--{name} is for --multi_label=True")
+            return
+        if self.task_name not in ("tsv", "csv") or self.tfds_name:
+            raise InputError("--multi_label reads your own tables: --task_name=tsv or csv")
+        if self.threshold is not None and not 0 < self.threshold < 1:
+            raise InputError(f"--threshold must be in (0, 1), got {self.threshold}")
+        if self.tune_thresholds and not self.do_eval:
+            raise InputError("--tune_thresholds picks the thresholds on dev: pass --do_eval")
+
 
 class MultiLabelRun(classification.ClassifierRun):
     """One run_classifier.py --multi_label=True invocation."""
 
-    spec = SPEC
     metric_name = "eval_micro_f1"
     multi_label = True
 
@@ -182,12 +193,6 @@ class MultiLabelRun(classification.ClassifierRun):
         return f"bert_tf multi-label features 1, separator {self.config.label_separator!r}"
 
     def __init__(self, config):
-        if config.task_name not in ("tsv", "csv") or config.tfds_name:
-            raise InputError("--multi_label reads your own tables: --task_name=tsv or csv")
-        if config.threshold is not None and not 0 < config.threshold < 1:
-            raise InputError(f"--threshold must be in (0, 1), got {config.threshold}")
-        if config.tune_thresholds and not config.do_eval:
-            raise InputError("--tune_thresholds picks the thresholds on dev: pass --do_eval")
         super().__init__(config)
         self.thresholds = self._thresholds()
 
@@ -221,7 +226,7 @@ class MultiLabelRun(classification.ClassifierRun):
         return data_multi_label.positive_weights(
             self.config.class_weights,
             self.labels,
-            lambda: [example.label for example in self.examples("train")],
+            lambda: [example.label for example in self.step_data("train")],
         )
 
     def head_info(self):
@@ -235,9 +240,6 @@ class MultiLabelRun(classification.ClassifierRun):
         # are the multi-hot label_ids instead of one id.
         features = super().example_features(dataclasses.replace(example, label=None), index)
         return [{**feature, "label_ids": self.label_value(example)} for feature in features]
-
-    def serialize(self, feature):
-        return serialize_values(feature, self.feature_spec(True))
 
     def feature_spec(self, is_training, path=None):
         spec = data_multi_label.feature_spec(self.config.max_seq_length, len(self.labels))
@@ -297,12 +299,17 @@ def _sigmoid(logits):
     return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
 
 
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    run_class=MultiLabelRun,
+    settings_class=MultiLabelSettings,
+    export_model=classification.export_model,
+    google_head="output_weights",
+)
+
+
 def run(config):
     """run_classifier.py: the multi-label run with --multi_label=True, else the classifier's (a sweep
     when a sweep flag lists several values)."""
-    if not config.multi_label:
-        for name in ("threshold", "tune_thresholds"):
-            if getattr(config, name):
-                raise InputError(f"--{name} is for --multi_label=True")
-        return classification.run(config)
-    return sweep.run(config, MultiLabelRun)
+    return (SPEC if config.multi_label else classification.SPEC).run(config)

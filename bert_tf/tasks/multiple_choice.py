@@ -14,20 +14,17 @@ import dataclasses
 import keras
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from bert_tf import io, metrics
 from bert_tf.data import swag
-from bert_tf.data.feature_cache import cached_records, file_identity
+from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
-from bert_tf.export import write_saved_model
+from bert_tf.export import serving_module, write_saved_model
 from bert_tf.settings import setting
-from bert_tf.tasks import sweep
 from bert_tf.tasks.config import FineTuningConfig
+from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
-from bert_tf.tasks.run import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tokenization import FullTokenizer
 
 MODEL_TYPE = "multiple_choice"
 GOOGLE_SCOPE = "cls/multiple_choice/"
@@ -114,11 +111,7 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     int32 [B] (the most probable). preprocess: the same inputs -> "input_ids", "input_mask",
     "segment_ids" int32 [B, C, S]; serve_ids: those three -> the same outputs.
     """
-    from bert_tf.preprocessing import BertPreprocessor
-
-    module = tf.Module()
-    module.model = model
-    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
+    module = serving_module(model, info, vocab_file)
 
     def serve_ids(input_ids, input_mask, segment_ids):
         features = dict(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
@@ -147,15 +140,6 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     return write_saved_model(export_dir, module, signatures, version=version)
 
 
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    export_model=export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    info_from_google_head=lambda shape: {},
-)
-
-
 # ---------------------------------------------------------------------------------- the run
 
 
@@ -169,74 +153,56 @@ class MultipleChoiceConfig(FineTuningConfig):
         'test.jsonl of {"context", "choices", "label", "question" (optional)}.',
     )
 
+    def check(self):
+        super().check()
+        if not self.data_dir:
+            raise InputError("--data_dir is required")
+
 
 class MultipleChoiceRun(FineTuningRun):
     """One run_swag.py invocation: features, training, evaluation, prediction and export."""
 
-    spec = SPEC
-    required_flags = ("data_dir",)
-
     def __init__(self, config):
         super().__init__(config)
-        self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-        self._examples = {}
         self._num_choices = {}  # {features path: C}
-
-    def check_data(self):
-        """Reads the files of the steps the flags ask for (errors name the file and line)."""
-        config = self.config
-        for split, needed in (
-            ("train", config.do_train),
-            ("dev", config.do_eval),
-            ("test", config.do_predict),
-        ):
-            if needed:
-                self.examples(split)
 
     # ------------------------------------------------------------------ data
 
-    def examples(self, split):
-        """(path, examples) of a split's file ("train", "dev", "test"), read once."""
-        if split not in self._examples:
-            path = io.require_split_file(self.config.data_dir, swag.SWAG_FILE_NAMES, split)
-            examples = swag.read_multiple_choice_file(path)
-            if split != "test" and examples[0].label is None:
-                raise InputError(f"{path}: the {split} file has no labels")
-            self._examples[split] = path, examples
-        return self._examples[split]
+    def read_split(self, split):
+        """(path, examples) of a split's file ("train", "dev", "test")."""
+        path = io.require_split_file(self.config.data_dir, swag.SWAG_FILE_NAMES, split)
+        examples = swag.read_multiple_choice_file(path)
+        if split != "test" and examples[0].label is None:
+            raise InputError(f"{path}: the {split} file has no labels")
+        return path, examples
 
-    def features(self, split):
-        """Writes (or reuses) output_dir/{train,eval,predict}.tf_record; returns (path, info)."""
-        input_path, examples = self.examples(
-            {"train": "train", "eval": "dev", "predict": "test"}[split]
-        )
-        config = self.config
-        path = self.feature_path(split)
-        settings = {
+    def feature_settings(self, step):
+        return {
             "format": "bert_tf multiple choice features 1",
-            "input": file_identity(input_path),
-            "vocab": file_identity(config.vocab_file),
-            "do_lower_case": config.do_lower_case,
-            "max_seq_length": config.max_seq_length,
+            "input": file_identity(self.step_data(step)[0]),
         }
 
-        def make_examples():
-            serialized = [
-                swag.serialize_multiple_choice_feature(
-                    swag.convert_example_to_multiple_choice_feature(
-                        example, config.max_seq_length, self.tokenizer
-                    )
+    def make_records(self, step):
+        examples, max_seq_length = self.step_data(step)[1], self.config.max_seq_length
+        serialized = [
+            swag.serialize_multiple_choice_feature(
+                swag.convert_example_to_multiple_choice_feature(
+                    example, max_seq_length, self.tokenizer
                 )
-                for example in examples
-            ]
-            return serialized, {
-                "num_real_examples": len(examples),
-                "num_choices": len(examples[0].endings),
-            }
+            )
+            for example in examples
+        ]
+        return serialized, {
+            "num_real_examples": len(examples),
+            "num_choices": len(examples[0].endings),
+        }
 
-        info = cached_records(path, settings, make_examples)
+    def feature_summary(self, info):
+        return f"{info['num_real_examples']} examples of {info['num_choices']} choices"
+
+    def features(self, step):
+        path, info = super().features(step)
         self._num_choices[path] = info["num_choices"]
-        logging.info("%s: %d examples of %d choices", path, len(examples), info["num_choices"])
         return path, info
 
     def feature_spec(self, is_training, path=None):
@@ -275,12 +241,6 @@ class MultipleChoiceRun(FineTuningRun):
         return probabilities
 
 
-def run(config):
-    """Runs run_swag.py's steps as `config` says; returns {"train", "eval", "predict", "export"}
-    (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
-    return sweep.run(config, MultipleChoiceRun)
-
-
 def evaluation_results(logits, label_ids):
     """eval_results.txt's values: eval_accuracy and eval_loss (mean cross-entropy), loss as well."""
     labels = np.asarray(label_ids).reshape(-1).astype(np.int64)
@@ -288,3 +248,13 @@ def evaluation_results(logits, label_ids):
     loss = float(-np.mean(log_probs[np.arange(len(labels)), labels]))
     accuracy = metrics.accuracy(np.asarray(logits).argmax(axis=-1), labels)
     return {"eval_accuracy": accuracy, "eval_loss": loss, "loss": loss}
+
+
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    run_class=MultipleChoiceRun,
+    export_model=export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    info_from_google_head=lambda shape: {},
+)

@@ -23,7 +23,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
 from bert_tf.objectives import ObjectiveSetting
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
-from bert_tf.settings import setting
+from bert_tf.settings import changed, setting
 from bert_tf.tasks.config import RunConfig
 from bert_tf.tasks.run import Run
 from bert_tf.tasks.run_files import TaskInfo, write_task_info
@@ -147,9 +147,9 @@ class PretrainingConfig(RunConfig, ObjectiveSetting):
     input_file: str | None = setting(
         None, "Comma-separated TFRecord files or globs (create_pretraining_data.py)."
     )
-    max_seq_length: int = setting(128, "Sequence length S the TFRecords were written with.")
+    max_seq_length = changed(help="Sequence length S the TFRecords were written with.")
     max_predictions_per_seq: int = setting(20, "Masked positions P per sequence in the TFRecords.")
-    do_eval: bool = setting(False, "Evaluate on --input_file after training.")
+    do_eval = changed(help="Evaluate on --input_file after training.")
     num_train_steps: int = setting(
         100000, "Optimizer updates in all (the run stops at this global step)."
     )
@@ -160,20 +160,34 @@ class PretrainingConfig(RunConfig, ObjectiveSetting):
     )
     optimizer: str = setting("adamw", "adamw (the original's) or lamb.", choices=OPTIMIZER_TYPES)
 
+    positive = (*RunConfig.positive, "max_predictions_per_seq", "max_eval_steps")
+    positive += ("num_accumulation_steps",)
+
+    def check(self):
+        super().check()
+        if not (self.do_train or self.do_eval):
+            raise InputError("At least one of --do_train or --do_eval must be True")
+        if not self.input_file:
+            raise InputError("--input_file is required")
+        if self.num_train_steps <= 0 and self.do_train:
+            raise InputError(f"--num_train_steps must be positive, got {self.num_train_steps}")
+        if self.num_warmup_steps < 0:
+            raise InputError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
+
 
 class PretrainingRun(Run):
     """One run_pretraining.py invocation: checks, training, the Google-format export, evaluation."""
 
+    @property
+    def num_accumulation_steps(self):
+        return self.config.num_accumulation_steps
+
+    @property
+    def objective(self):
+        return self.config.objective
+
     def __init__(self, config):
         super().__init__(config)
-        if not (config.do_train or config.do_eval):
-            raise InputError("At least one of --do_train or --do_eval must be True")
-        if not config.input_file:
-            raise InputError("--input_file is required")
-        if config.num_train_steps <= 0 and config.do_train:
-            raise InputError(f"--num_train_steps must be positive, got {config.num_train_steps}")
-        if config.num_warmup_steps < 0:
-            raise InputError(f"--num_warmup_steps must be >= 0, got {config.num_warmup_steps}")
         self.input_files = io.expand_globs(config.input_file, "--input_file")
         check_records(
             self.input_files,
@@ -212,9 +226,7 @@ class PretrainingRun(Run):
                     config.num_warmup_steps,
                     config.optimizer,
                 ),
-                self.train_config(
-                    config.num_train_steps, num_accumulation_steps=config.num_accumulation_steps
-                ),
+                self.train_config(config.num_train_steps),
             )
         return self._trainer
 

@@ -2,7 +2,8 @@
 
 Every run_*.py writes task.json into --output_dir before its first step; export_saved_model.py and
 --init_checkpoint read it from beside a checkpoint to know the task and the settings of its head.
-The keys are the fields of `TaskInfo`, flat, so task.json files of earlier versions stay readable.
+The shared keys are flat, and each task's own settings sit under its model_type (`TaskInfo`); the
+all-flat task.json files of earlier versions read the same.
 """
 
 import dataclasses
@@ -16,58 +17,79 @@ from bert_tf.modeling import BertConfig
 from bert_tf.objectives import DEFAULT_OBJECTIVE, describe
 
 TASK_FILE = "task.json"
-# How a classifier combines a text's windows (bert_tf.tasks.windows.combine_windows).
-WINDOW_COMBINATIONS = ("weighted_mean", "mean", "max")
 LABELS_FILE = "labels.txt"
 
 
-@dataclasses.dataclass(kw_only=True)
+# The keys of task.json before each task's own settings had their own part: they read as the part's.
+_FLAT_KEYS = ("is_pair", "is_regression", "doc_stride", "window_combination", "thresholds")
+_FLAT_KEYS += ("version_2_with_negative", "max_query_length", "n_best_size", "max_answer_length")
+_FLAT_KEYS += ("null_score_diff_threshold",)
+# {model_type: the dataclass of its own settings}: each TaskSpec registers its task's.
+TASK_SETTINGS = {}
+_SHARED = ("model_type", "bert_config", "do_lower_case", "max_seq_length", "labels")
+
+
+@dataclasses.dataclass(init=False)
 class TaskInfo:
     """What rebuilds a run's model and its export: the task, the encoder, the tokenizer, the head.
+
+    task.json holds the shared fields flat and the task's own settings under its model_type (e.g.
+    "classifier": {"doc_stride": ..., "window_combination": ...}); those read as attributes of the
+    TaskInfo too (`info.doc_stride`). The task.json of an earlier version, all flat, reads the same.
 
     Attributes:
       model_type: the task's name in bert_tf.tasks.TASKS ("classifier", "multi_label", "squad",
         "tagger", "multiple_choice", "encoder"), or "pretraining".
       bert_config: the encoder's BertConfig (None: give --bert_config_file).
       do_lower_case, max_seq_length: the tokenizer's settings.
-      labels: classifier and tagger: the label strings in id order.
-      is_pair, is_regression: classifier: two texts per example; a score instead of labels.
-      doc_stride: tagger, SQuAD, classifier windows: pieces between the starts of two windows.
-      window_combination: classifier windows: how a text's windows combine ("weighted_mean",
-        "mean", "max"); "mean" for a run that recorded none (the rule before weighted_mean).
-      thresholds: multi_label: each label's threshold (probability over it: predicted); None: 0.5.
-      version_2_with_negative, max_query_length, n_best_size, max_answer_length,
-      null_score_diff_threshold: SQuAD's settings (run_squad.py's flags).
+      labels: the label strings in id order (tasks with labels), else None.
+      settings: the task's own settings (a dataclass of TASK_SETTINGS[model_type]), or None.
+
+    Example:
+    ```python
+    info = TaskInfo(model_type="tagger", labels=["O", "B-PER"], doc_stride=64)
+    info.settings  # TaggerSettings(doc_stride=64); info.doc_stride == 64
+    ```
     """
 
     model_type: str
-    bert_config: BertConfig | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 128
-    labels: list | None = None
-    is_pair: bool = False
-    is_regression: bool = False
-    doc_stride: int | None = None
-    window_combination: str = "mean"
-    thresholds: list | None = None
-    version_2_with_negative: bool = False
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    null_score_diff_threshold: float = 0.0
+    bert_config: BertConfig | None
+    do_lower_case: bool
+    max_seq_length: int
+    labels: list | None
+    settings: object | None
 
-    def __post_init__(self):
-        if self.window_combination is None:  # a task.json's null
-            self.window_combination = "mean"
-        if self.window_combination not in WINDOW_COMBINATIONS:
-            raise ValueError(
-                f"window_combination {self.window_combination!r} is none of "
-                f"{', '.join(WINDOW_COMBINATIONS)}"
-            )
+    def __init__(
+        self, *, model_type, bert_config=None, do_lower_case=True, max_seq_length=128,
+        labels=None, settings=None, **task_settings,
+    ):  # fmt: skip
+        """Shared fields by name; the task's own as `settings` or as keywords of their own."""
+        self.model_type, self.bert_config = model_type, bert_config
+        self.do_lower_case, self.max_seq_length, self.labels = do_lower_case, max_seq_length, labels
+        settings_class = TASK_SETTINGS.get(model_type)
+        if settings is None and settings_class is not None:
+            known = {field.name for field in dataclasses.fields(settings_class)}
+            unknown = sorted(set(task_settings) - known)
+            if unknown:
+                raise ValueError(
+                    f"unknown {model_type} settings {unknown} (known: {sorted(known)})"
+                )
+            settings = settings_class(**task_settings)
+        elif task_settings:
+            raise ValueError(f"{model_type} has no settings {sorted(task_settings)}")
+        self.settings = settings
+
+    def __getattr__(self, name):
+        settings = self.__dict__.get("settings")
+        if settings is not None and name in {f.name for f in dataclasses.fields(settings)}:
+            return getattr(settings, name)
+        raise AttributeError(f"a {self.__dict__.get('model_type')} TaskInfo has no {name!r}")
 
     def to_json(self):
-        values = dataclasses.asdict(self)
+        values = {name: getattr(self, name) for name in _SHARED}
         values["bert_config"] = self.bert_config.to_dict() if self.bert_config else None
+        if self.settings is not None:
+            values[self.model_type] = dataclasses.asdict(self.settings)
         return values
 
     @classmethod
@@ -75,19 +97,25 @@ class TaskInfo:
         """A TaskInfo of task.json's dict; `where` names the file in errors."""
         if not isinstance(values, dict) or "model_type" not in values:
             raise InputError(f"{where}: a task.json needs a JSON object with a model_type")
-        known = {field.name for field in dataclasses.fields(cls)}
+        model_type = values["model_type"]
+        settings_class = TASK_SETTINGS.get(model_type)
+        own = {field.name for field in dataclasses.fields(settings_class)} if settings_class else ()
+        task_settings = dict(values.get(model_type) or {}) if settings_class else {}
+        known = {*_SHARED, *_FLAT_KEYS, *own, *([model_type] if settings_class else [])}
         unknown = sorted(set(values) - known)
         if unknown:
             raise InputError(f"{where}: unknown keys {unknown} (known: {sorted(known)})")
-        values = dict(values)
-        if values.get("bert_config") is not None:
+        # A flat key of the task's part: the layout before the part (or a hand edit) wins.
+        task_settings.update({key: values[key] for key in own if key in values})
+        shared = {name: values[name] for name in _SHARED if name in values}
+        if shared.get("bert_config") is not None:
             try:
-                values["bert_config"] = BertConfig.from_dict(values["bert_config"])
+                shared["bert_config"] = BertConfig.from_dict(shared["bert_config"])
             except ValueError as error:
                 raise InputError(f"{where}: bert_config: {error}") from None
         try:
-            return cls(**values)
-        except ValueError as error:
+            return cls(**shared, **task_settings)
+        except (TypeError, ValueError) as error:
             raise InputError(f"{where}: {error}") from None
 
 

@@ -3,6 +3,8 @@
 import dataclasses
 from collections.abc import Callable
 
+from bert_tf.tasks.run_files import TASK_SETTINGS
+
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
@@ -17,6 +19,10 @@ class TaskSpec:
         "cls/squad/output_weights"), or None for the encoder.
       info_from_google_head: (shape of that output_weights) -> a TaskInfo's head settings (dict),
         for a Google checkpoint that has no task.json beside it.
+      settings_class: the dataclass of the task's own settings in task.json (its part of a TaskInfo,
+        run_files.TASK_SETTINGS), or None.
+      run_class: the task's FineTuningRun subclass (tasks/finetuning.py), whose `spec` becomes this
+        spec; None for the encoder.
     """
 
     name: str
@@ -24,3 +30,18 @@ class TaskSpec:
     export_model: Callable
     google_head: str | None = None
     info_from_google_head: Callable | None = None
+    run_class: type | None = None
+    settings_class: type | None = None
+
+    def __post_init__(self):
+        if self.settings_class is not None:
+            TASK_SETTINGS[self.name] = self.settings_class
+        if self.run_class is not None:
+            self.run_class.spec = self
+
+    def run(self, config):
+        """Runs the task's script as `config` says; returns {"train", "eval", "predict", "export"}
+        (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
+        from bert_tf.tasks import sweep
+
+        return sweep.run(config, self.run_class)

@@ -29,16 +29,15 @@ from absl import logging
 from bert_tf import metrics, squad_evaluation
 from bert_tf.data import squad as data
 from bert_tf.data import squad_predictions
-from bert_tf.data.feature_cache import cached_records, file_identity
+from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
-from bert_tf.export import write_saved_model
-from bert_tf.settings import setting
-from bert_tf.tasks import squad_serving, sweep
+from bert_tf.export import serving_module, write_saved_model
+from bert_tf.settings import changed, setting
+from bert_tf.tasks import squad_serving
 from bert_tf.tasks.config import FineTuningConfig
+from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
-from bert_tf.tasks.run import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tokenization import FullTokenizer
 
 MODEL_TYPE = "squad"
 GOOGLE_SCOPE = "cls/squad/"
@@ -73,6 +72,19 @@ class BertSquad(BertTaskModel):
     def call(self, inputs, training=None):
         logits = self.logits(inputs, training=training)  # [B, S, 2]
         return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+
+
+@dataclasses.dataclass
+class SquadSettings:
+    """SQuAD's part of task.json: its windowing and n-best limits (run_squad.py's flags), which
+    the export's squad_serving.QaSettings takes with the shared max_seq_length."""
+
+    version_2_with_negative: bool = False
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float = 0.0
 
 
 def squad_loss(outputs, features, num_examples):
@@ -110,12 +122,8 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     `squad_serving.qa_signatures` says. Tokenization, windowing and span selection run in the
     graph, with the windowing and n-best settings of `info` (task.json).
     """
-    from bert_tf.preprocessing import BertPreprocessor
-
     settings = squad_serving.QaSettings.from_info(info)
-    module = tf.Module()
-    module.model = model
-    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
+    module = serving_module(model, info, vocab_file)
 
     def logits_fn(features):
         outputs = model(features, training=False)
@@ -125,17 +133,6 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     return write_saved_model(export_dir, module, signatures, version=version)
 
 
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    export_model=export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
-    # it is exported with the original's defaults as a SQuAD 1.1 model.
-    info_from_google_head=lambda shape: {"max_seq_length": 384, "doc_stride": 128},
-)
-
-
 # ---------------------------------------------------------------------------------- the run
 
 
@@ -143,7 +140,7 @@ SPEC = TaskSpec(
 class SquadConfig(FineTuningConfig):
     """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384) plus SQuAD's own."""
 
-    max_seq_length: int = setting(384, "Longest WordPiece sequence: question, window and 3 tokens.")
+    max_seq_length = changed(384, help="Longest WordPiece sequence: question, window and 3 tokens.")
     train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
     predict_file: str | None = setting(
         None, "SQuAD json for predictions, e.g. dev-v1.1.json or dev-v2.0.json."
@@ -168,55 +165,34 @@ class SquadConfig(FineTuningConfig):
     )
     tfds_data_dir: str | None = setting(None, "TensorFlow Datasets data_dir for --tfds_name.")
 
-
-def check_squad_config(config):
-    """Checks run_squad.py's own flags; raises InputError naming the flag."""
-    if config.max_seq_length <= config.max_query_length + 3:
-        raise InputError(
-            f"--max_seq_length={config.max_seq_length} must exceed --max_query_length="
-            f"{config.max_query_length} + 3"
-        )
-    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
-        if getattr(config, name) < 1:
-            raise InputError(f"--{name} must be positive, got {getattr(config, name)}")
-    if config.tfds_name and (config.train_file or config.predict_file):
-        raise InputError("pass --tfds_name or --train_file/--predict_file, not both")
-    if config.do_train and not (config.train_file or config.tfds_name):
-        raise InputError("--do_train needs --train_file (or --tfds_name)")
-    if (config.do_predict or config.do_eval) and not (config.predict_file or config.tfds_name):
-        raise InputError("--do_predict and --do_eval need --predict_file (or --tfds_name)")
+    def check(self):
+        """FineTuningConfig.check, SQuAD's windowing and n-best rules (squad_serving.QaSettings,
+        which the export checks too) and where the data comes from."""
+        super().check()
+        squad_serving.QaSettings.from_info(self)
+        if self.tfds_name and (self.train_file or self.predict_file):
+            raise InputError("pass --tfds_name or --train_file/--predict_file, not both")
+        if self.do_train and not (self.train_file or self.tfds_name):
+            raise InputError("--do_train needs --train_file (or --tfds_name)")
+        if (self.do_predict or self.do_eval) and not (self.predict_file or self.tfds_name):
+            raise InputError("--do_predict and --do_eval need --predict_file (or --tfds_name)")
 
 
 class SquadRun(FineTuningRun):
     """One run_squad.py invocation: features, training, prediction, evaluation and export."""
 
-    spec = SPEC
     metric_name = "f1"  # the official evaluation's
+    # --do_eval scores the predictions of --predict_file.
+    splits = {"train": "train", "eval": "predict", "predict": "predict"}
 
     def __init__(self, config):
         super().__init__(config)
-        check_squad_config(config)
-        self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-        self._examples = {}
         self._predicted = None
 
     # ------------------------------------------------------------------ data
 
-    def check_data(self):
-        """Reads the training and prediction files the steps need (errors name file and question)."""
-        config = self.config
-        if config.do_train:
-            self.read_examples("train")
-        if config.do_predict or config.do_eval:
-            self.read_examples("predict")
-
-    def read_examples(self, split):
-        """(examples, stats) of the training ("train") or prediction ("predict") data, read once."""
-        if split not in self._examples:
-            self._examples[split] = self._read_examples(split)
-        return self._examples[split]
-
-    def _read_examples(self, split):
+    def read_split(self, split):
+        """(examples, stats) of the training ("train") or prediction ("predict") data."""
         config = self.config
         is_training = split == "train"
         if config.tfds_name:
@@ -254,7 +230,7 @@ class SquadRun(FineTuningRun):
         return config.train_file if split == "train" else config.predict_file
 
     def _settings(self, split):
-        """What the features of `split` depend on: cached_records remakes them when it changes."""
+        """What the features of `split` depend on, besides the vocab, casing and max_seq_length."""
         config = self.config
         if config.tfds_name:
             inputs = {"tfds_name": config.tfds_name, "tfds_data_dir": config.tfds_data_dir}
@@ -263,9 +239,6 @@ class SquadRun(FineTuningRun):
         return {
             "format": "bert_tf squad features 2",
             "inputs": inputs,
-            "vocab": file_identity(config.vocab_file),
-            "do_lower_case": config.do_lower_case,
-            "max_seq_length": config.max_seq_length,
             "doc_stride": config.doc_stride,
             "max_query_length": config.max_query_length,
             "version_2_with_negative": config.version_2_with_negative,
@@ -283,41 +256,39 @@ class SquadRun(FineTuningRun):
             is_training,
         )
 
-    def features(self, split):
-        """Writes (or reuses) output_dir/train.tf_record ("train" only); returns (path, info).
+    def feature_settings(self, step):
+        """The training features only ("train"): prediction_features makes the others."""
+        if step != "train":
+            raise ValueError(f"SquadRun.features makes the training features only, not {step!r}")
+        return self._settings("train")
+
+    def make_records(self, step):
+        """The training windows, of the questions in the original's shuffled order.
 
         info["num_real_examples"] counts questions, not windows: the original's training steps are
         questions / batch * epochs.
         """
-        if split != "train":
-            raise ValueError(f"SquadRun.features makes the training features only, not {split!r}")
-        path = self.feature_path("train")
+        examples, stats = self.data("train")
+        examples = list(examples)
+        random.Random(_TRAIN_SHUFFLE_SEED).shuffle(examples)
+        features = self._features(examples, is_training=True)
+        info = {"num_real_examples": len(examples), "skipped": stats["skipped"]}
+        return (data.serialize_squad_feature(f, is_training=True) for f in features), info
 
-        def make_records():
-            examples, stats = self.read_examples("train")
-            examples = list(examples)
-            random.Random(_TRAIN_SHUFFLE_SEED).shuffle(examples)
-            features = self._features(examples, is_training=True)
-            info = {"num_real_examples": len(examples), "skipped": stats["skipped"]}
-            return (data.serialize_squad_feature(f, is_training=True) for f in features), info
-
-        info = cached_records(path, self._settings("train"), make_records)
-        logging.info(
-            "%s: %d features of %d questions", path, info["num_records"], info["num_real_examples"]
-        )
-        return path, info
+    def feature_summary(self, info):
+        questions = info.get("questions", info["num_real_examples"])  # training: questions
+        return f"{info['num_records']} features of {questions} questions"
 
     def prediction_features(self):
         """(examples, features, path, info): the prediction data, its windows, their TFRecord."""
-        examples, _ = self.read_examples("predict")
+        examples, _ = self.data("predict")
         features = list(self._features(examples, is_training=False))
-        path = self.feature_path("eval")
-        info = cached_records(
-            path,
+        path, info = self.cached_features(
+            "eval",
             self._settings("predict"),
             lambda: (
                 (data.serialize_squad_feature(f, is_training=False) for f in features),
-                {"num_real_examples": len(features)},
+                {"num_real_examples": len(features), "questions": len(examples)},
             ),
         )
         if info["num_records"] != len(features):
@@ -443,15 +414,6 @@ class SquadRun(FineTuningRun):
         return {name: getattr(self.config, name) for name in names}
 
 
-def run(config):
-    """Runs run_squad.py's steps as `config` says; returns {"train", "predict", "eval", "export"}.
-
-    "predict" is {"predictions", "nbest", "null_odds"}; --do_eval predicts first when
-    --do_predict is not set.
-    """
-    return sweep.run(config, SquadRun)
-
-
 def dataset_json_of(examples, version_2_with_negative):
     """A SQuAD json dict of prediction examples (their gold answer texts), for the evaluation."""
     articles = {}
@@ -466,3 +428,16 @@ def dataset_json_of(examples, version_2_with_negative):
         article = articles.setdefault(example.title, {"title": example.title, "paragraphs": []})
         article["paragraphs"].append({"context": example.context_text, "qas": [qa]})
     return {"version": "2.0" if version_2_with_negative else "1.1", "data": list(articles.values())}
+
+
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    run_class=SquadRun,
+    settings_class=SquadSettings,
+    export_model=export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
+    # it is exported with the original's defaults as a SQuAD 1.1 model.
+    info_from_google_head=lambda shape: {"max_seq_length": 384, "doc_stride": 128},
+)

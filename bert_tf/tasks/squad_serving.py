@@ -41,6 +41,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from bert_tf.errors import InputError
+
 # Runs of the original's paragraph whitespace (bert_tf.data.squad._PARAGRAPH_WHITESPACE).
 _PARAGRAPH_WHITESPACE_RUN = "[ \t\r\n\u202f]+"
 # write_predictions' start value for the null score: what an example without windows keeps.
@@ -60,18 +62,23 @@ class QaSettings:
     null_score_diff_threshold: float = 0.0
 
     def __post_init__(self):
+        """run_squad.py's rules, checked for its flags and for an export's task.json alike.
+
+        Raises:
+          InputError: naming the flag.
+        """
         if self.max_seq_length <= self.max_query_length + 3:
-            raise ValueError(
-                f"max_seq_length ({self.max_seq_length}) must exceed max_query_length "
-                f"({self.max_query_length}) + 3"
+            raise InputError(
+                f"--max_seq_length={self.max_seq_length} must exceed --max_query_length="
+                f"{self.max_query_length} + 3"
             )
         for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+                raise InputError(f"--{name} must be positive, got {getattr(self, name)}")
 
     @classmethod
     def from_info(cls, info):
-        """The settings of a run's TaskInfo (task.json)."""
+        """The settings of a run's TaskInfo (task.json) or of run_squad.py's settings."""
         return cls(**{field.name: getattr(info, field.name) for field in dataclasses.fields(cls)})
 
     @property

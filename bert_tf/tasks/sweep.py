@@ -32,7 +32,7 @@ from absl import logging
 from bert_tf import io
 from bert_tf.checkpoints import copy_checkpoint
 from bert_tf.errors import InputError
-from bert_tf.tasks.run import BEST_CHECKPOINT, EVAL_RESULTS_FILES
+from bert_tf.tasks.finetuning import BEST_CHECKPOINT, EVAL_RESULTS_FILES
 from bert_tf.tasks.run_files import LABELS_FILE, TASK_FILE
 
 SWEEP_FIELDS = ("learning_rate", "train_batch_size", "num_train_epochs", "seed")
@@ -102,10 +102,8 @@ def run(config, run_class):
         raise InputError("a sweep ranks its runs on the dev set: pass --do_eval")
     if not (config.do_train or config.sweep_collect):
         raise InputError("a sweep trains its combinations: pass --do_train (or --sweep_collect)")
-    if not config.output_dir:
-        raise InputError("--output_dir is required")
     index, count = parse_shard(config.sweep_shard)
-    io.check_writable_folder(config.output_dir, "--output_dir")
+    config.check_output_dir()
     grid = combinations(config)
     outcome = {"runs": {}}
     if not config.sweep_collect:

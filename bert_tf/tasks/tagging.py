@@ -21,16 +21,15 @@ from absl import logging
 
 from bert_tf import io, metrics
 from bert_tf.data import conll
-from bert_tf.data.feature_cache import cached_records, file_identity
+from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.settings import setting
-from bert_tf.tasks import sweep, tagging_serving
+from bert_tf.tasks import tagging_serving
 from bert_tf.tasks.config import FineTuningConfig
+from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
-from bert_tf.tasks.run import FineTuningRun
 from bert_tf.tasks.run_files import LABELS_FILE
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tokenization import FullTokenizer
 
 MODEL_TYPE = "tagger"
 PREDICTIONS_FILE = "test_predictions.txt"
@@ -68,6 +67,13 @@ class BertTagger(BertTaskModel):
         return {**super().get_config(), "num_labels": self.num_labels}
 
 
+@dataclasses.dataclass
+class TaggerSettings:
+    """The tagger's part of task.json: the window stride (None: (max_seq_length - 2) // 2)."""
+
+    doc_stride: int | None = None
+
+
 def tagging_loss(outputs, features, num_words):
     """Cross-entropy summed over the labelled pieces (label_mask) / num_words, the global count."""
     logits = tf.cast(outputs["logits"], tf.float32)  # [B, S, L]
@@ -81,16 +87,6 @@ def tagging_loss(outputs, features, num_words):
 def build_model(bert_config, info):
     """The tagger of a run's TaskInfo (its labels)."""
     return BertTagger(bert_config, len(info.labels))
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    export_model=tagging_serving.export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    # Label names are not in a Google checkpoint: "0", "1", ... (or a labels.txt beside it).
-    info_from_google_head=lambda shape: {"labels": [str(i) for i in range(shape[0])]},
-)
 
 
 # ---------------------------------------------------------------------------------- the run
@@ -116,43 +112,42 @@ class TaggerConfig(FineTuningConfig):
         "starting this many pieces apart (default: (max_seq_length - 2) // 2).",
     )
 
+    def check(self):
+        super().check()
+        if not self.data_dir:
+            raise InputError("--data_dir is required")
+        if self.max_seq_length < 3:
+            raise InputError(f"--max_seq_length={self.max_seq_length}: must be at least 3")
+        if self.doc_stride is not None and self.doc_stride <= 0:
+            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
+
 
 class TaggerRun(FineTuningRun):
     """One run_ner.py invocation: features, training, evaluation, prediction and export."""
 
-    spec = SPEC
     metric_name = "eval_f1"  # entity F1 (token accuracy for labels that are not chunks)
-    required_flags = ("data_dir",)
 
     def __init__(self, config):
         super().__init__(config)
-        if config.max_seq_length < 3:
-            raise InputError(f"--max_seq_length={config.max_seq_length}: must be at least 3")
-        if config.doc_stride is not None and config.doc_stride <= 0:
-            raise InputError(f"--doc_stride must be positive, got {config.doc_stride}")
-        self._sentences = {}
         self.labels = self._labels()
-        self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
         spec = conll.tagging_feature_spec(config.max_seq_length)
         # label_ids, label_mask and word_ids are [S] too: cut with the ids.
         self.sequence_features = [name for name, s in spec.items() if len(s.shape)]
 
     # ------------------------------------------------------------------ data
 
-    def sentences(self, split):
-        """(path, sentences) of a split's CoNLL file ("train", "dev", "test"), read once."""
-        if split not in self._sentences:
-            path = io.require_split_file(self.config.data_dir, conll.CONLL_FILE_NAMES, split)
-            sentences = conll.read_conll(path, self.config.label_column)
-            if split != "test" and sentences[0].labels is None:
-                raise InputError(f"{path}: the {split} file has no label column")
-            self._sentences[split] = path, sentences
-        return self._sentences[split]
+    def read_split(self, split):
+        """(path, sentences) of a split's CoNLL file ("train", "dev", "test")."""
+        path = io.require_split_file(self.config.data_dir, conll.CONLL_FILE_NAMES, split)
+        sentences = conll.read_conll(path, self.config.label_column)
+        if split != "test" and sentences[0].labels is None:
+            raise InputError(f"{path}: the {split} file has no label column")
+        return path, sentences
 
     def _labels(self):
         """The training file's labels (saved as labels.txt), else those of an earlier run."""
         if io.split_files(self.config.data_dir, conll.CONLL_FILE_NAMES)["train"]:
-            return conll.labels_from_sentences(self.sentences("train")[1])
+            return conll.labels_from_sentences(self.data("train")[1])
         labels = self.earlier_labels()
         if labels is None:
             raise InputError(
@@ -162,47 +157,37 @@ class TaggerRun(FineTuningRun):
             )
         return labels
 
-    def check_data(self):
-        """Reads the files the steps need; the dev labels must be among the training labels."""
-        config = self.config
-        if config.do_eval:
-            path, sentences = self.sentences("dev")
-            conll.check_labels(sentences, self.labels, path)
-        if config.do_predict:
-            self.sentences("test")
+    def check_split(self, step, data):
+        """The dev labels must be among the training labels."""
+        if step == "eval":
+            conll.check_labels(data[1], self.labels, data[0])
 
-    def features(self, split):
-        """Writes (or reuses) output_dir/{train,eval,predict}.tf_record; returns (path, info)."""
-        source_split = {"train": "train", "eval": "dev", "predict": "test"}[split]
-        input_path, sentences = self.sentences(source_split)
-        if split == "predict":
+    def feature_settings(self, step):
+        config = self.config
+        return {
+            "format": "bert_tf tagging features 1",
+            "input": file_identity(self.step_data(step)[0]),
+            "label_column": config.label_column,
+            "doc_stride": config.doc_stride,
+            "labels": self.labels,
+        }
+
+    def make_records(self, step):
+        input_path, sentences = self.step_data(step)
+        if step == "predict":
             # Gold labels of the test file are not needed to predict; unseen ones are no error.
             sentences = [dataclasses.replace(s, labels=None) for s in sentences]
         else:
             conll.check_labels(sentences, self.labels, input_path)
         config = self.config
-        path = self.feature_path(split)
-        settings = {
-            "format": "bert_tf tagging features 1",
-            "input": file_identity(input_path),
-            "label_column": config.label_column,
-            "vocab": file_identity(config.vocab_file),
-            "do_lower_case": config.do_lower_case,
-            "max_seq_length": config.max_seq_length,
-            "doc_stride": config.doc_stride,
-            "labels": self.labels,
-        }
+        features = conll.convert_sentences_to_features(
+            sentences, self.labels, config.max_seq_length, self.tokenizer, config.doc_stride
+        )
+        serialized = [conll.serialize_tagging_feature(feature) for feature in features]
+        return serialized, {"num_real_examples": len(features), "sentences": len(sentences)}
 
-        def make_examples():
-            features = conll.convert_sentences_to_features(
-                sentences, self.labels, config.max_seq_length, self.tokenizer, config.doc_stride
-            )
-            serialized = [conll.serialize_tagging_feature(feature) for feature in features]
-            return serialized, {"num_real_examples": len(features), "sentences": len(sentences)}
-
-        info = cached_records(path, settings, make_examples)
-        logging.info("%s: %d windows of %d sentences", path, info["num_records"], len(sentences))
-        return path, info
+    def feature_summary(self, info):
+        return f"{info['num_records']} windows of {info['sentences']} sentences"
 
     def feature_spec(self, is_training, path=None):
         return conll.tagging_feature_spec(self.config.max_seq_length)
@@ -237,7 +222,7 @@ class TaggerRun(FineTuningRun):
         # Sequence features of shorter batches were zero-padded: word id 0 there is no word.
         word_ids = np.where(label_mask, result["word_ids"], -1)
         predicted = conll.merge_window_predictions(
-            self.sentences({"eval": "dev", "predict": "test"}[split])[1],
+            self.step_data(split)[1],
             {"sentence_index": result["sentence_index"], "word_ids": word_ids},
             logits.argmax(axis=-1),
             self.labels,
@@ -253,7 +238,7 @@ class TaggerRun(FineTuningRun):
 
     def evaluate(self):
         predicted, loss = self.predict_words("eval", self.config.eval_batch_size)
-        gold = [sentence.labels for sentence in self.sentences("dev")[1]]
+        gold = [sentence.labels for sentence in self.step_data("eval")[1]]
         results = evaluation_results(gold, predicted, self.labels)
         results.update(eval_loss=loss, loss=loss)
         return self.evaluation_done(results, [tag for tags in predicted for tag in tags], "tag")
@@ -261,7 +246,7 @@ class TaggerRun(FineTuningRun):
     def predict_test(self):
         predicted, _ = self.predict_words("predict", self.config.predict_batch_size)
         if self.is_chief:
-            test_path, sentences = self.sentences("test")
+            test_path, sentences = self.step_data("predict")
             conll.write_conll_predictions(
                 test_path,
                 sentences,
@@ -272,12 +257,6 @@ class TaggerRun(FineTuningRun):
 
     def head_info(self):
         return {"labels": self.labels, "doc_stride": self.config.doc_stride}
-
-
-def run(config):
-    """Runs run_ner.py's steps as `config` says; returns {"train", "eval", "predict", "export"}
-    (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
-    return sweep.run(config, TaggerRun)
 
 
 def evaluation_results(gold, predicted, labels):
@@ -300,3 +279,15 @@ def evaluation_results(gold, predicted, labels):
 
 
 # ---------------------------------------------------------------------------------- the export
+
+
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    run_class=TaggerRun,
+    settings_class=TaggerSettings,
+    export_model=tagging_serving.export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    # Label names are not in a Google checkpoint: "0", "1", ... (or a labels.txt beside it).
+    info_from_google_head=lambda shape: {"labels": [str(i) for i in range(shape[0])]},
+)

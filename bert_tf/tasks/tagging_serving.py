@@ -9,7 +9,7 @@ B = batch, S = sequence length, L = number of labels, K = windows of a text, W =
 
 import tensorflow as tf
 
-from bert_tf.export import write_saved_model
+from bert_tf.export import serving_module, write_saved_model
 from bert_tf.tasks.run_files import LABELS_FILE, labels_text
 
 
@@ -232,14 +232,9 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     "segment_ids", "word_ids" int32 [B, K, S]; serve_ids: those four -> the outputs but "words".
     labels.txt lands in assets/.
     """
-    from bert_tf.preprocessing import BertPreprocessor
-
     labels = list(info.labels)
-    module = tf.Module()
-    module.model = model
-    module.preprocessor = TaggingPreprocessor(
-        BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length), info.doc_stride
-    )
+    module = serving_module(model, info, vocab_file)
+    module.preprocessor = TaggingPreprocessor(module.preprocessor, info.doc_stride)
 
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
     ids_specs = [

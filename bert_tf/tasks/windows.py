@@ -12,7 +12,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import metrics
-from bert_tf.tasks.run_files import WINDOW_COMBINATIONS
+
+# How a classifier combines a text's windows (combine_windows).
+WINDOW_COMBINATIONS = ("weighted_mean", "mean", "max")
 
 
 def text_windows(preprocessor, text, doc_stride):

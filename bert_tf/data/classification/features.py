@@ -12,7 +12,7 @@ import collections
 import tensorflow as tf
 
 from bert_tf.data.packing import Span, pack_tokens, pad_to, window_spans
-from bert_tf.data.records import float_feature, int64_feature, serialize_example
+from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 
 
@@ -183,15 +183,9 @@ def classifier_feature_spec(max_seq_length, is_regression=False, windows=False):
 
 
 def serialize_classifier_feature(feature, is_regression=False):
-    """A feature dict from `convert_example_to_feature` as serialized tf.train.Example bytes."""
-    label_feature = float_feature if is_regression else int64_feature
-    features = {
-        "input_ids": int64_feature(feature["input_ids"]),
-        "input_mask": int64_feature(feature["input_mask"]),
-        "segment_ids": int64_feature(feature["segment_ids"]),
-        "label_ids": label_feature([feature["label_ids"]]),
-        "is_real_example": int64_feature([feature["is_real_example"]]),
-    }
-    if "text_index" in feature:
-        features["text_index"] = int64_feature([feature["text_index"]])
-    return serialize_example(features)
+    """A feature dict from `convert_example_to_feature` (or a window's, with its text_index) as
+    serialized tf.train.Example bytes, as classifier_feature_spec says."""
+    spec = classifier_feature_spec(
+        len(feature["input_ids"]), is_regression, windows="text_index" in feature
+    )
+    return serialize_values(feature, spec)

@@ -1,0 +1,394 @@
+"""What every fine-tuning task does the same way: FineTuningRun, the base of each task's run.
+
+It owns the tokenizer, which data each step reads (the split map), the data checks before any work, the
+features template (the task's own settings plus the shared cache key: vocab, casing, max_seq_length,
+through bert_tf/data/feature_cache.py), the Trainer, the steps (train, evaluate, predict, export) and
+task.json. A task's run (tasks/classification.py, ...) says only what is its own: its reader, its
+features, loss, metrics and outputs.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import io, metrics
+from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint
+from bert_tf.data.feature_cache import (
+    cached_records,
+    file_identity,
+    make_feature_dataset,
+    reading_cached_records,
+)
+from bert_tf.distribute import resolve_strategy_name
+from bert_tf.errors import InputError
+from bert_tf.optimization import create_optimizer
+from bert_tf.tasks.run import Run
+from bert_tf.tasks.run_files import (
+    LABELS_FILE,
+    TASK_FILE,
+    TaskInfo,
+    read_labels,
+    read_task_info,
+    write_labels,
+    write_task_info,
+)
+from bert_tf.tokenization import FullTokenizer, check_vocab
+from bert_tf.training import Task
+
+# --eval_every_steps keeps the best checkpoint of a run here, with its metric in BEST_METRIC_FILE.
+BEST_CHECKPOINT = "best_checkpoint"
+BEST_METRIC_FILE = "dev_metric.json"
+EVAL_RESULTS_FILES = ("eval_results.txt", "eval_results.json")
+STEPS = ("train", "eval", "predict")
+
+
+def num_train_steps(config, num_train_examples):
+    """(steps, warmup steps) as the original computes them: examples / batch * epochs."""
+    steps = int(num_train_examples / config.train_batch_size * config.num_train_epochs)
+    if config.do_train and steps <= 0:
+        raise InputError(
+            f"{num_train_examples} training examples make no step of --train_batch_size="
+            f"{config.train_batch_size} in --num_train_epochs={config.num_train_epochs}"
+        )
+    return max(steps, 1), int(max(steps, 1) * config.warmup_proportion)
+
+
+def dummy_batch(feature_spec, feature):
+    """One example of `feature` ({name: list}) as [1, ...] tensors of the spec's dtypes (int32 for int64)."""
+    return {
+        name: tf.constant([feature[name]], tf.float32 if spec.dtype == tf.float32 else tf.int32)
+        for name, spec in feature_spec.items()
+    }
+
+
+class FineTuningRun(Run):
+    """What one run of every fine-tuning script shares: the checks, the data, the Trainer, the steps.
+
+    A task's run subclasses it and provides:
+      spec: its bert_tf.tasks.spec.TaskSpec (set by the TaskSpec that names the run class);
+        head_info() -> the TaskInfo fields of its head (labels, ...).
+      read_split(split) -> the data of one of `splits`' values, read and checked (errors name the
+        file and line); check_split(step, data): what else a step needs of it (labels, ...).
+      feature_settings(step) -> what the step's features depend on besides the vocab, casing and
+        max_seq_length (format, inputs, ...); make_records(step) -> (serialized records, info), with
+        info["num_real_examples"]; feature_summary(info) -> what the log says of them.
+      feature_spec(is_training, path=None), padding_feature(is_training, path=None): the records'
+        tf.io spec and one fake example ({name: list}), of the features file at `path` (None: of one
+        example to build the model with).
+      loss(outputs, features, normalizers) -> {"loss": ...}; normalizers(features) if the loss
+        divides by something else than the examples.
+      evaluate(), predict_test(): the steps' work.
+    """
+
+    # Features whose last axis is the sequence: length bucketing cuts them to a batch's longest input.
+    sequence_features = ("input_ids", "input_mask", "segment_ids")
+    # The key of evaluate()'s results that ranks runs (a sweep's best/, --eval_every_steps' best).
+    metric_name = "eval_accuracy"
+    # What every dev prediction of the last evaluation was, when they were all one (evaluation_done).
+    collapsed = None
+    # The data each step reads: the split names of the task's files.
+    splits = {"train": "train", "eval": "dev", "predict": "test"}
+
+    def __init__(self, config):
+        super().__init__(config)
+        if not tf.io.gfile.exists(config.vocab_file):
+            raise InputError(f"--vocab_file={config.vocab_file} does not exist")
+        check_vocab(
+            config.vocab_file,
+            vocab_size=self.bert_config.vocab_size,
+            config_name=f"--bert_config_file={config.bert_config_file}",
+        )
+        self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+        self._data = {}
+
+    @property
+    def checkpoint_heads(self):
+        return "optional" if self.config.restore_head else "skip"
+
+    def build_model(self):
+        return self.spec.build_model(self.bert_config, self.task_info())
+
+    def head_info(self):
+        """The TaskInfo fields of the task's head and data (labels, windows, ...); none by default."""
+        return {}
+
+    def task_info(self):
+        """What rebuilds this run's model and export: task.json's content."""
+        config = self.config
+        return TaskInfo(
+            model_type=self.spec.name,
+            bert_config=self.bert_config,
+            do_lower_case=config.do_lower_case,
+            max_seq_length=config.max_seq_length,
+            **self.head_info(),
+        )
+
+    def checkpoint_task_info(self):
+        """The TaskInfo of the run the model comes from, or None (no task.json there, or no
+        checkpoint): --output_dir's when it holds a checkpoint (resumed), else --init_checkpoint's
+        (which check_settings() found)."""
+        if self.resumes():
+            return read_task_info(self.config.output_dir)
+        if self.config.init_checkpoint:
+            return read_task_info(resolve_checkpoint(self.config.init_checkpoint))
+        return None
+
+    def earlier_labels(self):
+        """The labels of an earlier run: --output_dir's labels.txt, else --init_checkpoint's run's."""
+        labels = read_labels(self.config.output_dir)
+        if labels is None and self.config.init_checkpoint:
+            prefix = resolve_checkpoint(self.config.init_checkpoint)
+            info = read_task_info(prefix)
+            labels = info.labels if info else read_labels(os.path.dirname(prefix))
+        return labels
+
+    # ------------------------------------------------------------------ data
+
+    def read_split(self, split):
+        """The data of `split` (one of `splits`' values), read and checked; the task's own."""
+        raise NotImplementedError
+
+    def data(self, split):
+        """read_split(split), read once."""
+        if split not in self._data:
+            self._data[split] = self.read_split(split)
+        return self._data[split]
+
+    def step_data(self, step):
+        """The data "train", "eval" or "predict" reads."""
+        return self.data(self.splits[step])
+
+    def check_split(self, step, data):
+        """What else `step` needs of its data, read by step_data (labels, ...); nothing by default."""
+
+    def check_data(self):
+        """Reads and checks the data of the steps the flags ask for, before any work."""
+        for step in STEPS:
+            if getattr(self.config, f"do_{step}"):
+                self.check_split(step, self.step_data(step))
+
+    def feature_settings(self, step):
+        """What the step's features depend on, besides the vocab, casing and max_seq_length."""
+        raise NotImplementedError
+
+    def make_records(self, step):
+        """(serialized records, info) of the step's features; info holds "num_real_examples"."""
+        raise NotImplementedError
+
+    def feature_summary(self, info):
+        """What the log says of a features file, from its info."""
+        return f"{info['num_records']} records"
+
+    def features(self, step):
+        """Writes (or reuses) the step's features file; returns (path, info).
+
+        info holds "num_real_examples" and "num_records" (see feature_cache.cached_records).
+        """
+        return self.cached_features(
+            step, self.feature_settings(step), lambda: self.make_records(step)
+        )
+
+    def cached_features(self, step, settings, make_records):
+        """The features file of `step` (feature_path), remade by make_records() unless it was
+        made with the same `settings` and the same vocab, casing and max_seq_length."""
+        config, path = self.config, self.feature_path(step)
+        settings = {
+            **settings,
+            "vocab": file_identity(config.vocab_file),
+            "do_lower_case": config.do_lower_case,
+            "max_seq_length": config.max_seq_length,
+        }
+        info = cached_records(path, settings, make_records)
+        logging.info("%s: %s", path, self.feature_summary(info))
+        return path, info
+
+    def validate(self):
+        """Everything the run will read, checked before its first step."""
+        self.check_data()
+        self.check_init_checkpoint(needs_head=not self.config.do_train)
+
+    def normalizers(self, features):
+        """The loss's denominators: the examples of the batch (summed over replicas by the loop)."""
+        return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+    def task(self, train_path=None):
+        """The training.Task over the training features at `train_path`."""
+
+        def dataset_fn(input_context, batch_size, is_training):
+            if train_path is None:
+                raise ValueError("no training features")
+            return self.dataset(train_path, batch_size, is_training, input_context)
+
+        return Task(
+            build_model=self.build_model,
+            loss_fn=self.loss,
+            normalizer_fn=self.normalizers,
+            metric_fn=lambda outputs, features: {},
+            dataset_fn=dataset_fn,
+            dummy_batch_fn=self.dummy_batch,
+        )
+
+    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        """The features file at `path` as batches (make_feature_dataset with the run's seed).
+
+        Training batches are the original's random ones, cut to their longest input unless
+        --cut_batches_to_longest=false, or sorted by length (--length_bucketing). Evaluation and
+        prediction sort by length and cut (the padding is masked: the same outputs, put back in file
+        order), and pad their last batch with fake examples. On a TPU (one shape) only
+        --length_bucketing cuts.
+        """
+        strategy = resolve_strategy_name(self.config.distribution_strategy, self.config.use_tpu)
+        return make_feature_dataset(
+            path,
+            self.feature_spec(is_training, path),
+            batch_size,
+            is_training,
+            input_context=input_context,
+            seed=self.config.seed,
+            length_bucketing=self.config.length_bucketing if is_training else strategy != "tpu",
+            cut_to_longest=self.config.cut_batches_to_longest and strategy != "tpu",
+            sequence_features=self.sequence_features,
+            num_records=num_records,
+            padding_features=None if is_training else self.padding_feature(is_training, path),
+        )
+
+    def dummy_batch(self):
+        """One fake training example, [1, ...] tensors: what builds the model's weights."""
+        return dummy_batch(self.feature_spec(True), self.padding_feature(True))
+
+    def trainer(self, train_path=None, num_train_examples=0):
+        """The Trainer (built on first use, resuming from output_dir's latest checkpoint)."""
+        if self._trainer is None:
+            config = self.config
+            steps, warmup = num_train_steps(config, num_train_examples)
+            self._trainer = self.make_trainer(
+                self.task(train_path),
+                lambda: create_optimizer(config.learning_rate, steps, warmup),
+                self.train_config(steps),
+            )
+        return self._trainer
+
+    def feature_path(self, step):
+        """The features file of "train", "eval" or "predict" (a sweep's runs share one folder)."""
+        return os.path.join(self.config.feature_dir or self.config.output_dir, f"{step}.tf_record")
+
+    def dev_metric(self, results):
+        """(name, value) of the metric that ranks runs, from evaluate()'s results."""
+        name = self.metric_name if self.metric_name in results else "eval_accuracy"
+        return name, float(results[name])
+
+    def train(self):
+        """Fine-tunes on the training features; returns Trainer.train's last progress values.
+
+        With --eval_every_steps=N it evaluates every N steps (and at the end), and keeps the
+        checkpoint of the best dev metric so far in best_checkpoint/ beside the last ones.
+        """
+        path, info = self.features("train")
+        trainer = self.trainer(path, info["num_real_examples"])
+        every, end = self.config.eval_every_steps, trainer.config.num_train_steps
+        if every <= 0:
+            with reading_cached_records([path]):
+                return trainer.train()
+        best = self.best_checkpoint_metric()
+        outcome = None
+        while trainer.global_step < end:
+            with reading_cached_records([path]):
+                outcome = trainer.train(until=(trainer.global_step // every + 1) * every)
+            name, value = self.dev_metric(self.evaluate())
+            logging.info("step %d: %s = %.4f", trainer.global_step, name, value)
+            if best is None or value > best["value"]:
+                best = {"metric": name, "value": value, "global_step": trainer.global_step}
+                self.keep_best_checkpoint(best)
+        return outcome or {"global_step": trainer.global_step}
+
+    def best_checkpoint_metric(self):
+        """The metric of best_checkpoint/ (an earlier part of this run), or None."""
+        path = os.path.join(self.config.output_dir, BEST_CHECKPOINT, BEST_METRIC_FILE)
+        return io.read_json(path) if io.exists(path) else None
+
+    def keep_best_checkpoint(self, best):
+        """Copies the latest checkpoint to best_checkpoint/, with its metric and eval results."""
+        if not self.is_chief:
+            return
+        folder = self.config.output_dir
+        metric_file = os.path.join(folder, BEST_METRIC_FILE)
+        io.write_text(metric_file, json.dumps(best, indent=2) + "\n")
+        # With task.json and labels.txt, --init_checkpoint=best_checkpoint rebuilds the run's model.
+        extra = [metric_file] + [
+            path
+            for path in (
+                os.path.join(folder, name) for name in (*EVAL_RESULTS_FILES, TASK_FILE, LABELS_FILE)
+            )
+            if io.exists(path)
+        ]
+        copy_checkpoint(
+            tf.train.latest_checkpoint(folder), os.path.join(folder, BEST_CHECKPOINT), extra
+        )
+        tf.io.gfile.remove(metric_file)
+
+    def predict_features(self, path, info, batch_size, output_keys, feature_keys=()):
+        """Model outputs for every real example of a features file, in file order (Trainer.predict).
+
+        Args:
+          path, info: a features file and its info (from `features`).
+          batch_size: the global batch.
+          output_keys: the model outputs to return.
+          feature_keys: input features to return beside them.
+
+        Returns:
+          {name: np.ndarray [N, ...]} over the file's N real examples, in file order; outputs and
+          features whose last axis is the sequence are zero-padded to the longest batch.
+        """
+        dataset = self.dataset(path, batch_size, False, num_records=info["num_records"])
+        keys = [*feature_keys, "is_real_example"]
+        if "example_index" in dataset.element_spec:
+            keys.append("example_index")  # length bucketing sorted the examples
+        with reading_cached_records([path]):
+            result = self.trainer().predict(dataset, output_keys=output_keys, feature_keys=keys)
+        if "example_index" in result:
+            order = np.argsort(result["example_index"], kind="stable")
+            result = {name: value[order] for name, value in result.items()}
+        real = result["is_real_example"].astype(bool)
+        return {name: value[real] for name, value in result.items()}
+
+    def evaluation_done(self, results, predictions=None, what="prediction"):
+        """Adds the global step to eval results, writes eval_results.txt and returns them; logs a
+        WARNING and sets `collapsed` (a sweep records it) when every dev prediction is the same."""
+        results["global_step"] = self.trainer().global_step
+        self.write_eval_results(results)
+        if predictions is not None:
+            self.collapsed = metrics.collapse(predictions, what, self.config.learning_rate)
+        return results
+
+    def export(self):
+        """Writes the trained model as a SavedModel to --export_dir (the task's export_model)."""
+        config = self.config
+        return self.spec.export_model(
+            self.trainer().model, self.task_info(), config.vocab_file, config.export_dir
+        )
+
+    def run(self):
+        """The steps the flags ask for; returns {"train", "eval", "predict", "export"}: their results.
+
+        Everything the run reads is checked first; then task.json is written (what
+        export_saved_model.py and a later --init_checkpoint read to rebuild this run's model).
+        """
+        config, outcome = self.config, {}
+        self.validate()
+        if self.is_chief:
+            info = self.task_info()
+            write_task_info(config.output_dir, info)
+            if info.labels:
+                write_labels(config.output_dir, info.labels)
+        if config.do_train:
+            outcome["train"] = self.train()
+        if config.do_eval:
+            outcome["eval"] = self.evaluate()
+        if config.do_predict:
+            outcome["predict"] = self.predict_test()
+        if config.export_dir and self.is_chief:
+            outcome["export"] = self.export()
+        return outcome
