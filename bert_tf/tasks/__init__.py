@@ -8,7 +8,15 @@ scripts. A new task is one module here (and one in bert_tf/data/), added to TASK
 """
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import classification, encoder, multi_label, multiple_choice, squad, tagging
+from bert_tf.tasks import (
+    classification,
+    encoder,
+    feature_based,
+    multi_label,
+    multiple_choice,
+    squad,
+    tagging,
+)
 
 TASKS = {
     spec.name: spec
@@ -18,6 +26,7 @@ TASKS = {
         multi_label.SPEC,
         squad.SPEC,
         tagging.SPEC,
+        feature_based.SPEC,
         multiple_choice.SPEC,
     )
 }

@@ -27,7 +27,7 @@ class TaskInfo:
 
     Attributes:
       model_type: the task's name in bert_tf.tasks.TASKS ("classifier", "multi_label", "squad",
-        "tagger", "multiple_choice", "encoder"), or "pretraining".
+        "tagger", "feature_tagger", "multiple_choice", "encoder"), or "pretraining".
       bert_config: the encoder's BertConfig (None: give --bert_config_file).
       do_lower_case, max_seq_length: the tokenizer's settings.
       labels: classifier and tagger: the label strings in id order.
@@ -38,6 +38,8 @@ class TaskInfo:
       thresholds: multi_label: each label's threshold (probability over it: predicted); None: 0.5.
       version_2_with_negative, max_query_length, n_best_size, max_answer_length,
       null_score_diff_threshold: SQuAD's settings (run_squad.py's flags).
+      feature_layers, lstm_size: feature_tagger: the layers its head reads and its BiLSTM's size
+        (run_ner.py --feature_layers, --lstm_size; bert_tf/tasks/feature_based.py).
     """
 
     model_type: str
@@ -55,6 +57,8 @@ class TaskInfo:
     n_best_size: int = 20
     max_answer_length: int = 30
     null_score_diff_threshold: float = 0.0
+    feature_layers: str | None = None
+    lstm_size: int | None = None
 
     def __post_init__(self):
         if self.window_combination is None:  # a task.json's null
