@@ -394,26 +394,29 @@ class FeatureTaggerRun(tagging.TaggerRun):
             self._frozen = bert, weights_fingerprint(weights)
         return self._frozen
 
-    def features(self, split):
-        """The split's encoder features: output_dir's token features (tagging), then the cache's
-        layers of them, made once; returns (path, info) of the cache file."""
+    def cache_file(self, split):
+        """(path, settings) of the split's cached layers, and (path, info) of its token features
+        (tagging's, in output_dir): the cache's key is everything the layers depend on."""
         token_path, token_info = super().features(split)
         config = self.config
-        bert, fingerprint = self.frozen_encoder()
         with tf.io.gfile.GFile(token_path + SETTINGS_SUFFIX) as f:
             token_settings = json.load(f)["settings"]
         settings = {
             "format": "bert_tf encoder features 1",
             "tokens": token_settings,  # data file, vocab, do_lower_case, max_seq_length, ...
-            "encoder": fingerprint,
+            "encoder": self.frozen_encoder()[1],
             "bert_config": self.bert_config.to_dict(),
             "layers": list(self.layer_indices),
         }
         folder = config.encoder_features_dir or config.feature_dir or config.output_dir
-        tf.io.gfile.makedirs(folder)
-        path = os.path.join(
-            folder, f"{split}.encoder_features.{settings_digest(settings)}.tf_record"
-        )
+        name = f"{split}.encoder_features.{settings_digest(settings)}.tf_record"
+        return (os.path.join(folder, name), settings), (token_path, token_info)
+
+    def features(self, split):
+        """The split's cached layers, made once (the encoder runs only then); (path, info)."""
+        (path, settings), (token_path, token_info) = self.cache_file(split)
+        tf.io.gfile.makedirs(os.path.dirname(path))
+        bert = self.frozen_encoder()[0]
         input_specs = {
             name: tf.TensorSpec([None, None], tf.int32)
             for name in ("input_ids", "input_mask", "segment_ids")
@@ -426,10 +429,10 @@ class FeatureTaggerRun(tagging.TaggerRun):
             path,
             settings,
             token_path,
-            conll.tagging_feature_spec(config.max_seq_length),
+            conll.tagging_feature_spec(self.config.max_seq_length),
             token_info,
             encode,
-            config.predict_batch_size,
+            self.config.predict_batch_size,
         )
         return path, info
 
