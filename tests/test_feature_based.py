@@ -434,3 +434,45 @@ def test_the_embedding_layer_is_the_first_block_s_input():
     block = bert.encoder_layers[0](tf.constant(layers[:, :, 0]), inputs["input_mask"])
     np.testing.assert_allclose(layers[:, :, 1], block.numpy(), atol=1e-6)
     np.testing.assert_allclose(layers[:, :, 2], bert(inputs)["sequence_output"].numpy(), atol=1e-6)
+
+
+def test_the_choices_read_the_paper_s_layers_of_a_twelve_layer_bert():
+    # Indices into [embeddings, block 1, ..., block 12]; "all" is the paper's "all 12 layers".
+    expected = {
+        "embeddings": (0,),
+        "second_to_last_hidden": (11,),
+        "last_hidden": (12,),
+        "weighted_sum_last_four": (9, 10, 11, 12),
+        "concat_last_four": (9, 10, 11, 12),
+        "weighted_sum_all": tuple(range(1, 13)),
+    }
+    assert {name: feature_based.layer_indices(name, 12) for name in expected} == expected
+    assert feature_based.layer_indices("second_to_last_hidden", 2) == (1,)
+    with pytest.raises(InputError, match=r"needs at least 2 encoder layers, but the model has"):
+        feature_based.layer_indices("second_to_last_hidden", 1)
+
+
+@pytest.mark.parametrize("feature_layers", ["weighted_sum_last_four", "concat_last_four"])
+def test_the_scalar_mix_and_the_concatenation_of_the_layers(feature_layers):
+    config = BertConfig(
+        vocab_size=50, hidden_size=8, num_hidden_layers=4, num_attention_heads=2,
+        intermediate_size=16,
+    )  # fmt: skip
+    model = feature_based.FeatureTagger(config, 3, feature_layers, lstm_size=5)
+    layers = np.random.default_rng(0).normal(size=(2, 3, 4, 8)).astype(np.float32)
+    logits = model({"encoder_features": layers, "input_mask": np.ones([2, 3])})["logits"]
+    assert logits.shape == (2, 3, 3)
+    head = model.head
+    combined = head.combine(tf.constant(layers)).numpy()
+    if feature_layers == "concat_last_four":  # [B, S, 4H], the layers side by side
+        np.testing.assert_array_equal(
+            combined, np.concatenate(list(layers.transpose(2, 0, 1, 3)), -1)
+        )
+        assert head.bilstm_0.forward_layer.cell.kernel.shape == (32, 20)
+        return
+    head.layer_weights.assign([0.5, -1.0, 2.0, 0.0])
+    head.gamma.assign(1.5)
+    weights = np.exp([0.5, -1.0, 2.0, 0.0]) / np.exp([0.5, -1.0, 2.0, 0.0]).sum()
+    expected = 1.5 * np.einsum("bskh,k->bsh", layers.astype(np.float64), weights)
+    np.testing.assert_allclose(head.combine(tf.constant(layers)).numpy(), expected, atol=1e-5)
+    assert head.bilstm_0.forward_layer.cell.kernel.shape == (8, 20)
