@@ -7,10 +7,10 @@ encoder's weights, the layers, and everything the token features depend on: data
 do_lower_case, max_seq_length, ...) read that file instead of running the encoder again
 (feature_cache.cached_records keeps the settings beside it).
 
-Size: 4 bytes x K layers x H per real wordpiece, [CLS] and [SEP] included. For CoNLL-2003's training
-set (~14k sentences, ~0.3M pieces) and BERT-base (H = 768): ~0.9 GB for one layer, ~3.8 GB for the
-last four, ~11 GB for all twelve. Float32, so a head reading the cache sees what the encoder computes
-live (its export) up to float32 rounding.
+Size: 4 bytes x K layers x H per real wordpiece, [CLS] and [SEP] included, float32 whatever the
+encoder's dtype policy. For CoNLL-2003's training set (14k sentences, 204k words, ~0.3M pieces) and
+BERT-base (H = 768): ~0.9 GB for one layer, ~3.8 GB for the last four, ~11 GB for all twelve. Float32,
+so a head reading the cache sees what the encoder computes live (its export) up to float32 rounding.
 
 A record: "encoder_features" (bytes: float32 [n, K, H], little-endian), "label_ids", "label_mask",
 "word_ids" (int64 [n]), "sentence_index", "is_real_example" (int64 scalars), n = the window's real

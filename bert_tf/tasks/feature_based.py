@@ -383,7 +383,8 @@ class FeatureTaggerRun(tagging.TaggerRun):
         (--output_dir's when resuming, else --init_checkpoint's), built and loaded, not run."""
         if self._frozen is None:
             source = self.config.output_dir if self.resumes() else self.config.init_checkpoint
-            bert = BertModel(self.bert_config)
+            # Under the run's dtype policy: the cache then holds what the model's encoder computes.
+            bert = BertModel(self.bert_config, dtype=self.config.mixed_precision)
             bert.build()
             restore_init_checkpoint(bert, source)
             weights = {
@@ -406,6 +407,7 @@ class FeatureTaggerRun(tagging.TaggerRun):
             "tokens": token_settings,  # data file, vocab, do_lower_case, max_seq_length, ...
             "encoder": self.frozen_encoder()[1],
             "bert_config": self.bert_config.to_dict(),
+            "mixed_precision": config.mixed_precision,
             "layers": list(self.layer_indices),
         }
         folder = config.encoder_features_dir or config.feature_dir or config.output_dir
@@ -422,7 +424,7 @@ class FeatureTaggerRun(tagging.TaggerRun):
             for name in ("input_ids", "input_mask", "segment_ids")
         }
         encode = tf.function(
-            lambda inputs: encoder_layers(bert, inputs, self.layer_indices),
+            lambda inputs: tf.cast(encoder_layers(bert, inputs, self.layer_indices), tf.float32),
             input_signature=[input_specs],
         )
         info = cached_encoder_features(
@@ -437,6 +439,8 @@ class FeatureTaggerRun(tagging.TaggerRun):
         return path, info
 
     def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        """The cached layers in batches, each cut to its longest window (whatever
+        --cut_batches_to_longest and --length_bucketing say: the cache holds no padding)."""
         return make_encoder_feature_dataset(
             path,
             len(self.layer_indices),
