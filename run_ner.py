@@ -7,18 +7,22 @@ train.txt, dev.txt (or valid.txt) and test.txt from --data_dir; writes train/eva
 eval_results.txt (entity precision, recall and F1 as conlleval counts them) and test_predictions.txt
 (the test file with a predicted label column) to --output_dir. Restarting with the same --output_dir
 resumes training.
+
+--feature_layers switches to the BERT paper's feature-based approach (section 5.3): the encoder is
+frozen, the chosen layers are computed once and cached (--encoder_features_dir), and a two-layer
+BiLSTM (--lstm_size) learns the labels from them (bert_tf/tasks/feature_based.py).
 """
 
 from bert_tf import cli
 
 cli.load_tensorflow_quietly()
 
-from bert_tf.tasks import tagging  # noqa: E402 (after TensorFlow's quiet start)
+from bert_tf.tasks import feature_based  # noqa: E402 (after TensorFlow's quiet start)
 
 
 def cli_main():
     """Console entry point `bert-run-ner`."""
-    cli.main(tagging.TaggerConfig, tagging.SPEC.run, __name__)
+    cli.main(feature_based.FeatureTaggerConfig, feature_based.run, __name__)
 
 
 if __name__ == "__main__":

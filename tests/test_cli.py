@@ -36,7 +36,7 @@ def test_console_command_helpshort_lists_its_flags(command, flags):
 SCRIPTS = [
     ("run_classifier.py", "bert_tf.tasks.classification", "ClassifierConfig"),
     ("run_squad.py", "bert_tf.tasks.squad", "SquadConfig"),
-    ("run_ner.py", "bert_tf.tasks.tagging", "TaggerConfig"),
+    ("run_ner.py", "bert_tf.tasks.feature_based", "FeatureTaggerConfig"),
     ("run_swag.py", "bert_tf.tasks.multiple_choice", "MultipleChoiceConfig"),
     ("run_pretraining.py", "bert_tf.tasks.pretraining", "PretrainingConfig"),
     ("create_pretraining_data.py", "bert_tf.data.pretraining.writer", "CreateConfig"),

@@ -79,6 +79,12 @@ KINDS = {
         {"question": ["Who was rich?", "", "Whose evils?", "東京?"], "context": TEXTS},
     ),
     "tagger": (dict(labels=["O", "B-PER", "I-PER", "B-LOC"], doc_stride=6), {}, {"text": TEXTS}),
+    # run_ner.py --feature_layers: the frozen encoder's layers through a BiLSTM (Keras' LSTM loop).
+    "feature_tagger": (
+        dict(labels=["O", "B-PER"], doc_stride=6, feature_layers="weighted_sum_all", lstm_size=8),
+        {},
+        {"text": TEXTS},
+    ),
     "multiple_choice": (
         dict(),
         {},

@@ -9,7 +9,15 @@ bert_tf/data/), added to TASKS.
 """
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import classification, encoder, multi_label, multiple_choice, squad, tagging
+from bert_tf.tasks import (
+    classification,
+    encoder,
+    feature_based,
+    multi_label,
+    multiple_choice,
+    squad,
+    tagging,
+)
 
 TASKS = {
     spec.name: spec
@@ -19,6 +27,7 @@ TASKS = {
         multi_label.SPEC,
         squad.SPEC,
         tagging.SPEC,
+        feature_based.SPEC,
         multiple_choice.SPEC,
     )
 }

@@ -39,7 +39,7 @@ class TaskInfo:
 
     Attributes:
       model_type: the task's name in bert_tf.tasks.TASKS ("classifier", "multi_label", "squad",
-        "tagger", "multiple_choice", "encoder"), or "pretraining".
+        "tagger", "feature_tagger", "multiple_choice", "encoder"), or "pretraining".
       bert_config: the encoder's BertConfig (None: give --bert_config_file).
       do_lower_case, max_seq_length: the tokenizer's settings.
       labels: the label strings in id order (tasks with labels), else None.

@@ -1,0 +1,480 @@
+"""The feature-based approach (BERT paper §5.3, Table 7): a frozen BERT's layers feed a BiLSTM tagger.
+
+run_ner.py --feature_layers=... freezes the encoder and trains a two-layer BiLSTM and a dense layer
+over the labels on the outputs of the chosen layers, as the paper does for CoNLL-2003:
+
+    embeddings               the embedding layer's output (after LayerNorm: the first block's input)
+    second_to_last_hidden    the output of block N - 1
+    last_hidden              the output of block N (the sequence output)
+    weighted_sum_last_four   gamma * sum_k softmax(w)_k * block_k, k = N-3 .. N (ELMo's scalar mix,
+                             with its learned scale gamma; w starts at 0, gamma at 1)
+    concat_last_four         blocks N-3 .. N concatenated, [B, S, 4H]
+    weighted_sum_all         the scalar mix of every block 1 .. N (the paper's "all 12 layers": the
+                             embeddings are not one of them)
+
+The encoder runs once per split: its layers are cached on disk (bert_tf/data/encoder_features.py)
+and the head trains on the cache, so a second run with another head size or learning rate never
+runs the encoder. The checkpoints hold the encoder (unchanged) and the head, so prediction from
+them, export_saved_model.py and --export_dir work as for a fine-tuned tagger; the export runs the
+frozen encoder and the head on raw text (bert_tf/tasks/tagging_serving.py).
+
+B = batch, S = sequence length, K = layers read, H = hidden size, L = number of labels.
+"""
+
+import dataclasses
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+from bert_tf.checkpoints import encoder_variable_names, restore_init_checkpoint
+from bert_tf.data import conll
+from bert_tf.data.encoder_features import (
+    ENCODER_FEATURES,
+    cached_encoder_features,
+    make_encoder_feature_dataset,
+    padding_window,
+    settings_digest,
+    weights_fingerprint,
+)
+from bert_tf.data.feature_cache import SETTINGS_SUFFIX
+from bert_tf.errors import InputError
+from bert_tf.modeling import BertModel, _as_bert_config, _SavesBertConfig
+from bert_tf.settings import setting
+from bert_tf.tasks import tagging, tagging_serving
+from bert_tf.tasks.heads import BertHead
+from bert_tf.tasks.spec import TaskSpec
+
+MODEL_TYPE = "feature_tagger"
+GOOGLE_SCOPE = "cls/feature_tagging/"
+FEATURE_LAYERS = (
+    "embeddings",
+    "second_to_last_hidden",
+    "last_hidden",
+    "weighted_sum_last_four",
+    "concat_last_four",
+    "weighted_sum_all",
+)
+# The paper's head: "a randomly initialized two-layer 768-dimensional BiLSTM".
+DEFAULT_LSTM_SIZE = 768
+# Encoder blocks a choice needs: "last four" of fewer blocks is a misuse, not a shorter sum.
+_LAYERS_NEEDED = {"second_to_last_hidden": 2, "weighted_sum_last_four": 4, "concat_last_four": 4}
+
+
+def layer_indices(feature_layers, num_hidden_layers):
+    """The layers `feature_layers` reads, as indices into [embeddings, block 1, ..., block N].
+
+    Raises:
+      InputError: naming --feature_layers and the model's layer count, for a choice the model lacks.
+    """
+    if feature_layers not in FEATURE_LAYERS:
+        raise InputError(
+            f"--feature_layers must be one of {', '.join(FEATURE_LAYERS)}, got {feature_layers!r}"
+        )
+    n = num_hidden_layers
+    needed = _LAYERS_NEEDED.get(feature_layers, 1)
+    if n < needed:
+        raise InputError(
+            f"--feature_layers={feature_layers} needs at least {needed} encoder layers, but the "
+            f"model has num_hidden_layers={n}"
+        )
+    last_four = tuple(range(n - 3, n + 1))
+    return {
+        "embeddings": (0,),
+        "second_to_last_hidden": (n - 1,),
+        "last_hidden": (n,),
+        "weighted_sum_last_four": last_four,
+        "concat_last_four": last_four,
+        "weighted_sum_all": tuple(range(1, n + 1)),
+    }[feature_layers]
+
+
+def encoder_layers(bert, inputs, indices):
+    """The chosen layers of a BertModel in inference mode (no dropout): float [B, S, K, H].
+
+    The one computation of the features, for the cache and for the model's raw-text path alike.
+    """
+    if indices == (0,):  # the embeddings alone: no block to run
+        return bert.embedding_output(inputs)[:, :, None, :]
+    every = [None, *bert(inputs, training=False)["encoder_outputs"]]
+    if 0 in indices:
+        every[0] = bert.embedding_output(inputs)
+    return tf.stack([every[i] for i in indices], axis=2)
+
+
+def _combination(feature_layers):
+    return (
+        feature_layers.split("_")[0] if feature_layers.startswith(("weighted", "concat")) else None
+    )
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class FeatureHead(keras.layers.Layer):
+    """The layers' combination, dropout, two BiLSTM layers, then a BertHead over the labels.
+
+    Inputs: layers [B, S, K, H] (any float dtype), input_mask int [B, S] (1 = real position).
+    Outputs: float32 logits [B, S, L].
+    """
+
+    def __init__(
+        self,
+        num_labels,
+        num_layers,
+        hidden_size,
+        combination=None,
+        lstm_size=DEFAULT_LSTM_SIZE,
+        google_scope=GOOGLE_SCOPE,
+        dropout_rate=0.0,
+        **kwargs,
+    ):
+        """
+        Args:
+          num_labels: L.
+          num_layers, hidden_size: K and H of the input.
+          combination: "weighted" (scalar mix), "concat", or None (K = 1: the layer itself).
+          lstm_size: units of each direction of each BiLSTM layer (its output is 2 x lstm_size).
+          google_scope: prefix of the head's names in a Google-format checkpoint.
+          dropout_rate: on the combined features and on the BiLSTM's output.
+        """
+        super().__init__(**kwargs)
+        self.num_labels, self.num_layers, self.hidden_size = num_labels, num_layers, hidden_size
+        self.combination, self.lstm_size = combination, lstm_size
+        self.google_scope, self.dropout_rate = google_scope, dropout_rate
+        policy = self.dtype_policy
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=policy)
+        # Two attributes, not a list: tf.train.Checkpoint does not see into Keras' tracked lists.
+        self.bilstm_0, self.bilstm_1 = (
+            keras.layers.Bidirectional(
+                keras.layers.LSTM(lstm_size, return_sequences=True, dtype=policy),
+                name=f"bilstm_{i}",
+                dtype=policy,
+            )
+            for i in range(2)
+        )
+        self.output_layer = BertHead(
+            num_labels, 2 * lstm_size, google_scope, dropout_rate, name="output", dtype=policy
+        )
+        # The BiLSTM's output carries its mask; the logits at masked positions are never read.
+        self.output_layer.supports_masking = True
+
+    def build(self, input_shape=None):
+        if self.combination == "weighted":
+            self.layer_weights = self.add_weight(
+                shape=(self.num_layers,), initializer="zeros", name="layer_weights"
+            )
+            self.gamma = self.add_weight(shape=(), initializer="ones", name="gamma")
+        width = self.hidden_size * (self.num_layers if self.combination == "concat" else 1)
+        self.bilstm_0.build((None, None, width))
+        self.bilstm_1.build((None, None, 2 * self.lstm_size))
+        self.output_layer.build()
+        self.built = True
+
+    def combine(self, layers):
+        """[B, S, K, H] -> the BiLSTM's input: [B, S, H], or [B, S, K * H] for "concat"."""
+        layers = tf.cast(layers, self.compute_dtype)
+        if self.combination == "weighted":
+            weights = tf.cast(tf.nn.softmax(self.layer_weights), self.compute_dtype)  # [K]
+            mixed = tf.einsum("bskh,k->bsh", layers, weights)
+            return tf.cast(self.gamma, self.compute_dtype) * mixed
+        if self.combination == "concat":
+            shape = tf.shape(layers)
+            return tf.reshape(layers, [shape[0], shape[1], self.num_layers * self.hidden_size])
+        return layers[:, :, 0]
+
+    def call(self, layers, input_mask, training=None):
+        mask = tf.cast(input_mask, tf.bool)  # [B, S]
+        hidden = self.dropout(self.combine(layers), training=training)
+        hidden = self.bilstm_0(hidden, mask=mask, training=training)  # [B, S, 2 * lstm_size]
+        hidden = self.bilstm_1(hidden, mask=mask, training=training)
+        return self.output_layer(hidden, training=training)  # [B, S, L]
+
+    def google_variables(self):
+        """{name in a Google-format checkpoint: variable}, every one under google_scope."""
+        scope, names = self.google_scope, {}
+        if self.combination == "weighted":
+            names[f"{scope}scalar_mix/layer_weights"] = self.layer_weights
+            names[f"{scope}scalar_mix/gamma"] = self.gamma
+        for i, bilstm in enumerate((self.bilstm_0, self.bilstm_1)):
+            for direction, lstm in (("fw", bilstm.forward_layer), ("bw", bilstm.backward_layer)):
+                for part in ("kernel", "recurrent_kernel", "bias"):
+                    names[f"{scope}bilstm_{i}/{direction}/{part}"] = getattr(lstm.cell, part)
+        return {**names, **self.output_layer.google_variables()}
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_labels": self.num_labels,
+            "num_layers": self.num_layers,
+            "hidden_size": self.hidden_size,
+            "combination": self.combination,
+            "lstm_size": self.lstm_size,
+            "google_scope": self.google_scope,
+            "dropout_rate": self.dropout_rate,
+        }
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class FeatureTagger(_SavesBertConfig, keras.Model):
+    """A frozen BertModel and a FeatureHead: one label distribution per piece.
+
+    Inputs: either BertModel's ("input_ids", "input_mask", "segment_ids", int32 [B, S]): the encoder
+    computes the layers (the export); or "encoder_features" float32 [B, S, K, H] and "input_mask"
+    (the cache: the encoder does not run). Other keys are ignored.
+    Outputs: {"logits": float32 [B, S, L]}.
+
+    Example:
+    ```python
+    model = FeatureTagger(BertConfig.from_preset("bert_mini"), 9, "concat_last_four", lstm_size=64)
+    model({"input_ids": tf.constant([[101, 5616, 102]])})["logits"]  # [1, 3, 9]
+    ```
+    """
+
+    task_name = MODEL_TYPE
+
+    def __init__(self, config, num_labels, feature_layers, lstm_size=DEFAULT_LSTM_SIZE, **kwargs):
+        kwargs.setdefault("name", "feature_tagger")
+        super().__init__(**kwargs)
+        self.config = config = _as_bert_config(config)
+        self.num_labels, self.feature_layers, self.lstm_size = num_labels, feature_layers, lstm_size
+        self.layer_indices = layer_indices(feature_layers, config.num_hidden_layers)
+        self.head = FeatureHead(
+            num_labels,
+            len(self.layer_indices),
+            config.hidden_size,
+            _combination(feature_layers),
+            lstm_size,
+            dropout_rate=config.hidden_dropout_prob,
+            name="head",
+            dtype=self.dtype_policy,
+        )
+        self.bert = BertModel(config, dtype=self.dtype_policy)
+        self.bert.trainable = False  # frozen: the optimizer never sees its weights
+
+    def build(self, input_shape=None):
+        self.bert.build()  # built, not called: a run on cached features never runs it
+        self.head.build()
+        self.built = True
+
+    def call(self, inputs, training=None):
+        if ENCODER_FEATURES in inputs:
+            layers = inputs[ENCODER_FEATURES]
+        else:
+            layers = encoder_layers(self.bert, inputs, self.layer_indices)
+        input_mask = inputs.get("input_mask")
+        if input_mask is None:
+            input_mask = tf.ones(tf.shape(layers)[:2], tf.int32)
+        return {"logits": self.head(layers, input_mask, training=training)}
+
+    def dummy_inputs(self):
+        """Cached-feature inputs: they build every weight without running the encoder."""
+        window = padding_window(len(self.layer_indices), self.config.hidden_size, length=2)
+        return {ENCODER_FEATURES: window[ENCODER_FEATURES][None], "input_mask": tf.ones([1, 2])}
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_labels": self.num_labels,
+            "feature_layers": self.feature_layers,
+            "lstm_size": self.lstm_size,
+        }
+
+
+@dataclasses.dataclass
+class FeatureTaggerSettings(tagging.TaggerSettings):
+    """The feature-based tagger's part of task.json: the tagger's, plus the layers its head reads
+    and its BiLSTM's size (run_ner.py --feature_layers, --lstm_size)."""
+
+    feature_layers: str | None = None
+    lstm_size: int | None = None
+
+
+def build_model(bert_config, info):
+    """The feature-based tagger of a run's TaskInfo (labels, feature_layers, lstm_size)."""
+    # A TaskInfo that records no choice (none of a feature-based run's) reads the last layer.
+    return FeatureTagger(
+        bert_config,
+        len(info.labels),
+        info.feature_layers or "last_hidden",
+        info.lstm_size or DEFAULT_LSTM_SIZE,
+    )
+
+
+def _info_from_google_head(shape):
+    raise InputError(
+        "a feature-based tagger's checkpoint needs its run's task.json beside it (its "
+        "feature_layers and lstm_size)"
+    )
+
+
+# ---------------------------------------------------------------------------------- the run
+
+
+@dataclasses.dataclass(kw_only=True)
+class FeatureTaggerConfig(tagging.TaggerConfig):
+    """run_ner.py's settings: the tagger's, plus the feature-based approach's."""
+
+    feature_layers: str | None = setting(
+        None,
+        "The feature-based approach (BERT paper 5.3): freeze the encoder (from --init_checkpoint) "
+        "and train a two-layer BiLSTM and a dense layer on these layers' outputs. The weighted "
+        "sums learn one softmax-normalised weight per layer and a scale (ELMo's scalar mix); "
+        "weighted_sum_all mixes every transformer layer, not the embeddings. Unset: fine-tune.",
+        choices=FEATURE_LAYERS,
+    )
+    lstm_size: int = setting(
+        DEFAULT_LSTM_SIZE,
+        "--feature_layers: units of each direction of each of the two BiLSTM layers (the paper's "
+        "768-dimensional BiLSTM; a layer's output is 2 x this).",
+    )
+    encoder_features_dir: str | None = setting(
+        None,
+        "--feature_layers: folder of the encoder's cached layers (default --output_dir). Runs "
+        "sharing it with the same checkpoint, layers and data run the encoder once.",
+    )
+
+    def check(self):
+        super().check()
+        if self.lstm_size <= 0:
+            raise InputError(f"--lstm_size must be positive, got {self.lstm_size}")
+        if self.feature_layers is None:
+            if self.lstm_size != DEFAULT_LSTM_SIZE:
+                raise InputError("--lstm_size applies only with --feature_layers")
+            if self.encoder_features_dir is not None:
+                raise InputError("--encoder_features_dir applies only with --feature_layers")
+
+
+class FeatureTaggerRun(tagging.TaggerRun):
+    """run_ner.py --feature_layers: the tagger's data and steps, on the frozen encoder's cached layers."""
+
+    def __init__(self, config):
+        self._frozen = None  # (BertModel, fingerprint) of the encoder's weights
+        super().__init__(config)
+
+    def check_settings(self):
+        bert_config = super().check_settings()
+        config = self.config
+        self.layer_indices = layer_indices(config.feature_layers, bert_config.num_hidden_layers)
+        if not config.init_checkpoint and not self.resumes():
+            raise InputError(
+                "--feature_layers freezes the encoder: pass --init_checkpoint (a pretrained BERT) "
+                "for its weights"
+            )
+        return bert_config
+
+    def validate(self):
+        info = self.checkpoint_task_info()
+        if info is not None and info.model_type == MODEL_TYPE and self.checkpoint_heads != "skip":
+            for name in ("feature_layers", "lstm_size"):
+                ours, theirs = getattr(self.config, name), getattr(info, name)
+                if ours != theirs:
+                    raise InputError(
+                        f"--{name}={ours}, but the checkpoint's run has {name}={theirs} (its "
+                        f"task.json): pass --{name}={theirs}, or --restore_head=false"
+                    )
+        super().validate()
+
+    def head_info(self):
+        config = self.config
+        return {
+            **super().head_info(),
+            "feature_layers": config.feature_layers,
+            "lstm_size": config.lstm_size,
+        }
+
+    # ------------------------------------------------------------------ the cached layers
+
+    def frozen_encoder(self):
+        """(BertModel, fingerprint): the encoder of the checkpoint the run's model starts from
+        (--output_dir's when resuming, else --init_checkpoint's), built and loaded, not run."""
+        if self._frozen is None:
+            source = self.config.output_dir if self.resumes() else self.config.init_checkpoint
+            # Under the run's dtype policy: the cache then holds what the model's encoder computes.
+            bert = BertModel(self.bert_config, dtype=self.config.mixed_precision)
+            bert.build()
+            restore_init_checkpoint(bert, source)
+            weights = {
+                name: variable.numpy()
+                for name, variable in encoder_variable_names(bert).items()
+                if not name.startswith("bert/pooler/")  # no layer the features read
+            }
+            self._frozen = bert, weights_fingerprint(weights)
+        return self._frozen
+
+    def cache_file(self, split):
+        """(path, settings) of the split's cached layers, and (path, info) of its token features
+        (tagging's, in output_dir): the cache's key is everything the layers depend on."""
+        token_path, token_info = super().features(split)
+        config = self.config
+        with tf.io.gfile.GFile(token_path + SETTINGS_SUFFIX) as f:
+            token_settings = json.load(f)["settings"]
+        settings = {
+            "format": "bert_tf encoder features 1",
+            "tokens": token_settings,  # data file, vocab, do_lower_case, max_seq_length, ...
+            "encoder": self.frozen_encoder()[1],
+            "bert_config": self.bert_config.to_dict(),
+            "mixed_precision": config.mixed_precision,
+            "layers": list(self.layer_indices),
+        }
+        folder = config.encoder_features_dir or config.feature_dir or config.output_dir
+        name = f"{split}.encoder_features.{settings_digest(settings)}.tf_record"
+        return (os.path.join(folder, name), settings), (token_path, token_info)
+
+    def features(self, split):
+        """The split's cached layers, made once (the encoder runs only then); (path, info)."""
+        (path, settings), (token_path, token_info) = self.cache_file(split)
+        tf.io.gfile.makedirs(os.path.dirname(path))
+        bert = self.frozen_encoder()[0]
+        input_specs = {
+            name: tf.TensorSpec([None, None], tf.int32)
+            for name in ("input_ids", "input_mask", "segment_ids")
+        }
+        encode = tf.function(
+            lambda inputs: tf.cast(encoder_layers(bert, inputs, self.layer_indices), tf.float32),
+            input_signature=[input_specs],
+        )
+        info = cached_encoder_features(
+            path,
+            settings,
+            token_path,
+            conll.tagging_feature_spec(self.config.max_seq_length),
+            token_info,
+            encode,
+            self.config.predict_batch_size,
+        )
+        return path, info
+
+    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        """The cached layers in batches, each cut to its longest window (whatever
+        --cut_batches_to_longest and --length_bucketing say: the cache holds no padding)."""
+        return make_encoder_feature_dataset(
+            path,
+            len(self.layer_indices),
+            self.bert_config.hidden_size,
+            batch_size,
+            is_training,
+            input_context=input_context,
+            seed=self.config.seed,
+            num_records=num_records,
+        )
+
+    def dummy_batch(self):
+        window = padding_window(len(self.layer_indices), self.bert_config.hidden_size, length=2)
+        return {name: value[None] for name, value in window.items()}
+
+
+def run(config):
+    """run_ner.py's steps: the feature-based approach when --feature_layers is set, else fine-tuning
+    (the tagger's run); a sweep when a sweep flag lists several values."""
+    return (SPEC if config.feature_layers else tagging.SPEC).run(config)
+
+
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    run_class=FeatureTaggerRun,
+    settings_class=FeatureTaggerSettings,
+    export_model=tagging_serving.export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    info_from_google_head=_info_from_google_head,
+)
