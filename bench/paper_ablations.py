@@ -385,8 +385,8 @@ def fine_tune(task, model, data_dir, vocab, seed, output_dir):
         config = classification.ClassifierConfig(
             **common, task_name="tsv", text_a_column="0", text_b_column="1", label_column="2"
         )
-        return classification.run(config)["eval"]["eval_accuracy"]
-    return tagging.run(tagging.TaggerConfig(**common))["eval"]["eval_f1"]
+        return classification.SPEC.run(config)["eval"]["eval_accuracy"]
+    return tagging.SPEC.run(tagging.TaggerConfig(**common))["eval"]["eval_f1"]
 
 
 def feature_based_runs(data_dir, work_dir, seeds, record, done):
@@ -418,7 +418,7 @@ def feature_based_runs(data_dir, work_dir, seeds, record, done):
                     **common, output_dir=output_dir, seed=seed,
                     learning_rate=FLAGS.minilm_learning_rate,
                 )  # fmt: skip
-                outcome = tagging.run(config)
+                outcome = tagging.SPEC.run(config)
             else:
                 config = feature_based.FeatureTaggerConfig(
                     **common, output_dir=output_dir, seed=seed, feature_layers=layers,
