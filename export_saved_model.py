@@ -5,7 +5,8 @@ its assets. The model type (encoder, classifier, squad, tagger, multiple_choice)
 from the task.json that run_*.py leaves beside its checkpoints, or from a Google-format checkpoint's
 variable names; --model_type=encoder exports the encoder of any checkpoint. Signatures follow the
 serving contract (README: "Serving"): serving_default, preprocess, preprocess_pair, serve_ids, and for
-the encoder serving_pair. Prints the version folder's path.
+the encoder serving_pair. --mixed_precision=mixed_bfloat16 (or mixed_float16) exports a model that
+computes in that type, with the same signatures and float32 outputs. Prints the version folder's path.
 """
 
 from bert_tf import cli

@@ -4,7 +4,9 @@ The task comes from the run's task.json when the checkpoint has one beside it (e
 it), else from a Google-format checkpoint's head variables (`output_weights` for a classifier,
 `cls/squad/*` for SQuAD, ...: each TaskSpec's `google_head`), else the checkpoint is exported as an
 encoder. The model is filled by THE restore path (bert_tf.checkpoints), which for a task export
-requires the head: an export never serves an untrained head.
+requires the head: an export never serves an untrained head. With --mixed_precision the model is
+rebuilt under that Keras dtype policy (float32 variables, bfloat16 or float16 compute); the signatures,
+their inputs and their float32 outputs are those of the float32 export.
 """
 
 import dataclasses
@@ -16,6 +18,7 @@ from absl import logging
 from bert_tf.checkpoints import is_google_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
+from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy
 from bert_tf.settings import setting
 from bert_tf.tasks import TASKS, get_task
 from bert_tf.tasks.run_files import (
@@ -50,6 +53,12 @@ class ExportConfig:
     encoder_layers: bool = setting(
         False,
         "Encoder exports: also output encoder_layer_<i> [batch, seq, hidden] for every layer.",
+    )
+    mixed_precision: str = setting(
+        "float32",
+        "Keras dtype policy the exported model computes in; same signatures and float32 outputs. "
+        "Verified on CPU only. (run_*.py --export_dir exports under the run's own --mixed_precision.)",
+        choices=MIXED_PRECISION_POLICIES,
     )
 
 
@@ -99,6 +108,11 @@ def export_checkpoint(config):
     for name in ("init_checkpoint", "export_dir", "vocab_file"):
         if not getattr(config, name):
             raise InputError(f"--{name} is required")
+    if config.mixed_precision not in MIXED_PRECISION_POLICIES:
+        raise InputError(
+            f"--mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}, "
+            f"got {config.mixed_precision!r}"
+        )
     if not tf.io.gfile.exists(config.vocab_file):
         raise InputError(f"--vocab_file={config.vocab_file} does not exist")
     try:
@@ -131,13 +145,16 @@ def export_checkpoint(config):
             f"--max_seq_length={info.max_seq_length} exceeds max_position_embeddings="
             f"{info.bert_config.max_position_embeddings}"
         )
-    model = spec.build_model(info.bert_config, info)
+    # The layers keep the policy they were built under; the process's global policy is left as it was.
+    model = build_with_policy(
+        lambda: spec.build_model(info.bert_config, info), config.mixed_precision
+    )
     try:
         # An encoder takes the encoder of any checkpoint; a task model needs its head there too.
         restore_init_checkpoint(model, prefix, heads="required")
     except InputError as error:
         raise InputError(f"--init_checkpoint: {error}") from None
-    logging.info("Exporting %s as a %s model", prefix, model_type)
+    logging.info("Exporting %s as a %s model (%s)", prefix, model_type, config.mixed_precision)
     return spec.export_model(
         model, info, config.vocab_file, config.export_dir, config.version, **options
     )

@@ -364,7 +364,8 @@ class FineTuningRun(Run):
         return results
 
     def export(self):
-        """Writes the trained model as a SavedModel to --export_dir (the task's export_model)."""
+        """Writes the trained model as a SavedModel to --export_dir (the task's export_model), under
+        the run's --mixed_precision (the model it trained; its outputs are float32 all the same)."""
         config = self.config
         return self.spec.export_model(
             self.trainer().model, self.task_info(), config.vocab_file, config.export_dir
