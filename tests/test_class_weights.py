@@ -66,6 +66,7 @@ def test_the_training_loss_weights_each_example_by_its_label(data_dir, tmp_path)
     assert float(plain["loss"]) == pytest.approx(np.mean(cross_entropy), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_weighted_run_trains(data_dir, tmp_path):
     outcome = classification.SPEC.run(weighted_run(data_dir, tmp_path, "auto").config)
     assert outcome["train"]["global_step"] == 3

@@ -140,7 +140,12 @@ def train(run_class, config):
 
 @pytest.mark.parametrize(
     "run_class, make_config",
-    [(ClassifierRun, classifier_config), (TaggerRun, tagger_config), (SquadRun, squad_config)],
+    [
+        # The classifier is the slowest of the three here (about 80 s on 2 cores): make test-all runs it.
+        pytest.param(ClassifierRun, classifier_config, marks=pytest.mark.slow),
+        (TaggerRun, tagger_config),
+        (SquadRun, squad_config),
+    ],
     ids=["classifier", "tagger", "squad"],
 )
 def test_cut_batches_hold_the_padded_ones_examples_and_train_to_the_same_weights(

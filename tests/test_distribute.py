@@ -132,10 +132,11 @@ _LOGGED_RUN = textwrap.dedent(
     "flags, expected",
     [
         ([], "OneDeviceStrategy over 1 replica(s) on CPU:0: train batch 4 global, 4 per replica"),
-        (
+        pytest.param(
             ["--distribution_strategy=mirrored", "--do_eval", "--eval_batch_size=6"],
             "MirroredStrategy over 2 replica(s) on CPU:0, CPU:1: train batch 4 global, 2 per "
             "replica; eval batch 6 global, 3 per replica",
+            marks=pytest.mark.slow,
         ),
     ],
     ids=["default", "mirrored over two CPU devices"],

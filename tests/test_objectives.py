@@ -245,6 +245,7 @@ def _read_results(path):
     }
 
 
+@pytest.mark.slow
 def test_mlm_pretraining_trains_the_masked_lm_alone(records, tmp_path):
     path, _ = records["mlm"]
     trainer = run_pretraining.run(_pretraining_flags(path, tmp_path / "out", "mlm"))

@@ -118,7 +118,11 @@ def test_create_pretraining_data_writes_the_originals_examples(tf_examples):
     assert 0 < float(tf.reduce_sum(example["masked_lm_weights"])) <= 20
 
 
-@pytest.mark.parametrize("from_checkpoint", [True, False], ids=["init_checkpoint", "scratch"])
+@pytest.mark.parametrize(
+    "from_checkpoint",
+    [pytest.param(True, marks=pytest.mark.slow), False],
+    ids=["init_checkpoint", "scratch"],
+)
 def test_run_pretraining_trains_evaluates_and_checkpoints(
     bert_base_dir, tf_examples, tmp_path, from_checkpoint
 ):

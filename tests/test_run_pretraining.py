@@ -510,6 +510,7 @@ _MIRRORED_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_mirrored_over_two_cpu_devices_trains_bert_as_one_device_does(
     tmp_path, no_dropout_config, reference_records
 ):

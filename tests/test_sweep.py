@@ -105,6 +105,7 @@ def test_best_is_the_run_with_the_highest_dev_metric_and_predicts(swept):
     assert json.loads((output_dir / "task.json").read_text())["labels"] == ["neg", "pos"]
 
 
+@pytest.mark.slow
 def test_a_killed_shard_resumes_and_collecting_gives_the_same_table(
     swept, data_dir, tmp_path, monkeypatch
 ):
