@@ -45,7 +45,6 @@ skips the runs found there (the machine is shared: a killed bench resumes).
 
 import collections
 import json
-import lzma
 import math
 import os
 import random
@@ -61,6 +60,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import machine  # noqa: E402
 import minilm  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPO_DIR, "scripts"))
+import make_sample_tasks  # noqa: E402 (its reading of the corpus and its split of chapters)
 
 from bert_tf import io  # noqa: E402
 
@@ -82,8 +84,6 @@ PAPER_TABLE7 = {
     "weighted_sum_all": 95.5,
     "fine-tuning": 96.4,
 }
-# The source splits sentences after these titles ("Mr." / "Knightley came in."); rejoined on reading.
-TITLES = ("Mr.", "Mrs.", "Dr.", "St.", "Messrs.")
 RESERVED_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 FLAGS = flags.FLAGS
@@ -137,34 +137,14 @@ flags.DEFINE_integer("threads", 0, "Compute threads (0 = one per core).")
 
 
 def read_chapters(path=AUSTEN):
-    """The corpus's chapters, each a list of sentences (lines split after a title rejoined)."""
-    with lzma.open(path, "rt", encoding="utf-8") as reader:
-        blocks = reader.read().split("\n\n")
-    chapters = []
-    for block in blocks:
-        sentences = []
-        for line in block.splitlines():
-            line = " ".join(line.split())
-            if not line:
-                continue
-            if sentences and sentences[-1].split()[-1].lstrip("\"'(") in TITLES:
-                sentences[-1] += " " + line
-            else:
-                sentences.append(line)
-        if sentences:
-            chapters.append(sentences)
-    return chapters
-
-
-def split_of(chapter_index):
-    """train, dev or test, as scripts/make_sample_tasks.py deals chapters."""
-    return {3: "dev", 4: "test"}.get(chapter_index % 5, "train")
+    """The corpus's chapters, each a list of sentences, read as scripts/make_sample_tasks.py reads them."""
+    return make_sample_tasks.read_chapters(path)
 
 
 def chapters_by_split(chapters):
     split = collections.defaultdict(list)
     for index, chapter in enumerate(chapters):
-        split[split_of(index)].append(chapter)
+        split[make_sample_tasks.split_of(index)].append(chapter)
     return split
 
 

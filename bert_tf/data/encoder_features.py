@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data.feature_cache import cached_records
+from bert_tf.data.feature_cache import cached_records, read_records
 from bert_tf.data.records import decode_record, int64_feature, serialize_example
 
 ENCODER_FEATURES = "encoder_features"
@@ -151,13 +151,7 @@ def make_encoder_feature_dataset(
       A tf.data.Dataset of {"encoder_features": float32 [B, S, K, H], "input_mask", "label_ids",
       "label_mask", "word_ids": int32 [B, S], "sentence_index", "is_real_example": int32 [B]}.
     """
-    records = tf.data.TFRecordDataset(path)
-    if is_training:
-        if input_context and input_context.num_input_pipelines > 1:
-            records = records.shard(
-                input_context.num_input_pipelines, input_context.input_pipeline_id
-            )
-        records = records.repeat().shuffle(10000, seed=seed)
+    records = read_records(path, is_training, input_context, seed)
     dataset = records.map(
         lambda record: _decode(record, num_layers, hidden_size),
         num_parallel_calls=tf.data.AUTOTUNE,

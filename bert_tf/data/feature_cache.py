@@ -72,6 +72,19 @@ def cached_records(path, settings, make_examples):
     return info
 
 
+def read_records(path, is_training, input_context=None, seed=None):
+    """The serialized records of a TFRecord file; for training, this input pipeline's shard of them,
+    repeated and shuffled (seeded when `seed` is given)."""
+    records = tf.data.TFRecordDataset(path)
+    if is_training:
+        if input_context and input_context.num_input_pipelines > 1:
+            records = records.shard(
+                input_context.num_input_pipelines, input_context.input_pipeline_id
+            )
+        records = records.repeat().shuffle(10000, seed=seed)
+    return records
+
+
 def make_feature_dataset(
     path,
     feature_spec,
@@ -120,13 +133,7 @@ def make_feature_dataset(
       A tf.data.Dataset of feature dicts, [B, ...] each.
     """
     drop_remainder = is_training if drop_remainder is None else drop_remainder
-    records = tf.data.TFRecordDataset(path)
-    if is_training:
-        if input_context and input_context.num_input_pipelines > 1:
-            records = records.shard(
-                input_context.num_input_pipelines, input_context.input_pipeline_id
-            )
-        records = records.repeat().shuffle(10000, seed=seed)
+    records = read_records(path, is_training, input_context, seed)
     dataset = records.map(
         lambda record: decode_record(record, feature_spec),
         num_parallel_calls=tf.data.AUTOTUNE,
