@@ -4,12 +4,37 @@ import contextlib
 import lzma
 import os
 import pathlib
+import socket
 
 import pytest
 
 REPO_DIR = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES_DIR = REPO_DIR / "tests" / "fixtures"
 SAMPLE_DIR = REPO_DIR / "sample_data"
+
+
+# The fixture checkpoint's 101 ids as a vocab: the special tokens, then w0 ... w95.
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+W_WORDS = [f"w{i}" for i in range(96)]
+
+
+@pytest.fixture(scope="session")
+def w_vocab_file(tmp_path_factory):
+    """vocab.txt of the fixture checkpoint's 101 ids (SPECIAL_TOKENS, then W_WORDS), as a string."""
+    path = tmp_path_factory.mktemp("w_vocab") / "vocab.txt"
+    path.write_text("\n".join(SPECIAL_TOKENS + W_WORDS) + "\n")
+    return str(path)
+
+
+def free_ports(count):
+    """`count` TCP ports on 127.0.0.1 that were free a moment ago (for local multi-worker runs)."""
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
 
 
 @pytest.fixture(scope="session")

@@ -21,14 +21,13 @@ from bert_tf.errors import InputError
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 
 from conftest import REPO_DIR, SUBPROCESS_ENV
+from conftest import W_WORDS as WORDS
 
 POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-WORDS = [f"w{i}" for i in range(96)]  # with SPECIAL: the fixture checkpoint's 101 ids
 
 
 @pytest.fixture(scope="module")
-def exports(google_ckpt_dir, tmp_path_factory):
+def exports(google_ckpt_dir, w_vocab_file, tmp_path_factory):
     """{policy: version folder}: the same classifier checkpoint exported under each policy."""
     folder = tmp_path_factory.mktemp("classifier")
     reader = tf.train.load_checkpoint(str(google_ckpt_dir / "bert_model.ckpt"))
@@ -43,8 +42,7 @@ def exports(google_ckpt_dir, tmp_path_factory):
         shape_and_slices=[""] * len(names), tensors=[tf.constant(tensors[n]) for n in names],
     )  # fmt: skip
     (folder / "bert_config.json").write_text((google_ckpt_dir / "bert_config.json").read_text())
-    vocab = folder / "vocab.txt"
-    vocab.write_text("\n".join(SPECIAL + WORDS) + "\n")
+    vocab = w_vocab_file
     paths = {}
     for policy in POLICIES:
         config = ExportConfig(
@@ -139,9 +137,10 @@ def test_bfloat16_probabilities_are_float32_ones_within_bfloat16_rounding(served
     assert set(labels["float32"]) <= {"0", "1", "2"}
 
 
-def test_a_bad_mixed_precision_is_a_one_line_error_naming_the_flag(google_ckpt_dir, tmp_path):
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(SPECIAL + WORDS) + "\n")
+def test_a_bad_mixed_precision_is_a_one_line_error_naming_the_flag(
+    google_ckpt_dir, w_vocab_file, tmp_path
+):
+    vocab = w_vocab_file
     config = ExportConfig(
         init_checkpoint=str(google_ckpt_dir / "bert_model.ckpt"), vocab_file=str(vocab),
         export_dir=str(tmp_path / "export"), mixed_precision="bfloat16",

@@ -15,16 +15,7 @@ import tensorflow as tf
 
 from bert_tf.tasks import classification
 
-WORDS = [f"w{i}" for i in range(96)]
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-@pytest.fixture(scope="module")
-def vocab_file(tmp_path_factory):
-    """The fixture checkpoint's 101 ids: the special tokens, then w0 ... w95."""
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(SPECIAL + WORDS) + "\n")
-    return str(path)
+from conftest import W_WORDS as WORDS
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +50,9 @@ def write_head(ckpt_prefix, path, weights, bias):
     return path
 
 
-def classifier_config(google_ckpt_dir, vocab_file, data_dir, output_dir, **overrides):
+def classifier_config(google_ckpt_dir, w_vocab_file, data_dir, output_dir, **overrides):
     values = dict(
-        bert_config_file=str(google_ckpt_dir / "bert_config.json"), vocab_file=vocab_file,
+        bert_config_file=str(google_ckpt_dir / "bert_config.json"), vocab_file=w_vocab_file,
         output_dir=str(output_dir), task_name="tsv", data_dir=str(data_dir), text_a_column="0",
         label_column="1", max_seq_length=16, train_batch_size=4, eval_batch_size=4,
         predict_batch_size=4, num_train_epochs=1.0, seed=3, learning_rate=2e-5,
@@ -83,7 +74,7 @@ def _predicted_labels(output_dir):
 
 
 def test_a_head_forced_to_one_label_is_reported_in_one_warning_line(
-    google_ckpt_dir, ckpt_prefix, vocab_file, data_dir, tmp_path, caplog
+    google_ckpt_dir, ckpt_prefix, w_vocab_file, data_dir, tmp_path, caplog
 ):
     hidden = 48
     head = write_head(
@@ -91,7 +82,7 @@ def test_a_head_forced_to_one_label_is_reported_in_one_warning_line(
     )
     out = tmp_path / "out"
     config = classifier_config(
-        google_ckpt_dir, vocab_file, data_dir, out, do_eval=True, do_predict=True,
+        google_ckpt_dir, w_vocab_file, data_dir, out, do_eval=True, do_predict=True,
         init_checkpoint=head, learning_rate=1e-4,
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="absl"), caplog.at_level(logging.WARNING):
@@ -104,7 +95,7 @@ def test_a_head_forced_to_one_label_is_reported_in_one_warning_line(
 
 
 def test_a_head_that_reads_the_text_gives_no_warning(
-    google_ckpt_dir, ckpt_prefix, vocab_file, data_dir, tmp_path, caplog
+    google_ckpt_dir, ckpt_prefix, w_vocab_file, data_dir, tmp_path, caplog
 ):
     rng = np.random.default_rng(5)
     head = write_head(
@@ -112,7 +103,7 @@ def test_a_head_that_reads_the_text_gives_no_warning(
     )
     out = tmp_path / "out"
     config = classifier_config(
-        google_ckpt_dir, vocab_file, data_dir, out, do_eval=True, do_predict=True,
+        google_ckpt_dir, w_vocab_file, data_dir, out, do_eval=True, do_predict=True,
         init_checkpoint=head,
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="absl"), caplog.at_level(logging.WARNING):
@@ -122,7 +113,7 @@ def test_a_head_that_reads_the_text_gives_no_warning(
 
 
 def test_a_sweep_marks_the_seeds_whose_run_collapsed(
-    google_ckpt_dir, ckpt_prefix, vocab_file, data_dir, tmp_path
+    google_ckpt_dir, ckpt_prefix, w_vocab_file, data_dir, tmp_path
 ):
     # A learning rate too small to move a bias of 30: every seed's run stays collapsed.
     head = write_head(
@@ -130,7 +121,7 @@ def test_a_sweep_marks_the_seeds_whose_run_collapsed(
     )
     out = tmp_path / "sweep"
     config = classifier_config(
-        google_ckpt_dir, vocab_file, data_dir, out, do_train=True, do_eval=True,
+        google_ckpt_dir, w_vocab_file, data_dir, out, do_train=True, do_eval=True,
         init_checkpoint=head, learning_rate=(1e-9,), seed=(1, 2),
     )  # fmt: skip
     classification.SPEC.run(config)

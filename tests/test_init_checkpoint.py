@@ -20,17 +20,7 @@ from bert_tf.modeling import BertConfig, BertModel
 from bert_tf.tasks import classification, squad
 
 from conftest import FLOAT32_EPS
-
-WORDS = [f"w{i}" for i in range(96)]
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-@pytest.fixture(scope="module")
-def vocab_file(tmp_path_factory):
-    """A vocab of the fixture checkpoint's 101 ids: the special tokens, then w0 ... w95."""
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(SPECIAL + WORDS) + "\n")
-    return str(path)
+from conftest import W_WORDS as WORDS
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +62,9 @@ def write_fine_tuned_google_checkpoint(ckpt_prefix, path, num_labels, seed=1):
     return weights, bias
 
 
-def config(google_ckpt_dir, vocab_file, data_dir, output_dir, **overrides):
+def config(google_ckpt_dir, w_vocab_file, data_dir, output_dir, **overrides):
     values = dict(
-        bert_config_file=str(google_ckpt_dir / "bert_config.json"), vocab_file=vocab_file,
+        bert_config_file=str(google_ckpt_dir / "bert_config.json"), vocab_file=w_vocab_file,
         output_dir=str(output_dir), task_name="tsv", data_dir=str(data_dir),
         text_a_column="0", label_column="1", max_seq_length=16, predict_batch_size=4,
         train_batch_size=4, num_train_epochs=1.0, seed=3,
@@ -84,13 +74,15 @@ def config(google_ckpt_dir, vocab_file, data_dir, output_dir, **overrides):
 
 
 def test_an_original_fine_tuned_classifier_predicts_with_its_own_head(
-    google_ckpt_dir, ckpt_prefix, vocab_file, data_dir, tmp_path
+    google_ckpt_dir, ckpt_prefix, w_vocab_file, data_dir, tmp_path
 ):
     prefix = str(tmp_path / "trained" / "model.ckpt-120")
     weights, bias = write_fine_tuned_google_checkpoint(ckpt_prefix, prefix, num_labels=2)
     out = tmp_path / "predicted"
     classification.SPEC.run(
-        config(google_ckpt_dir, vocab_file, data_dir, out, do_predict=True, init_checkpoint=prefix)
+        config(
+            google_ckpt_dir, w_vocab_file, data_dir, out, do_predict=True, init_checkpoint=prefix
+        )
     )
     rows = (out / "test_results.tsv").read_text().splitlines()
     predicted = np.array([[float(p) for p in row.split("\t")] for row in rows])
@@ -121,14 +113,16 @@ def test_an_original_fine_tuned_classifier_predicts_with_its_own_head(
 
 
 def test_a_head_of_another_shape_is_one_error_naming_both_shapes_and_the_way_out(
-    google_ckpt_dir, ckpt_prefix, vocab_file, data_dir, tmp_path
+    google_ckpt_dir, ckpt_prefix, w_vocab_file, data_dir, tmp_path
 ):
     mnli = str(tmp_path / "mnli" / "model.ckpt-120")
     write_fine_tuned_google_checkpoint(ckpt_prefix, mnli, num_labels=3)
     out = tmp_path / "out"
     with pytest.raises(InputError) as error:
         classification.SPEC.run(
-            config(google_ckpt_dir, vocab_file, data_dir, out, do_train=True, init_checkpoint=mnli)
+            config(
+                google_ckpt_dir, w_vocab_file, data_dir, out, do_train=True, init_checkpoint=mnli
+            )
         )
     message = str(error.value)
     assert "\n" not in message and message.startswith("--init_checkpoint")
@@ -138,7 +132,7 @@ def test_a_head_of_another_shape_is_one_error_naming_both_shapes_and_the_way_out
     # --restore_head=false: the encoder comes from the checkpoint, the head starts new.
     outcome = classification.SPEC.run(
         config(
-            google_ckpt_dir, vocab_file, data_dir, out, do_train=True, init_checkpoint=mnli,
+            google_ckpt_dir, w_vocab_file, data_dir, out, do_train=True, init_checkpoint=mnli,
             restore_head=False,
         )
     )  # fmt: skip
@@ -146,7 +140,7 @@ def test_a_head_of_another_shape_is_one_error_naming_both_shapes_and_the_way_out
 
 
 def test_a_pretraining_checkpoint_gives_the_encoder_but_never_a_head(
-    google_ckpt_dir, ckpt_prefix, vocab_file, data_dir, tmp_path, caplog
+    google_ckpt_dir, ckpt_prefix, w_vocab_file, data_dir, tmp_path, caplog
 ):
     # cls/seq_relationship/output_weights is [2, H], the shape of a 2-label head: it is not one.
     model = classification.BertClassifier(
@@ -168,7 +162,7 @@ def test_a_pretraining_checkpoint_gives_the_encoder_but_never_a_head(
     with pytest.raises(InputError, match="has no trained classifier head"):
         classification.SPEC.run(
             config(
-                google_ckpt_dir, vocab_file, data_dir, out, do_predict=True,
+                google_ckpt_dir, w_vocab_file, data_dir, out, do_predict=True,
                 init_checkpoint=ckpt_prefix,
             )
         )  # fmt: skip

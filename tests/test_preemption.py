@@ -11,7 +11,6 @@ Every process has a hard timeout: a hang fails the test, never CI.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +24,7 @@ from bert_tf.optimization import create_optimizer
 from bert_tf.preemption import Preempted
 from bert_tf.training import TrainConfig, Trainer
 
-from conftest import REPO_DIR, SAMPLE_DIR, assert_float32_close
+from conftest import REPO_DIR, SAMPLE_DIR, assert_float32_close, free_ports
 
 VOCAB_SIZE, SEQ, PREDICTIONS = 200, 16, 4
 # Far above the seconds one step or a process start takes on 2 busy cores; only a hang reaches them.
@@ -289,18 +288,8 @@ def test_sigkill_in_a_fine_tuning_sweep_resumes_each_run_at_the_same_place_in_th
 # ---------------------------------------------------------------- two workers
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _start_workers(flags, log_dir, attempt):
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     workers = []
     for index in range(2):
         tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}

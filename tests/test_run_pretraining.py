@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,7 +24,7 @@ from bert_tf.optimization import AdamWeightDecay, Lamb, WarmupLinearDecay
 from bert_tf.tasks.pretraining import PretrainingConfig, pretraining_task
 from bert_tf.training import TrainConfig, Trainer
 
-from conftest import FLOAT32_EPS, assert_float32_close
+from conftest import FLOAT32_EPS, assert_float32_close, free_ports
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVAL_KEYS = {
@@ -437,18 +436,8 @@ def test_pretraining_on_austen_beats_chance_by_a_clear_margin(tmp_path, austen_r
 # ---------------------------------------------------------------- several worker processes
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _start_workers(flag_values, log_dir, attempt):
-    ports = _free_ports(2)
+    ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     processes = []
     for index in range(2):
