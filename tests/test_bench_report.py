@@ -1,0 +1,97 @@
+"""bench/run_all.py's report: one run's steps above the appendix, which every run keeps word for word."""
+
+import os
+import subprocess
+import sys
+
+BENCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+sys.path.insert(0, BENCH_DIR)
+
+import report  # noqa: E402
+
+STDOUT = """CPU: Some CPU, 2 logical cores
+load average 1.00 / 1.00 / 1.00 (1 / 5 / 15 min)
+
+| task | runner | examples/s |
+|---|---|---|
+| one | ours | 10.0 |
+sst2_like: ours vs peer: training 2.00x
+mrpc_like: ours vs peer: training 1.50x
+"""
+
+
+def test_tables_stay_tables_and_other_lines_are_fenced_verbatim():
+    markdown = report.output_to_markdown(STDOUT)
+    assert markdown == (
+        "```\nCPU: Some CPU, 2 logical cores\nload average 1.00 / 1.00 / 1.00 (1 / 5 / 15 min)\n```"
+        "\n\n| task | runner | examples/s |\n|---|---|---|\n| one | ours | 10.0 |\n\n"
+        "```\nsst2_like: ours vs peer: training 2.00x\nmrpc_like: ours vs peer: training 1.50x\n```"
+    )
+
+
+def _run(**changes):
+    run = dict(
+        command=".venv/bin/python bench/run_all.py --only=finetune", started="2026-11-26 22:00 UTC",
+        finished="2026-11-26 22:40 UTC", commit="abc1234", versions="tensorflow 2.21.0",
+        machine="CPU: Some CPU", load_before="load average 0.10", load_after="load average 2.00",
+    )  # fmt: skip
+    run.update(changes)
+    return run
+
+
+def _step(label, returncode=0):
+    return dict(
+        label=label, command=f"bench/{label}.py --x=1", output=STDOUT, load_before="load 1",
+        load_after="load 2", seconds=12.4, returncode=returncode,
+    )  # fmt: skip
+
+
+def test_render_names_the_run_and_each_step_under_its_command_in_order():
+    text = report.render(_run(), [_step("first"), _step("second", returncode=3)], ["serving"])
+    for fact in ("2026-11-26 22:00 UTC", "abc1234", "tensorflow 2.21.0", "load average 0.10"):
+        assert fact in text
+    assert "Not in this run: serving." in text
+    first, second = text.index("## 1. first"), text.index("## 2. second")
+    assert (
+        first < text.index("`bench/first.py --x=1` (12 s;") < text.index("| one | ours |") < second
+    )
+    assert "**failed with exit 3**" in text[second:]
+    assert "failed" not in text[first:second]
+
+
+def test_a_run_rewrites_its_part_and_keeps_the_appendix(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    old_appendix = f"{report.APPENDIX_MARKER}\n\n## Older runs\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    results.write_text("# Benchmark results\n\nan old run's tables\n\n" + old_appendix)
+    assert report.appendix(str(results)) == old_appendix
+    assert report.appendix(str(tmp_path / "absent.md")) == ""
+
+    # The whole writer, as `make bench` runs it, on a step that prints a table without TensorFlow.
+    step = tmp_path / "bench_fake.py"
+    step.write_text(
+        "print('| x | y |')\nprint('|---|---|')\nprint('| 1 | 2 |')\nprint('ratio 2.0x')\n"
+    )
+    code = (
+        "import sys; sys.argv = sys.argv[:1] + sys.argv[2:]; import run_all; "
+        f"run_all.STEPS = {{'fake': [('a fake step', {str(step)!r}, [], [])]}}; "
+        "sys.exit(run_all.main())"
+    )
+    command = [sys.executable, "-c", code, "-", f"--results={results}", f"--log={tmp_path / 'log'}"]
+    subprocess.run(command, cwd=BENCH_DIR, check=True, timeout=60, capture_output=True)
+    text = results.read_text()
+    assert "an old run's tables" not in text
+    assert text.endswith(old_appendix)
+    assert "## 1. a fake step" in text and "| 1 | 2 |" in text and "```\nratio 2.0x\n```" in text
+
+    # --quick is a smoke run: the report stays as it was.
+    before = results.read_text()
+    subprocess.run(
+        command + ["--quick"], cwd=BENCH_DIR, check=True, timeout=60, capture_output=True
+    )
+    assert results.read_text() == before
+
+
+def test_versions_name_what_is_installed_and_what_is_not():
+    versions = report.versions()
+    assert "tensorflow 2." in versions
+    assert all(f"{name} " in versions for name in report.PEERS)
