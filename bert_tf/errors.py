@@ -17,6 +17,14 @@ class WriteError(InputError):
     """
 
 
+class Diverged(InputError):
+    """The training loss became NaN or infinite: the run stops before saving such weights.
+
+    As the original's Estimator did (its NanTensorHook), but in one line naming the steps, the last
+    checkpoint kept and the settings to change; a rerun with the same settings would diverge again.
+    """
+
+
 class RunStopped(Exception):
     """A run stopped before its end by something outside it (SIGTERM, a lost peer); rerun to resume.
 

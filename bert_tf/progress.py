@@ -1,8 +1,8 @@
 """The training loop's progress: when it stops to log and save, its log line and TensorBoard scalars.
 
 `Trainer` (bert_tf/training.py) runs its steps in tf.function calls of up to `steps_per_loop` steps,
-each ending at the next log line, checkpoint or the end (`steps_to_next_boundary`); after each log
-interval `log_progress` writes the progress line (steps/s, examples/s, loss, learning rate, ETA) and
+each ending at the next log line, checkpoint or the end (`steps_to_next_boundary`), and stops with
+one line when the loss of a call is not finite (`check_finite_loss`); after each log interval `log_progress` writes the progress line (steps/s, examples/s, loss, learning rate, ETA) and
 the same values as TensorBoard scalars.
 """
 
@@ -13,6 +13,8 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.framework import summary_pb2
 
+from bert_tf.errors import Diverged
+
 
 def steps_to_next_boundary(step, config):
     """Steps the next loop call runs: up to steps_per_loop, stopping at a log, checkpoint or the end."""
@@ -20,6 +22,39 @@ def steps_to_next_boundary(step, config):
     for every in (config.log_steps, config.save_checkpoints_steps):
         boundaries.append((step // every + 1) * every)
     return int(min(config.steps_per_loop, min(boundaries) - step))
+
+
+def check_finite_loss(loss_sum, optimizer, steps, config, last_checkpoint):
+    """Raises Diverged when the loss summed over the last loop call's steps is NaN or infinite.
+
+    Args:
+      loss_sum: the variable summing the training loss since the last log line (checked after each
+        loop call, so a NaN comes from the call just run).
+      optimizer: the run's optimizer (its learning rate goes into the message).
+      steps: (the global step before the call, the global step after it).
+      config: the TrainConfig (mixed_precision).
+      last_checkpoint: the newest checkpoint kept, or None.
+    """
+    loss_sum = float(loss_sum.read_value())
+    if np.isfinite(loss_sum):
+        return
+    # Under mixed_float16 the loss-scale optimizer skips every step whose gradients are not finite,
+    # so the global step stands still: without this check such a run would never end.
+    precision = (
+        ""
+        if config.mixed_precision == "float32"
+        else f", --mixed_precision={config.mixed_precision}"
+    )
+    where = (
+        f"in the steps after global step {steps[0]}, up to {steps[1]}"
+        if steps[1] > steps[0]
+        else f"after global step {steps[0]}, and every step since was skipped (gradients not finite)"
+    )
+    raise Diverged(
+        f"training diverged: the loss is {loss_sum} {where} (learning rate {float(optimizer.learning_rate):.3g}{precision}); the last checkpoint kept is "
+        f"{last_checkpoint or 'none'}. Lower --learning_rate, check the inputs"
+        f"{', or use --mixed_precision=float32' if precision else ''}"
+    )
 
 
 def log_progress(config, means, learning_rate, step, interval_start, start, now, writer):

@@ -29,7 +29,7 @@ from bert_tf.precision import (
     build_with_policy,
 )
 from bert_tf.preemption import Preempted, StopSignal, any_worker_stopping, peer_errors
-from bert_tf.progress import log_progress, steps_to_next_boundary
+from bert_tf.progress import check_finite_loss, log_progress, steps_to_next_boundary
 
 # Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
 CHECKPOINT_NAME = "model.ckpt"
@@ -337,7 +337,9 @@ class Trainer:
         while step < end:
             num_steps = min(steps_to_next_boundary(step, config), end - step)
             self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
-            step = self.global_step
+            before, step = step, self.global_step
+            losses, latest = self._loss_sums["loss"], self.manager.latest_checkpoint
+            check_finite_loss(losses, self.optimizer, (before, step), config, latest)
             if any_worker_stopping(self.strategy, self._stop):
                 self._save(step)
                 raise Preempted(

@@ -1,5 +1,6 @@
 """The task-agnostic training loop, on a toy regression task small enough to run in seconds."""
 
+import dataclasses
 import json
 import logging
 import os
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.errors import WriteError
+from bert_tf.errors import Diverged, WriteError
 from bert_tf.optimization import create_optimizer
 from bert_tf.training import Task, TrainConfig, Trainer, write_eval_results
 
@@ -346,3 +347,34 @@ def test_mirrored_over_two_cpu_devices_matches_one_device(tmp_path):
     assert out["scale16"][0] == out["scale16"][1] < 32768  # steps were skipped, alike
     _assert_weights_close(out["one16"], out["two16"], rtol=1e-5, atol=1e-6)
     assert out["mse16"][1] == pytest.approx(out["mse16"][0], rel=1e-5)
+
+
+def _nan_task():
+    """The toy task with a NaN target in every batch: the loss and every gradient are NaN."""
+    task = toy_task()
+    dataset_fn = task.dataset_fn
+
+    def poisoned(input_context, batch_size, is_training):
+        dataset = dataset_fn(input_context, batch_size, is_training)
+        return dataset.map(lambda features: {**features, "y": features["y"] * np.nan})
+
+    return dataclasses.replace(task, dataset_fn=poisoned)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_a_nan_loss_stops_the_run_with_one_line_and_saves_no_nan_weights(tmp_path, policy):
+    # The original's Estimator stopped on a NaN loss (NanTensorHook). Here float32 would otherwise
+    # finish with NaN weights and exit 0, and mixed_float16 would skip every step and never finish.
+    import signal
+
+    def hung(*_):
+        raise AssertionError("the run did not stop within 120 s")
+
+    signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        with pytest.raises(Diverged, match=r"loss is nan .*global step.*--learning_rate"):
+            _train(tmp_path, num_train_steps=8, task=_nan_task(), mixed_precision=policy)
+    finally:
+        signal.alarm(0)
+    assert not tf.io.gfile.glob(str(tmp_path / "model.ckpt-*"))
