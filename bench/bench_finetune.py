@@ -451,6 +451,7 @@ class TransformersRunner:
         from bert_tf.optimization import NO_DECAY_PATTERNS
 
         transformers.logging.set_verbosity_error()  # "newly initialized: classifier" is expected
+        transformers.logging.disable_progress_bar()
         torch.manual_seed(SEED)
         self.labels = sorted({row[0] for row in train})
         folder = minilm.hf_model_dir()
