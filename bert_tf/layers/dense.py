@@ -1,0 +1,18 @@
+"""A Dense layer over every token of a [B, S, H] tensor, as one 2-D matmul.
+
+B = batch, S = sequence length, H = input width, U = the layer's units.
+"""
+
+import tensorflow as tf
+
+
+def dense_over_tokens(dense, x):
+    """dense(x) for x [B, S, H] -> [B, S, U], computed on the [B*S, H] matrix of tokens.
+
+    The same products and sums as dense(x). On a 3-D input Keras multiplies through a Tensordot, whose
+    Reshape between the MatMul and the BiasAdd keeps TensorFlow's oneDNN rewrite from fusing the bias
+    and the activation into the matmul; on a 2-D input the three run as one kernel.
+    """
+    batch_size, seq_length = tf.shape(x)[0], tf.shape(x)[1]
+    tokens = dense(tf.reshape(x, [-1, x.shape[-1]]))  # [B*S, U]
+    return tf.reshape(tokens, [batch_size, seq_length, dense.units])
