@@ -58,9 +58,9 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=1e-12, name="attention_output_LayerNorm", dtype=policy
         )
+        # The activation applies in call(): a different function when training (activations.py).
         self.intermediate = keras.layers.Dense(
             intermediate_size,
-            activation=get_activation(hidden_act),
             kernel_initializer=initializer,
             name="intermediate",
             dtype=policy,
@@ -89,7 +89,10 @@ class TransformerBlock(keras.layers.Layer):
         attention_output = dense_over_tokens(self.attention_output, context)
         attention_output = self.dropout(attention_output, training=training)
         attention_output = self.attention_layer_norm(attention_output + hidden_states)
-        intermediate = dense_over_tokens(self.intermediate, attention_output)  # [B, S, I]
+        activation = get_activation(self.hidden_act, training=bool(training))
+        intermediate = dense_over_tokens(
+            self.intermediate, attention_output, activation
+        )  # [B, S, I]
         layer_output = dense_over_tokens(self.output_dense, intermediate)
         layer_output = self.dropout(layer_output, training=training)
         return self.output_layer_norm(layer_output + attention_output)
