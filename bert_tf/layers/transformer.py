@@ -58,9 +58,10 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=1e-12, name="attention_output_LayerNorm", dtype=policy
         )
-        # The activation applies in call(): a different function when training (activations.py).
+        # Training replaces the activation in call() (activations.TRAINING_ACTIVATIONS).
         self.intermediate = keras.layers.Dense(
             intermediate_size,
+            activation=get_activation(hidden_act),
             kernel_initializer=initializer,
             name="intermediate",
             dtype=policy,
@@ -89,7 +90,7 @@ class TransformerBlock(keras.layers.Layer):
         attention_output = dense_over_tokens(self.attention_output, context)
         attention_output = self.dropout(attention_output, training=training)
         attention_output = self.attention_layer_norm(attention_output + hidden_states)
-        activation = get_activation(self.hidden_act, training=bool(training))
+        activation = get_activation(self.hidden_act, training=True) if training else None
         intermediate = dense_over_tokens(
             self.intermediate, attention_output, activation
         )  # [B, S, I]
