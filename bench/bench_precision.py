@@ -21,7 +21,8 @@ from other work on the machine falls on both alike; compare the ratios.
   its share of the same precision's matmul rate (issue 32's target: mixed_bfloat16 >= 75%).
 * fine-tuning: the run_classifier ClassifierRun (its Trainer, the original's random batches of 32, each
   cut to its longest input) from all-MiniLM-L6-v2 (bench/minilm.py converts it) on real sentences:
-  which of two Austen novels a sentence comes from (`--finetune_train` of them). Both policies train
+  which half of tests/fixtures/austen_sentences.txt.xz (its first or last 92 chapters, different
+  novels) a sentence comes from (`--finetune_train` of them). Both policies train
   `--finetune_steps` steps per round for `--finetune_rounds` rounds after one untimed round (tracing);
   examples/s is the median round. Then the float32 run's fine-tuned weights predict the
   `--finetune_dev` dev sentences under both policies: the share of equal predictions (target >= 99%).
