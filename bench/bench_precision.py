@@ -17,7 +17,7 @@ from other work on the machine falls on both alike; compare the ratios.
   the pooled and sequence outputs. Its FLOPs per example count the matmuls (multiply + add = 2):
   per layer 2 S (4 H^2 + 2 H I) for the query, key, value, attention-output, intermediate and output
   dense layers and 4 S^2 H for the attention scores and context, times L layers, plus 2 H^2 for the
-  pooler (22.4 GFLOP for BERT-base at S = 128). That over the time gives each policy's GFLOP/s, and
+  pooler (22.3 GFLOP for BERT-base at S = 128). That over the time gives each policy's GFLOP/s, and
   its share of the same precision's matmul rate (issue 32's target: mixed_bfloat16 >= 75%).
 * fine-tuning: the run_classifier ClassifierRun (its Trainer, the original's random batches of 32, each
   cut to its longest input) from all-MiniLM-L6-v2 (bench/minilm.py converts it) on real sentences:
