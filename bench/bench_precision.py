@@ -1,20 +1,39 @@
-"""Reduced precision: mixed_bfloat16 against float32 for bert_tf's encoder inference and pretraining step.
+"""Reduced precision: mixed_bfloat16 against float32, beside the machine's own matmul rate in each.
 
 bfloat16 is only faster where the hardware multiplies it natively: a GPU, or a CPU with AVX512_BF16 or
 AMX. Elsewhere TensorFlow emulates it and a "speed-up" below 1 would measure the emulation, so the
 bench prints why it skips and measures nothing (`--force` measures anyway, for the curious).
 
-    .venv/bin/python bench/bench_precision.py                 # BERT-base inference + BERT-mini training
+    .venv/bin/python bench/bench_precision.py                 # every row below
+    .venv/bin/python bench/bench_precision.py --repeats=3 --finetune_rounds=2 --models=  # quicker
 
+Every row takes turns, float32 then mixed_bfloat16, repeat after repeat in one process, so that load
+from other work on the machine falls on both alike; compare the ratios.
+
+* matmul: tf.matmul of two 2048 x 2048 matrices, float32 and bfloat16 inputs, GFLOP/s (2 n^3 flops);
+  the physical limit of each precision on this machine.
 * inference: BertModel (`--inference_model`, random weights) with the same weights under both
-  policies, batch 16 x 128, examples/s (median of `--repeats` batches), and the largest difference
-  of the pooled and sequence outputs (target: within 2e-2);
+  policies, batch 16 x 128, examples/s (median of `--repeats` batches), and the largest difference of
+  the pooled and sequence outputs. Its FLOPs per example count the matmuls (multiply + add = 2):
+  per layer 2 S (4 H^2 + 2 H I) for the query, key, value, attention-output, intermediate and output
+  dense layers and 4 S^2 H for the attention scores and context, times L layers, plus 2 H^2 for the
+  pooler (22.3 GFLOP for BERT-base at S = 128). That over the time gives each policy's GFLOP/s, and
+  its share of the same precision's matmul rate (issue 32's target: mixed_bfloat16 >= 75%).
+* fine-tuning: the run_classifier ClassifierRun (its Trainer, the original's random batches of 32, each
+  cut to its longest input) from all-MiniLM-L6-v2 (bench/minilm.py converts it) on real sentences:
+  which half of tests/fixtures/austen_sentences.txt.xz (its first or last 92 chapters, different
+  novels) a sentence comes from (`--finetune_train` of them). Both policies train
+  `--finetune_steps` steps per round for `--finetune_rounds` rounds after one untimed round (tracing);
+  examples/s is the median round. Then the float32 run's fine-tuned weights predict the
+  `--finetune_dev` dev sentences under both policies: the share of equal predictions (target >= 99%).
 * training: the run_pretraining Trainer (bench_pretraining.py's runner and flags: --models, --steps,
   --rounds, ...) under both policies, taking turns round by round.
 """
 
 import os
+import random
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -25,14 +44,62 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_pretraining  # noqa: E402  (its flags: --models, --steps, --rounds, ...)
 import machine  # noqa: E402
+import minilm  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("inference_model", "bert_base", "bert_tf.modeling.PRESETS shape for inference.")
-flags.DEFINE_integer("repeats", 10, "Timed inference batches per policy.")
+flags.DEFINE_integer("repeats", 10, "Timed inference batches (and matmuls) per policy.")
 flags.DEFINE_bool("force", False, "Measure even where bfloat16 is not native (emulated).")
+flags.DEFINE_integer("finetune_train", 2048, "Fine-tuning training sentences (half of each novel).")
+flags.DEFINE_integer("finetune_dev", 512, "Fine-tuning dev sentences for the prediction agreement.")
+flags.DEFINE_integer("finetune_steps", 10, "Timed fine-tuning steps per round.")
+flags.DEFINE_integer("finetune_rounds", 4, "Timed fine-tuning rounds per policy, taking turns.")
+flags.DEFINE_string(
+    "work_dir", os.path.join(tempfile.gettempdir(), "bench_precision"),
+    "Where the converted MiniLM checkpoint (reused), the TSVs and the runs' files go.",
+)  # fmt: skip
 
 FLAGS.set_default("models", ["mini"])
 POLICIES = ("float32", "mixed_bfloat16")
+SENTENCES_XZ = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "tests", "fixtures", "austen_sentences.txt.xz",
+)  # fmt: skip
+
+
+def _timed_in_turns(calls, repeats):
+    """{name: [seconds of each repeat]}, the calls taking turns repeat after repeat."""
+    seconds = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def _matmul_rates(size=2048):
+    """{policy: GFLOP/s of a size x size matmul in that policy's compute dtype}, taking turns."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    pair = rng.standard_normal([2, size, size]).astype(np.float32)
+    calls = {}
+    for policy, dtype in zip(POLICIES, (tf.float32, tf.bfloat16), strict=True):
+        a, b = tf.constant(pair[0], dtype), tf.constant(pair[1], dtype)
+        matmul = tf.function(lambda a=a, b=b: tf.matmul(a, b))
+        matmul()  # tracing
+        calls[policy] = lambda matmul=matmul: matmul().numpy()
+    seconds = _timed_in_turns(calls, FLAGS.repeats)
+    return {policy: 2 * size**3 / float(np.median(s)) / 1e9 for policy, s in seconds.items()}
+
+
+def inference_flops(config, seq_length):
+    """Matmul FLOPs (multiply + add = 2) of one example through BertModel (see the module docstring)."""
+    hidden, intermediate = config.hidden_size, config.intermediate_size
+    dense = 2 * seq_length * (4 * hidden * hidden + 2 * hidden * intermediate)
+    attention = 4 * seq_length * seq_length * hidden
+    return config.num_hidden_layers * (dense + attention) + 2 * hidden * hidden
 
 
 def _inference(config, batch_size=16, seq_length=128):
@@ -52,17 +119,14 @@ def _inference(config, batch_size=16, seq_length=128):
         models[policy].build()
     keras.config.set_dtype_policy("float32")
     models["mixed_bfloat16"].set_weights(models["float32"].get_weights())
-    calls = {
+    functions = {
         policy: tf.function(lambda m=model: m(inputs, training=False))
         for policy, model in models.items()
     }
-    seconds = {policy: [] for policy in POLICIES}
-    outputs = {policy: call() for policy, call in calls.items()}
-    for _ in range(FLAGS.repeats):
-        for policy, call in calls.items():
-            start = time.perf_counter()
-            call()["pooled_output"].numpy()
-            seconds[policy].append(time.perf_counter() - start)
+    outputs = {policy: function() for policy, function in functions.items()}
+    seconds = _timed_in_turns(
+        {p: lambda f=f: f()["pooled_output"].numpy() for p, f in functions.items()}, FLAGS.repeats
+    )
     return {
         policy: (
             batch_size / float(np.median(seconds[policy])),
@@ -71,6 +135,90 @@ def _inference(config, batch_size=16, seq_length=128):
         )
         for policy in POLICIES
     }
+
+
+def _novel_halves(num_examples, seed=12345):
+    """[(label, sentence)]: real sentences of 5-60 words, labelled by the half of the corpus they come from
+    (its first or last 92 chapters: different novels), half of each."""
+    import lzma
+
+    with lzma.open(SENTENCES_XZ, "rt", encoding="utf-8") as reader:
+        chapters = [c.split("\n") for c in reader.read().strip().split("\n\n")]
+    middle = len(chapters) // 2
+    pools = {"first": chapters[:middle], "second": chapters[middle:]}
+    rng = random.Random(seed)
+    examples = []
+    for label, pool in pools.items():
+        sentences = [s for c in pool for s in c if 5 <= len(s.split()) <= 60 and "\t" not in s]
+        examples += [(label, s) for s in rng.sample(sentences, num_examples // 2)]
+    rng.shuffle(examples)
+    return examples
+
+
+def _classifier_runs(work_dir):
+    """{policy: ClassifierRun} fine-tuning MiniLM on _novel_halves under each policy."""
+    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
+
+    model_dir = minilm.converted(work_dir)
+    data_dir = os.path.join(work_dir, "novel_halves")
+    os.makedirs(data_dir, exist_ok=True)
+    examples = _novel_halves(FLAGS.finetune_train + FLAGS.finetune_dev)
+    splits = {
+        "train.tsv": examples[: FLAGS.finetune_train],
+        "dev.tsv": examples[FLAGS.finetune_train :],
+    }
+    for name, rows in splits.items():
+        with open(os.path.join(data_dir, name), "w", encoding="utf-8") as writer:
+            writer.writelines("\t".join(row) + "\n" for row in rows)
+    steps = FLAGS.finetune_steps * (FLAGS.finetune_rounds + 1)
+    runs = {}
+    for policy in POLICIES:
+        config = ClassifierConfig(
+            bert_config_file=os.path.join(model_dir, "bert_config.json"),
+            vocab_file=os.path.join(model_dir, "vocab.txt"),
+            init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
+            output_dir=tempfile.mkdtemp(prefix=f"{policy}_", dir=work_dir), data_dir=data_dir,
+            task_name="tsv", label_column="0", text_a_column="1", do_train=True, do_eval=True,
+            max_seq_length=128, train_batch_size=32, eval_batch_size=32, learning_rate=5e-5,
+            num_train_epochs=steps * 32 / FLAGS.finetune_train, log_steps=10**6,
+            save_checkpoints_steps=10**6, mixed_precision=policy,
+        )  # fmt: skip
+        runs[policy] = ClassifierRun(config)
+    return runs
+
+
+def _finetuning(work_dir):
+    """({policy: training examples/s}, share of equal dev predictions, dev accuracy of each policy)."""
+    runs = _classifier_runs(work_dir)
+    trainers = {}
+    for policy, run in runs.items():
+        path, info = run.features("train")
+        trainers[policy] = run.trainer(path, info["num_real_examples"])
+        trainers[policy]._save = lambda step: None  # a bench: no checkpoint between rounds
+        trainers[policy].train(until=FLAGS.finetune_steps)  # untimed: tracing
+    speeds = {policy: [] for policy in POLICIES}
+    for _ in range(FLAGS.finetune_rounds):
+        for policy, trainer in trainers.items():
+            start, step = time.perf_counter(), trainer.global_step
+            trainer.train(until=step + FLAGS.finetune_steps)
+            steps = trainer.global_step - step
+            speeds[policy].append(steps * 32 / (time.perf_counter() - start))
+    agreement, accuracies = _prediction_agreement(runs, trainers)
+    return {p: float(np.median(s)) for p, s in speeds.items()}, agreement, accuracies
+
+
+def _prediction_agreement(runs, trainers):
+    """The float32 run's fine-tuned weights under both policies: (share of equal dev predictions,
+    {policy: dev accuracy})."""
+    trainers["mixed_bfloat16"].model.set_weights(trainers["float32"].model.get_weights())
+    predictions = {}
+    for policy, run in runs.items():
+        path, info = run.features("eval")
+        result = run.predict_features(path, info, 32, ["logits"], ["label_ids"])
+        predictions[policy] = np.argmax(result["logits"], axis=-1)
+        labels = result["label_ids"].reshape(-1)
+    agreement = float(np.mean(predictions["float32"] == predictions["mixed_bfloat16"]))
+    return agreement, {p: float(np.mean(v == labels)) for p, v in predictions.items()}
 
 
 def _training(shape, records, work_dir):
@@ -88,10 +236,12 @@ def _training(shape, records, work_dir):
     return {policy: float(np.median(s)) for policy, s in speeds.items()}
 
 
+def _row(what, base, mixed, unit_digits=2, extra=""):
+    return f"| {what} | {base:.{unit_digits}f} | {mixed:.{unit_digits}f} | {mixed / base:.2f}x | {extra} |"
+
+
 def main(argv):
     del argv
-    import tempfile
-
     from absl import logging
 
     from bert_tf.modeling import BertConfig
@@ -106,31 +256,54 @@ def main(argv):
         )
         return
     print(f"bfloat16: {why if supported else 'EMULATED (--force): not a result'}\n", flush=True)
-    result = _inference(BertConfig.from_preset(FLAGS.inference_model))
-    base_speed, base_pooled, base_sequence = result["float32"]
-    speed, pooled, sequence = result["mixed_bfloat16"]
-    print(
-        "| what | float32 examples/s | mixed_bfloat16 examples/s | speed-up | max abs output diff |"
-    )
+    print("| what | float32 | mixed_bfloat16 | speed-up | notes |")
     print("|---|---|---|---|---|")
-    diff = max(np.abs(pooled - base_pooled).max(), np.abs(sequence - base_sequence).max())
+    rates = _matmul_rates()
     print(
-        f"| {FLAGS.inference_model} inference, batch 16 x 128 | {base_speed:.2f} | {speed:.2f} | "
-        f"{speed / base_speed:.2f}x | {diff:.2e} |"
+        _row("matmul 2048 x 2048, GFLOP/s", rates["float32"], rates["mixed_bfloat16"], 0),
+        flush=True,
     )
-    work_dir = tempfile.mkdtemp(prefix="bench_precision_")
+
+    config = BertConfig.from_preset(FLAGS.inference_model)
+    result = _inference(config)
+    (base_speed, base_pooled, base_sequence), (speed, pooled, sequence) = result.values()
+    diff = max(np.abs(pooled - base_pooled).max(), np.abs(sequence - base_sequence).max())
+    gflop = inference_flops(config, 128) / 1e9
+    print(_row(
+        f"{FLAGS.inference_model} inference, batch 16 x 128, examples/s", base_speed, speed,
+        extra=f"max abs output diff {diff:.2e}",
+    ))  # fmt: skip
+    shares = {p: result[p][0] * gflop / rates[p] for p in POLICIES}
+    print(_row(
+        f"{FLAGS.inference_model} inference, GFLOP/s ({gflop:.1f} GFLOP per example)",
+        base_speed * gflop, speed * gflop, 0,
+        extra=f"share of the matmul rate: float32 {shares['float32']:.0%}, "
+        f"mixed_bfloat16 {shares['mixed_bfloat16']:.0%}",
+    ), flush=True)  # fmt: skip
+
+    work_dir = FLAGS.work_dir
+    os.makedirs(work_dir, exist_ok=True)
+    if FLAGS.finetune_rounds > 0:
+        speeds, agreement, accuracies = _finetuning(work_dir)
+        print(_row(
+            "all-MiniLM-L6-v2 fine-tuning step, batch 32 real sentences (cut), examples/s",
+            speeds["float32"], speeds["mixed_bfloat16"],
+            extra=f"float32-trained weights on {FLAGS.finetune_dev} dev sentences: "
+            f"{agreement:.1%} equal predictions; accuracy float32 {accuracies['float32']:.3f}, "
+            f"mixed_bfloat16 {accuracies['mixed_bfloat16']:.3f}",
+        ), flush=True)  # fmt: skip
+
     features = bench_pretraining._random_features(
         8 * FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions
     )
-    records = os.path.join(work_dir, "random.tfrecord")
+    records = os.path.join(tempfile.mkdtemp(dir=work_dir), "random.tfrecord")
     bench_pretraining._write_records(records, features)
     for shape in FLAGS.models:
         speeds = _training(shape, records, work_dir)
-        print(
-            f"| BERT-{shape} training step, batch {FLAGS.batch_size} x {FLAGS.seq_length} | "
-            f"{speeds['float32']:.2f} | {speeds['mixed_bfloat16']:.2f} | "
-            f"{speeds['mixed_bfloat16'] / speeds['float32']:.2f}x | | |"
-        )
+        print(_row(
+            f"BERT-{shape} pretraining step, batch {FLAGS.batch_size} x {FLAGS.seq_length}, examples/s",
+            speeds["float32"], speeds["mixed_bfloat16"],
+        ), flush=True)  # fmt: skip
     print(machine.load_line())
 
 

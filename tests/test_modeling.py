@@ -20,6 +20,7 @@ from bert_tf.checkpoints import (
     save_google_checkpoint,
 )
 from bert_tf.layers import ACTIVATIONS
+from bert_tf.layers.activations import TRAINING_ACTIVATIONS
 from bert_tf.modeling import (
     PRESETS,
     BertConfig,
@@ -481,6 +482,33 @@ def test_activation_matches_its_formula(name):
     # float32 elementwise math is a few rounding steps off the float64 formula (rtol 1e-5 is 84 eps;
     # atol covers values near 0); the tanh and erf GELUs differ by up to 2e-4, which this catches.
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_exact"])
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_training_gelu_has_the_formulas_value_and_derivative(name, dtype):
+    xs = np.linspace(-6.0, 6.0, 97)
+    x = tf.constant(xs, dtype)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = TRAINING_ACTIVATIONS[name](x)
+    gradient = tape.gradient(y, x)
+    assert (y.dtype, gradient.dtype) == (dtype, dtype)
+    inputs = tf.cast(x, tf.float64).numpy()  # the bfloat16-rounded inputs, exactly
+    step = 1e-5  # central differences of the float64 formula: error ~1e-10
+    expected_value = np.array([FORMULAS[name](float(v)) for v in inputs])
+    expected_gradient = np.array(
+        [(FORMULAS[name](v + step) - FORMULAS[name](v - step)) / (2 * step) for v in inputs]
+    )
+    # float32: a few rounding steps (the derivative's 1 + tanh cancels far left of 0, as the formula's
+    # own does: atol 1e-5 against derivatives of order 1); bfloat16: the output's own rounding (8-bit
+    # mantissa, 2^-8 relative). The tanh and erf GELUs' derivatives differ by up to 9e-4 (float32 sees it).
+    rtol, atol = (1e-5, 1e-6) if dtype == tf.float32 else (2**-8, 1e-3)
+    np.testing.assert_allclose(tf.cast(y, tf.float64), expected_value, rtol=rtol, atol=atol)
+    atol = 1e-5 if dtype == tf.float32 else atol
+    np.testing.assert_allclose(
+        tf.cast(gradient, tf.float64), expected_gradient, rtol=rtol, atol=atol
+    )
 
 
 def test_gelu_is_the_tanh_approximation_and_gelu_exact_the_erf_form():

@@ -8,6 +8,8 @@ import math
 import keras
 import tensorflow as tf
 
+from bert_tf.layers.dense import dense_over_tokens
+
 # Added to the attention logits of padding positions: exp(-10000) is 0 in float32, and -10000 still fits
 # in float16 (the original's constant, kept so the numbers match).
 MASK_ADDER = -10000.0
@@ -80,9 +82,9 @@ class SelfAttention(keras.layers.Layer):
         Returns:
           [B, S, H] context, in the compute dtype.
         """
-        query = self._split_heads(self.query(hidden_states))  # [B, N, S, D]
-        key = self._split_heads(self.key(hidden_states))
-        value = self._split_heads(self.value(hidden_states))
+        query = self._split_heads(dense_over_tokens(self.query, hidden_states))  # [B, N, S, D]
+        key = self._split_heads(dense_over_tokens(self.key, hidden_states))
+        value = self._split_heads(dense_over_tokens(self.value, hidden_states))
 
         # Transposes once, then batched matmuls: tf.einsum("bqnd,bknd->bnqk") transposes inside every
         # call and again in each of its gradients (22% more CPU time for this block, forward and

@@ -7,6 +7,7 @@ import keras
 
 from bert_tf.layers.activations import get_activation
 from bert_tf.layers.attention import SelfAttention
+from bert_tf.layers.dense import dense_over_tokens
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -57,6 +58,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=1e-12, name="attention_output_LayerNorm", dtype=policy
         )
+        # Training replaces the activation in call() (activations.TRAINING_ACTIVATIONS).
         self.intermediate = keras.layers.Dense(
             intermediate_size,
             activation=get_activation(hidden_act),
@@ -85,10 +87,15 @@ class TransformerBlock(keras.layers.Layer):
     def call(self, hidden_states, input_mask, training=None):
         """Maps [B, S, H] hidden states (and the [B, S] or [B, S, S] mask) to the next layer's [B, S, H]."""
         context = self.attention(hidden_states, input_mask, training=training)
-        attention_output = self.dropout(self.attention_output(context), training=training)
+        attention_output = dense_over_tokens(self.attention_output, context)
+        attention_output = self.dropout(attention_output, training=training)
         attention_output = self.attention_layer_norm(attention_output + hidden_states)
-        intermediate = self.intermediate(attention_output)  # [B, S, I]
-        layer_output = self.dropout(self.output_dense(intermediate), training=training)
+        activation = get_activation(self.hidden_act, training=True) if training else None
+        intermediate = dense_over_tokens(
+            self.intermediate, attention_output, activation
+        )  # [B, S, I]
+        layer_output = dense_over_tokens(self.output_dense, intermediate)
+        layer_output = self.dropout(layer_output, training=training)
         return self.output_layer_norm(layer_output + attention_output)
 
     def get_config(self):
