@@ -8,7 +8,10 @@ given the same intra-op and inter-op thread pools (machine.set_threads):
 
 * throughput: examples/s over `--repeats` timed batches of `--batch_size` x `--seq_length` (median
   and best batch), and the CPU time of all the process's threads per batch (median);
-* latency: one example at each of `--latency_lengths`, `--latency_calls` calls, p50 and p95 in ms.
+* latency: one example at each of `--latency_lengths`, `--latency_calls` calls, p50 and p95 in ms;
+* each runner's throughput in GFLOP/s (machine.encoder_flops: the matmuls of one example) and its
+  share of this machine's own matmul rate (a 2048 x 2048 tf.matmul, measured after the runners, in
+  the same process): how close each comes to the physical limit.
 
 Every runner is built and warmed up first; then the runners take turns batch by batch (runner A one
 batch, runner B one batch, runner C one batch, again) and call by call for the latency, so that load
@@ -221,6 +224,10 @@ def main(argv):
         except ImportError as error:
             print(f"{NAMES[runner]}: skipped ({error}; see the module docstring)")
     results = measure(runs, config.vocab_size)
+    # The physical limit, in the compute dtype, measured after the runners (same process, same load).
+    dtype = "bfloat16" if FLAGS.mixed_precision == "mixed_bfloat16" else "float32"
+    rate = machine.matmul_rates((dtype,), repeats=FLAGS.repeats)[dtype]
+    gflop = machine.encoder_flops(config, FLAGS.seq_length) / 1e9
     for runner, result in results.items():
         print(runner, result, flush=True)
 
@@ -228,16 +235,20 @@ def main(argv):
     columns = [f"batch 1 x {n}: p50 / p95 ms" for n in lengths]
     print(
         f"\n| implementation | batch {FLAGS.batch_size} x {FLAGS.seq_length}: examples/s (median) | best | "
-        "CPU s per batch (median) | " + " | ".join(columns) + " |"
+        f"CPU s per batch (median) | GFLOP/s (share of {dtype} matmul's {rate:.0f}) | "
+        + " | ".join(columns)
+        + " |"
     )
-    print("|---|---|---|---|" + "---|" * len(columns))
+    print("|---|---|---|---|---|" + "---|" * len(columns))
     for runner, result in results.items():
         latency = " | ".join(
             f"{result['latency'][n][0]:.1f} / {result['latency'][n][1]:.1f}" for n in lengths
         )
         print(
             f"| {NAMES[runner]} | {result['examples_per_sec']:.2f} | "
-            f"{result['best_examples_per_sec']:.2f} | {result['cpu_s_per_batch']:.2f} | {latency} |"
+            f"{result['best_examples_per_sec']:.2f} | {result['cpu_s_per_batch']:.2f} | "
+            f"{result['examples_per_sec'] * gflop:.0f} ({result['examples_per_sec'] * gflop / rate:.0%}) | "
+            f"{latency} |"
         )
     if "bert_tf" in results:
         ours = results["bert_tf"]

@@ -78,30 +78,6 @@ def _timed_in_turns(calls, repeats):
     return seconds
 
 
-def _matmul_rates(size=2048):
-    """{policy: GFLOP/s of a size x size matmul in that policy's compute dtype}, taking turns."""
-    import tensorflow as tf
-
-    rng = np.random.default_rng(0)
-    pair = rng.standard_normal([2, size, size]).astype(np.float32)
-    calls = {}
-    for policy, dtype in zip(POLICIES, (tf.float32, tf.bfloat16), strict=True):
-        a, b = tf.constant(pair[0], dtype), tf.constant(pair[1], dtype)
-        matmul = tf.function(lambda a=a, b=b: tf.matmul(a, b))
-        matmul()  # tracing
-        calls[policy] = lambda matmul=matmul: matmul().numpy()
-    seconds = _timed_in_turns(calls, FLAGS.repeats)
-    return {policy: 2 * size**3 / float(np.median(s)) / 1e9 for policy, s in seconds.items()}
-
-
-def inference_flops(config, seq_length):
-    """Matmul FLOPs (multiply + add = 2) of one example through BertModel (see the module docstring)."""
-    hidden, intermediate = config.hidden_size, config.intermediate_size
-    dense = 2 * seq_length * (4 * hidden * hidden + 2 * hidden * intermediate)
-    attention = 4 * seq_length * seq_length * hidden
-    return config.num_hidden_layers * (dense + attention) + 2 * hidden * hidden
-
-
 def _inference(config, batch_size=16, seq_length=128):
     """{policy: (examples/s, pooled output, sequence output)} with the same weights under both."""
     import keras
@@ -258,7 +234,8 @@ def main(argv):
     print(f"bfloat16: {why if supported else 'EMULATED (--force): not a result'}\n", flush=True)
     print("| what | float32 | mixed_bfloat16 | speed-up | notes |")
     print("|---|---|---|---|---|")
-    rates = _matmul_rates()
+    by_dtype = machine.matmul_rates(("float32", "bfloat16"), repeats=FLAGS.repeats)
+    rates = {"float32": by_dtype["float32"], "mixed_bfloat16": by_dtype["bfloat16"]}
     print(
         _row("matmul 2048 x 2048, GFLOP/s", rates["float32"], rates["mixed_bfloat16"], 0),
         flush=True,
@@ -268,7 +245,7 @@ def main(argv):
     result = _inference(config)
     (base_speed, base_pooled, base_sequence), (speed, pooled, sequence) = result.values()
     diff = max(np.abs(pooled - base_pooled).max(), np.abs(sequence - base_sequence).max())
-    gflop = inference_flops(config, 128) / 1e9
+    gflop = machine.encoder_flops(config, 128) / 1e9
     print(_row(
         f"{FLAGS.inference_model} inference, batch 16 x 128, examples/s", base_speed, speed,
         extra=f"max abs output diff {diff:.2e}",

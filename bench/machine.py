@@ -131,3 +131,42 @@ def read_json_lines(path):
         return []
     with open(path, encoding="utf-8") as reader:
         return [json.loads(line) for line in reader if line.strip()]
+
+
+def matmul_rates(dtypes=("float32", "bfloat16"), size=2048, repeats=10):
+    """{dtype: GFLOP/s of a size x size tf.matmul (2 size^3 flops) in it}: the machine's own limit.
+
+    The dtypes take turns repeat after repeat, as the runners of a table do; the median repeat counts.
+    """
+    import time
+
+    import numpy as np
+    import tensorflow as tf
+
+    pair = np.random.default_rng(0).standard_normal([2, size, size]).astype(np.float32)
+    calls = {}
+    for dtype in dtypes:
+        a, b = tf.constant(pair[0], dtype), tf.constant(pair[1], dtype)
+        matmul = tf.function(lambda a=a, b=b: tf.matmul(a, b))
+        matmul()  # tracing
+        calls[dtype] = matmul
+    seconds = {dtype: [] for dtype in dtypes}
+    for _ in range(repeats):
+        for dtype, matmul in calls.items():
+            start = time.perf_counter()
+            matmul().numpy()
+            seconds[dtype].append(time.perf_counter() - start)
+    return {dtype: 2 * size**3 / float(np.median(s)) / 1e9 for dtype, s in seconds.items()}
+
+
+def encoder_flops(config, seq_length):
+    """Matmul FLOPs (multiply + add = 2) of one example of seq_length tokens through a BERT encoder.
+
+    Per layer: the q, k, v and output projections 2S(4H^2), the feed-forward 2S(2HI), the attention's
+    scores and weighted sum 4S^2H; then the pooler 2H^2. Element-wise work (GELU, LayerNorm, softmax)
+    is left out: what a runner reaches against the matmul rate is then its share of the physical limit.
+    """
+    hidden, intermediate = config.hidden_size, config.intermediate_size
+    dense = 2 * seq_length * (4 * hidden * hidden + 2 * hidden * intermediate)
+    attention = 4 * seq_length * seq_length * hidden
+    return config.num_hidden_layers * (dense + attention) + 2 * hidden * hidden

@@ -65,7 +65,7 @@ STEPS = {
         ("raw-text exports: the tokenizer's cost, padding", "bench_serving.py", ["--calls=30"], ["--models=bert_mini", "--calls=5"]),
     ],
     "precision": [
-        ("mixed_bfloat16 against float32", "bench_precision.py", [], ["--inference_model=bert_tiny", "--repeats=2", "--steps=2", "--rounds=1"]),
+        ("mixed_bfloat16 against float32", "bench_precision.py", [], ["--inference_model=bert_tiny", "--repeats=2", "--steps=2", "--rounds=1", "--finetune_train=64", "--finetune_dev=32", "--finetune_steps=2", "--finetune_rounds=1"]),
     ],
     "real": [
         ("all-MiniLM-L6-v2 on BBC News", "finetune_real.py", [], ["--max_articles=100", "--num_train_epochs=1"]),
