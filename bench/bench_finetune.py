@@ -95,6 +95,9 @@ flags.DEFINE_integer(
     "rounds", 4, "Equal training rounds per runner, taking turns; must divide the training steps."
 )
 flags.DEFINE_integer("predict_passes", 3, "Passes over the dev set per runner, taking turns.")
+flags.DEFINE_integer(
+    "seed", 12345, "Every runner's head init, dropout and training order (the data stay the same)."
+)
 flags.DEFINE_integer("threads", 0, "Intra-op and inter-op threads (0 = one per core).")
 flags.DEFINE_string(
     "work_dir", None, "Where data, features and checkpoints go (default: a temp dir)."
@@ -120,7 +123,7 @@ OURS = {
     "bucketed": (True, False, "float32"),
     "fixed": (False, False, "float32"),
 }
-SEED = 12345  # of the data, and of every runner's head init, dropout and training order
+SEED = 12345  # of the data (the runners' own seed: --seed)
 
 # ---------------------------------------------------------------------------------- the data
 
@@ -221,7 +224,7 @@ def classifier_config(data_dir, output_dir, model_dir, is_pair, runner, steps_pe
         eval_batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate,
         num_train_epochs=FLAGS.epochs, length_bucketing=length_bucketing,
         cut_batches_to_longest=cut_batches_to_longest, mixed_precision=mixed_precision,
-        log_steps=10**6, save_checkpoints_steps=steps_per_round, seed=SEED,
+        log_steps=10**6, save_checkpoints_steps=steps_per_round, seed=FLAGS.seed,
     )  # fmt: skip
 
 
@@ -358,7 +361,7 @@ class KerasHubRunner:
         label_ids = np.array([self.labels.index(row[0]) for row in train], np.int32)
         self.dataset = (
             tf.data.Dataset.from_tensor_slices((self._features(train), label_ids))
-            .shuffle(len(train), seed=SEED)
+            .shuffle(len(train), seed=FLAGS.seed)
             .batch(FLAGS.batch_size, drop_remainder=True)
             .repeat()
         )
@@ -452,7 +455,7 @@ class TransformersRunner:
 
         transformers.logging.set_verbosity_error()  # "newly initialized: classifier" is expected
         transformers.logging.disable_progress_bar()
-        torch.manual_seed(SEED)
+        torch.manual_seed(FLAGS.seed)
         self.labels = sorted({row[0] for row in train})
         folder = minilm.hf_model_dir()
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
@@ -632,7 +635,7 @@ def run_task(task, names, data_dir, model_dir, train, dev, work_dir):
     steps_per_round = total_steps // FLAGS.rounds
     runners, results = {}, {}
     for name in names:
-        keras.utils.set_random_seed(SEED)
+        keras.utils.set_random_seed(FLAGS.seed)
         if name == "keras_hub":
             arguments = (train, dev, model_dir, is_pair, steps_per_round)
             seconds, runner = _timed(KerasHubRunner, *arguments)
