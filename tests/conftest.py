@@ -244,3 +244,27 @@ def assert_like_the_tf2_load(served, expected):
             assert_float32_close(served[name], value, err_msg=name)
         else:
             np.testing.assert_array_equal(served[name], value, err_msg=name)
+
+
+def rebuilt_for_export(monkeypatch, spec, init_checkpoint, export_dir, vocab_file):
+    """(model, info) that export_saved_model.py rebuilds from a run's checkpoint and task.json.
+
+    Runs `exporting.export_checkpoint` with the task's export replaced (in the registry, for this
+    test only) by one that keeps what it is handed, so a test can check the rebuilt model itself.
+    """
+    import dataclasses
+
+    from bert_tf.tasks import TASKS, exporting
+
+    exported = {}
+
+    def keep(model, info, *args):
+        exported.update(model=model, info=info)
+
+    monkeypatch.setitem(TASKS, spec.name, dataclasses.replace(spec, export_model=keep))
+    exporting.export_checkpoint(
+        exporting.ExportConfig(
+            init_checkpoint=init_checkpoint, export_dir=export_dir, vocab_file=vocab_file
+        )
+    )
+    return exported["model"], exported["info"]

@@ -5,7 +5,6 @@ BERT of random weights written as a Google checkpoint, so "the last four" exist.
 (weighted_sum_last_four) is shared by the tests that read its outputs.
 """
 
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -28,11 +27,11 @@ from bert_tf.data.feature_cache import cached_records
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import TASKS, exporting, feature_based, tagging_serving
+from bert_tf.tasks import feature_based, tagging_serving
 from bert_tf.tasks.run_files import read_task_info
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import REPO_DIR, SAMPLE_DIR, start_python
+from conftest import REPO_DIR, SAMPLE_DIR, rebuilt_for_export, start_python
 
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
 TINY_TWO_LAYERS = str(SAMPLE_DIR / "bert_config_tiny.json")
@@ -224,27 +223,16 @@ def test_predicting_from_the_trained_checkpoint_in_a_new_output_dir_gives_the_ru
 def test_export_saved_model_rebuilds_the_feature_tagger_from_task_json(
     trained, tmp_path, monkeypatch
 ):
-    exported = {}
-    monkeypatch.setitem(
-        TASKS,
-        "feature_tagger",
-        dataclasses.replace(
-            feature_based.SPEC,
-            export_model=lambda model, info, *args: exported.update(model=model, info=info),
-        ),
+    model, info = rebuilt_for_export(
+        monkeypatch, feature_based.SPEC, str(trained["root"] / "out"), str(tmp_path), VOCAB
     )
-    out = str(trained["root"] / "out")
-    exporting.export_checkpoint(
-        exporting.ExportConfig(init_checkpoint=out, export_dir=str(tmp_path), vocab_file=VOCAB)
-    )
-    info = exported["info"]
     assert (info.model_type, info.feature_layers, info.lstm_size) == (
         "feature_tagger", "weighted_sum_last_four", LSTM_SIZE,
     )  # fmt: skip
     preprocessor = tagging_serving.TaggingPreprocessor(BertPreprocessor(VOCAB, True, 32))
     words = trained["test_words"][:3]
     _, features = preprocessor(tf.constant([" ".join(sentence) for sentence in words]))
-    outputs = tagging_serving.tagging_outputs(exported["model"], info.labels, features)
+    outputs = tagging_serving.tagging_outputs(model, info.labels, features)
     predicted = _predicted_sentences(trained["root"] / "out" / "test_predictions.txt")[:3]
     for row, sentence in enumerate(predicted):
         labels = [label.decode() for label in outputs["labels"][row].numpy()]

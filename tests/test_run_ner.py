@@ -6,7 +6,6 @@ are PER and some of her places LOC, tagged IOB2 in CoNLL-2003's four-column layo
 scores entity F1 0.
 """
 
-import dataclasses
 import json
 import os
 import random
@@ -33,6 +32,7 @@ from conftest import (
     SAMPLE_DIR,
     assert_like_the_tf2_load,
     finish,
+    rebuilt_for_export,
     saved_model_cli_outputs,
     start_python,
     start_saved_model_cli_run,
@@ -349,20 +349,9 @@ def test_in_graph_windows_are_the_windows_of_run_ners_features(max_seq_length, d
 def test_export_saved_model_rebuilds_the_run_s_tagger_from_task_json(
     trained, tmp_path, monkeypatch
 ):
-    exported = {}
-    monkeypatch.setitem(
-        TASKS,
-        "tagger",
-        dataclasses.replace(
-            tagging.SPEC,
-            export_model=lambda model, info, *args: exported.update(model=model, info=info),
-        ),
+    model, info = rebuilt_for_export(
+        monkeypatch, tagging.SPEC, str(trained["root"] / "out"), str(tmp_path), VOCAB
     )
-    out = str(trained["root"] / "out")
-    exporting.export_checkpoint(
-        exporting.ExportConfig(init_checkpoint=out, export_dir=str(tmp_path), vocab_file=VOCAB)
-    )
-    info = exported["info"]
     assert (info.labels, info.doc_stride) == (["O", "B-LOC", "B-PER", "I-PER"], None)
     # The rebuilt model holds the run's weights: eager tagging_outputs on the in-graph windows gives
     # the labels of test_predictions.txt.
@@ -371,7 +360,7 @@ def test_export_saved_model_rebuilds_the_run_s_tagger_from_task_json(
     )
     words = trained["test_words"][-3:]
     _, features = preprocessor(tf.constant([" ".join(sentence) for sentence in words]))
-    outputs = tagging_serving.tagging_outputs(exported["model"], info.labels, features)
+    outputs = tagging_serving.tagging_outputs(model, info.labels, features)
     predicted = _predicted_sentences(trained["root"] / "out" / "test_predictions.txt")[-3:]
     for row, sentence in enumerate(predicted):
         labels = [label.decode() for label in outputs["labels"][row].numpy()]

@@ -7,7 +7,6 @@ newline, as SWAG's do.
 """
 
 import csv
-import dataclasses
 import json
 import os
 import random
@@ -32,6 +31,7 @@ from conftest import (
     SAMPLE_DIR,
     assert_like_the_tf2_load,
     finish,
+    rebuilt_for_export,
     saved_model_cli_outputs,
     start_python,
     start_saved_model_cli_run,
@@ -284,17 +284,8 @@ def test_in_graph_packing_is_the_packing_of_run_swags_features():
 
 
 def test_export_saved_model_rebuilds_the_run_s_model_from_task_json(trained, tmp_path, monkeypatch):
-    exported = {}
-    monkeypatch.setitem(
-        TASKS,
-        "multiple_choice",
-        dataclasses.replace(
-            multiple_choice.SPEC, export_model=lambda model, *args: exported.update(model=model)
-        ),
-    )
-    out = str(trained["root"] / "out")
-    exporting.export_checkpoint(
-        exporting.ExportConfig(init_checkpoint=out, export_dir=str(tmp_path), vocab_file=VOCAB)
+    model, _ = rebuilt_for_export(
+        monkeypatch, multiple_choice.SPEC, str(trained["root"] / "out"), str(tmp_path), VOCAB
     )
     # The rebuilt model holds the run's weights: it scores the test rows as test_results.tsv does.
     rows = trained["test_rows"][:4]
@@ -303,7 +294,7 @@ def test_export_saved_model_rebuilds_the_run_s_model_from_task_json(trained, tmp
         tf.constant([row[4] for row in rows]),
         tf.constant([[f"{row[5]} {ending}" for ending in row[7:11]] for row in rows]),
     )
-    probabilities = exported["model"](features, training=False)["probabilities"]
+    probabilities = model(features, training=False)["probabilities"]
     np.testing.assert_allclose(
         probabilities, _test_results(trained)[:4], rtol=0, atol=PROBABILITY_ATOL
     )
