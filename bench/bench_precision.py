@@ -67,17 +67,6 @@ SENTENCES_XZ = os.path.join(
 )  # fmt: skip
 
 
-def _timed_in_turns(calls, repeats):
-    """{name: [seconds of each repeat]}, the calls taking turns repeat after repeat."""
-    seconds = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            seconds[name].append(time.perf_counter() - start)
-    return seconds
-
-
 def _inference(config, batch_size=16, seq_length=128):
     """{policy: (examples/s, pooled output, sequence output)} with the same weights under both."""
     import keras
@@ -100,7 +89,7 @@ def _inference(config, batch_size=16, seq_length=128):
         for policy, model in models.items()
     }
     outputs = {policy: function() for policy, function in functions.items()}
-    seconds = _timed_in_turns(
+    seconds = machine.timed_in_turns(
         {p: lambda f=f: f()["pooled_output"].numpy() for p, f in functions.items()}, FLAGS.repeats
     )
     return {

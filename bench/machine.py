@@ -133,13 +133,25 @@ def read_json_lines(path):
         return [json.loads(line) for line in reader if line.strip()]
 
 
+def timed_in_turns(calls, repeats):
+    """{name: [seconds of each repeat]}, the calls taking turns repeat after repeat (so that load from
+    other work falls on all of them alike)."""
+    import time
+
+    seconds = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
 def matmul_rates(dtypes=("float32", "bfloat16"), size=2048, repeats=10):
     """{dtype: GFLOP/s of a size x size tf.matmul (2 size^3 flops) in it}: the machine's own limit.
 
     The dtypes take turns repeat after repeat, as the runners of a table do; the median repeat counts.
     """
-    import time
-
     import numpy as np
     import tensorflow as tf
 
@@ -149,13 +161,8 @@ def matmul_rates(dtypes=("float32", "bfloat16"), size=2048, repeats=10):
         a, b = tf.constant(pair[0], dtype), tf.constant(pair[1], dtype)
         matmul = tf.function(lambda a=a, b=b: tf.matmul(a, b))
         matmul()  # tracing
-        calls[dtype] = matmul
-    seconds = {dtype: [] for dtype in dtypes}
-    for _ in range(repeats):
-        for dtype, matmul in calls.items():
-            start = time.perf_counter()
-            matmul().numpy()
-            seconds[dtype].append(time.perf_counter() - start)
+        calls[dtype] = lambda matmul=matmul: matmul().numpy()
+    seconds = timed_in_turns(calls, repeats)
     return {dtype: 2 * size**3 / float(np.median(s)) / 1e9 for dtype, s in seconds.items()}
 
 
