@@ -10,7 +10,7 @@ import pytest
 from test_run_classifier import tsv_config, write_sentiment_tsv
 
 from bert_tf.checkpoints import resolve_checkpoint
-from bert_tf.errors import InputError
+from bert_tf.errors import Diverged, InputError
 from bert_tf.settings import parse_sweep
 from bert_tf.tasks import classification, sweep
 from bert_tf.tasks.run_files import read_labels, read_task_info
@@ -146,6 +146,42 @@ def test_a_killed_shard_resumes_and_collecting_gives_the_same_table(
     assert (tmp_path / "best" / "sweep_run.json").read_text() == (
         output_dir / "best" / "sweep_run.json"
     ).read_text()
+
+
+def test_a_diverging_learning_rate_is_recorded_and_the_grid_goes_on(
+    data_dir, tmp_path, monkeypatch
+):
+    # 1e30 sends AdamW's first update to ~1e30 a weight: the next step's loss is not finite.
+    config = grid_config(
+        data_dir, tmp_path, learning_rate=(1e30, 1e-3), train_batch_size=16, seed=1, log_steps=1
+    )
+    outcome = classification.SPEC.run(config)
+    high, low = "lr1e+30_batch16_epochs1_seed1", "lr0.001_batch16_epochs1_seed1"
+    diverged = json.loads((tmp_path / high / "sweep_run.json").read_text())
+    assert diverged["value"] is None and "training diverged: the loss is" in diverged["diverged"]
+    assert outcome["runs"][high]["value"] is None
+    assert outcome["best"]["settings"]["learning_rate"] == 1e-3
+    assert (tmp_path / "best" / "eval_results.txt").read_text() == (
+        tmp_path / low / "eval_results.txt"
+    ).read_text()
+    header, *rows = [
+        line.split("\t") for line in (tmp_path / "sweep_results.tsv").read_text().splitlines()
+    ]
+    accuracy = f"{_eval_accuracy(tmp_path / low):.4f}"
+    assert rows[0] == ["1e+30", "16", "1", "diverged", "", "", "eval_accuracy", ""]
+    assert rows[1][:7] == ["0.001", "16", "1", accuracy, accuracy, "", "eval_accuracy"]
+    # A rerun trains nothing: the diverged combination is skipped like a finished one.
+    monkeypatch.setattr(Trainer, "train", lambda *_: pytest.fail("a rerun trained"))
+    assert classification.SPEC.run(config)["runs"] == outcome["runs"]
+    monkeypatch.undo()
+    # When every combination diverged there is no best run: the same one-line error, table written.
+    with pytest.raises(Diverged, match=r"every finished combination .* diverged; lr1e\+30"):
+        classification.SPEC.run(
+            grid_config(
+                data_dir, tmp_path / "all", learning_rate=(1e30,), train_batch_size=16, seed=1
+            )
+        )
+    assert "diverged" in (tmp_path / "all" / "sweep_results.tsv").read_text()
 
 
 def test_one_value_per_flag_is_a_single_run_and_bad_lists_are_named(data_dir, tmp_path):

@@ -9,8 +9,12 @@ Every fine-tuning script does this when --learning_rate, --train_batch_size, --n
     settings), all of them reading the features written once in --output_dir;
   * a finished combination leaves sweep_run.json (its settings and dev metric) and is skipped when
     the sweep runs again; one that was cut off resumes from its checkpoint;
+  * a combination whose training loss turns NaN or infinite (too high a learning rate, say) is
+    recorded as diverged, with the one-line reason, and the sweep goes on with the next; it never
+    becomes best/, and a rerun skips it (the same settings would diverge again);
   * --output_dir/sweep_results.tsv gets one row per combination of learning rate, batch size and
-    epochs: the metric of each seed, their mean and standard deviation;
+    epochs: the metric of each seed ("diverged" for one that did), the mean and standard deviation
+    of the others;
   * --output_dir/best/ gets the best run's checkpoint (by the task's official dev metric),
     eval results and task.json; --do_predict and --export_dir then use it, and
     export_saved_model.py --init_checkpoint=<output_dir> exports it;
@@ -31,7 +35,7 @@ from absl import logging
 
 from bert_tf import io
 from bert_tf.checkpoints import copy_checkpoint
-from bert_tf.errors import InputError
+from bert_tf.errors import Diverged, InputError
 from bert_tf.tasks.finetuning import BEST_CHECKPOINT, EVAL_RESULTS_FILES
 from bert_tf.tasks.run_files import LABELS_FILE, TASK_FILE
 
@@ -151,7 +155,15 @@ def _train(config, run_class, combination, number, total):
     done = read_run(folder)
     if done is None:
         task_run = run_class(_settings(config, combination, folder))
-        results = task_run.run()
+        try:
+            results = task_run.run()
+        except Diverged as error:
+            # The paper's grid goes on past a learning rate too high for the task.
+            done = {"settings": combination, "metric": None, "value": None, "diverged": str(error)}
+            if task_run.is_chief:
+                io.write_text(os.path.join(folder, RUN_FILE), json.dumps(done, indent=2) + "\n")
+            logging.warning("sweep %d/%d %s: %s", number + 1, total, name, error)
+            return done
         metric, value = task_run.dev_metric(results["eval"])
         checkpoint = "."
         best = task_run.best_checkpoint_metric()
@@ -163,6 +175,9 @@ def _train(config, run_class, combination, number, total):
             io.write_text(os.path.join(folder, RUN_FILE), json.dumps(done, indent=2) + "\n")
     else:
         name += " (finished before)"
+        if done["value"] is None:
+            logging.warning("sweep %d/%d %s: %s", number + 1, total, name, done["diverged"])
+            return done
     logging.info(
         "sweep %d/%d %s: %s = %.4f", number + 1, total, name, done["metric"], done["value"]
     )
@@ -183,7 +198,14 @@ def collect(config, grid):
     if missing:
         logging.warning("%d combination(s) not finished: %s", len(missing), ", ".join(missing))
     io.write_text(os.path.join(config.output_dir, RESULTS_FILE), results_table(grid, finished))
-    best_name = max(finished, key=lambda name: finished[name]["value"])  # the first of ties
+    ranked = [name for name, done in finished.items() if done["value"] is not None]
+    if not ranked:
+        first = next(iter(finished))
+        raise Diverged(
+            f"every finished combination in --output_dir={config.output_dir} diverged; "
+            f"{first}: {finished[first]['diverged']}"
+        )
+    best_name = max(ranked, key=lambda name: finished[name]["value"])  # the first of ties
     best = finished[best_name]
     source = os.path.join(config.output_dir, best_name, best["checkpoint"])
     extra = [os.path.join(config.output_dir, best_name, name) for name in (TASK_FILE, LABELS_FILE)]
@@ -199,7 +221,7 @@ def collect(config, grid):
     io.write_text(os.path.join(config.output_dir, TASK_FILE), io.read_text(task_file))
     logging.info(
         "Best of %d run(s): %s, %s = %.4f -> %s",
-        len(finished),
+        len(ranked),
         best_name,
         best["metric"],
         best["value"],
@@ -209,25 +231,33 @@ def collect(config, grid):
 
 
 def results_table(grid, finished):
-    """sweep_results.tsv: per learning rate, batch size and epochs, each seed's metric, mean, std, and
-    the seeds whose run collapsed (every dev prediction one value: it learned nothing)."""
+    """sweep_results.tsv: per learning rate, batch size and epochs, each seed's metric ("diverged" if
+    its training loss did), mean and std of the others, and the seeds whose run collapsed (every dev
+    prediction one value: it learned nothing)."""
     seeds = list(dict.fromkeys(c["seed"] for c in grid))
-    metric = next(iter(finished.values()))["metric"]
+    metric = next((done["metric"] for done in finished.values() if done["metric"]), "")
     header = [*SWEEP_FIELDS[:3], *(f"seed={seed}" for seed in seeds), "mean", "std", "metric"]
     header.append("collapsed_seeds")
     rows = ["\t".join(header)]
     settings = list(dict.fromkeys(tuple(c[name] for name in SWEEP_FIELDS[:3]) for c in grid))
     for values in settings:
-        scores, collapsed = [], []
+        scores, collapsed, cells = [], [], [f"{v:g}" for v in values]
         for seed in seeds:
             combination = dict(zip(SWEEP_FIELDS, (*values, seed), strict=True))
             done = finished.get(run_name(combination))
             scores.append(None if done is None else done["value"])
             if done is not None and done.get("collapsed"):
                 collapsed.append(f"{seed}")
+            cells.append(_score_cell(done))
         known = [score for score in scores if score is not None]
         mean = f"{statistics.fmean(known):.4f}" if known else ""
         std = f"{statistics.stdev(known):.4f}" if len(known) > 1 else ""
-        cells = [f"{v:g}" for v in values] + ["" if s is None else f"{s:.4f}" for s in scores]
         rows.append("\t".join([*cells, mean, std, metric, ",".join(collapsed)]))
     return "\n".join(rows) + "\n"
+
+
+def _score_cell(done):
+    """A seed's cell of sweep_results.tsv: its metric, "diverged", or empty when not finished."""
+    if done is None:
+        return ""
+    return "diverged" if done["value"] is None else f"{done['value']:.4f}"
