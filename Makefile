@@ -41,7 +41,7 @@ test-all: $(INSTALLED)
 	$(PYTHON) scripts/serving_envs.py || true
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=25
 
-# The five tables of bench/RESULTS.md in one run (about 45 min on 2 cores; the peers need the extras).
+# Every step of bench/RESULTS.md in one run (about 40 min on 2 cores; the peers need the extras).
 # BENCH_ARGS passes options to bench/run_all.py, e.g. BENCH_ARGS=--quick or BENCH_ARGS=--only=serving.
 bench: $(INSTALLED)
 	$(PYTHON) -m pip install --quiet -e '.[dev,bench,compare]'

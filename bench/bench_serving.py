@@ -57,11 +57,16 @@ PATHS = {
 
 def _export(model_name, export_dir):
     from bert_tf.modeling import BertConfig, BertModel
-    from bert_tf.tasks.encoder import export_model
+    from bert_tf.tasks.encoder import MODEL_TYPE, export_model
+    from bert_tf.tasks.run_files import TaskInfo
 
     model = BertModel(BertConfig.from_preset(model_name))
     model.build()
-    return export_model(model, {}, FLAGS.vocab_file, True, FLAGS.max_seq_length, export_dir)
+    info = TaskInfo(
+        model_type=MODEL_TYPE, bert_config=model.config, do_lower_case=True,
+        max_seq_length=FLAGS.max_seq_length,
+    )  # fmt: skip
+    return export_model(model, info, FLAGS.vocab_file, export_dir)
 
 
 def _batches(lines, batch_size, count):

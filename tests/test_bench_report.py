@@ -95,3 +95,25 @@ def test_versions_name_what_is_installed_and_what_is_not():
     versions = report.versions()
     assert "tensorflow 2." in versions
     assert all(f"{name} " in versions for name in report.PEERS)
+
+
+def test_bench_serving_exports_and_times_every_path_on_the_sample_text(tmp_path):
+    # A step the report runs must not break unseen when the code under it changes (it once did: the
+    # export's signature changed and only `make bench` found out).
+    repo_dir = os.path.dirname(BENCH_DIR)
+    result = subprocess.run(
+        [
+            sys.executable, os.path.join(BENCH_DIR, "bench_serving.py"), "--models=bert_tiny",
+            "--batch_sizes=1,4", "--calls=5", "--threads=1",
+            f"--input_file={os.path.join(repo_dir, 'sample_data', 'sample_text.txt')}",
+        ],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [
+        line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| bert_tiny")
+    ]
+    assert [row[1] for row in rows] == ["1", "4"]
+    for row in rows:  # every path timed: p50 (p95) in ms, the overhead and the padding ratio
+        assert all(cell.endswith(")") and float(cell.split()[0]) > 0 for cell in row[3:7])
+        assert row[-1].rstrip(" |").endswith("x")
