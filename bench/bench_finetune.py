@@ -56,6 +56,7 @@ converter) and so does transformers ("gelu"); keras-hub's BertBackbone has only 
 moments' bias, as keras' AdamW does; ours, as the original, does not.
 """
 
+import gc
 import os
 import random
 import re
@@ -821,6 +822,12 @@ def main(argv):
             )  # fmt: skip
             print({key: value for key, value in row.items()}, flush=True)
             rows.append(row)
+        # The task's runners are garbage now. Freeing their models and traced functions is Python's
+        # cyclic collector's job, and it took 10 to 50 s: left to itself it ran inside the next task's
+        # first timed round (one first round of ours on mrpc_like took 42 to 65 s instead of ~15).
+        collect_start = time.perf_counter()
+        gc.collect()
+        print(f"{task}: its runners freed in {time.perf_counter() - collect_start:.1f} s (untimed)")
     _print_table(rows)
     _print_ratios(rows)
     print(machine.load_line())
