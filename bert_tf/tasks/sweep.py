@@ -156,31 +156,33 @@ def _train(config, run_class, combination, number, total):
     if done is None:
         task_run = run_class(_settings(config, combination, folder))
         try:
-            results = task_run.run()
+            done = _outcome(task_run, combination, task_run.run())
         except Diverged as error:
             # The paper's grid goes on past a learning rate too high for the task.
             done = {"settings": combination, "metric": None, "value": None, "diverged": str(error)}
-            if task_run.is_chief:
-                io.write_text(os.path.join(folder, RUN_FILE), json.dumps(done, indent=2) + "\n")
-            logging.warning("sweep %d/%d %s: %s", number + 1, total, name, error)
-            return done
-        metric, value = task_run.dev_metric(results["eval"])
-        checkpoint = "."
-        best = task_run.best_checkpoint_metric()
-        if best is not None and best["value"] > value:  # --eval_every_steps kept a better one
-            metric, value, checkpoint = best["metric"], best["value"], BEST_CHECKPOINT
-        done = {"settings": combination, "metric": metric, "value": value, "checkpoint": checkpoint}
-        done["collapsed"] = task_run.collapsed  # every dev prediction one value, or None
         if task_run.is_chief:
             io.write_text(os.path.join(folder, RUN_FILE), json.dumps(done, indent=2) + "\n")
     else:
         name += " (finished before)"
-        if done["value"] is None:
-            logging.warning("sweep %d/%d %s: %s", number + 1, total, name, done["diverged"])
-            return done
-    logging.info(
-        "sweep %d/%d %s: %s = %.4f", number + 1, total, name, done["metric"], done["value"]
-    )
+    if done["value"] is None:
+        logging.warning("sweep %d/%d %s: %s", number + 1, total, name, done["diverged"])
+    else:
+        logging.info(
+            "sweep %d/%d %s: %s = %.4f", number + 1, total, name, done["metric"], done["value"]
+        )
+    return done
+
+
+def _outcome(task_run, combination, results):
+    """A trained combination's sweep_run.json: its dev metric, from the run's end or its best
+    checkpoint (--eval_every_steps), and whether it collapsed."""
+    metric, value = task_run.dev_metric(results["eval"])
+    checkpoint = "."
+    best = task_run.best_checkpoint_metric()
+    if best is not None and best["value"] > value:  # --eval_every_steps kept a better one
+        metric, value, checkpoint = best["metric"], best["value"], BEST_CHECKPOINT
+    done = {"settings": combination, "metric": metric, "value": value, "checkpoint": checkpoint}
+    done["collapsed"] = task_run.collapsed  # every dev prediction one value, or None
     return done
 
 
