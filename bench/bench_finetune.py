@@ -823,8 +823,9 @@ def main(argv):
             print({key: value for key, value in row.items()}, flush=True)
             rows.append(row)
         # The task's runners are garbage now. Freeing their models and traced functions is Python's
-        # cyclic collector's job, and it took 10 to 50 s: left to itself it ran inside the next task's
-        # first timed round (one first round of ours on mrpc_like took 42 to 65 s instead of ~15).
+        # cyclic collector's job (24 s for our two runners, measured): left to itself it ran inside
+        # the next task's first timed round (one first round of ours on mrpc_like took 42 to 65 s
+        # instead of ~15).
         collect_start = time.perf_counter()
         gc.collect()
         print(f"{task}: its runners freed in {time.perf_counter() - collect_start:.1f} s (untimed)")

@@ -108,6 +108,7 @@ def test_bench_serving_exports_and_times_every_path_on_the_sample_text(tmp_path)
             f"--input_file={os.path.join(repo_dir, 'sample_data', 'sample_text.txt')}",
         ],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # its exports go to a temporary folder
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [
