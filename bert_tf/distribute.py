@@ -182,3 +182,12 @@ def is_chief(strategy):
         return True
     cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
     return task_type == "worker" and task_id == 0 and "chief" not in cluster
+
+
+def input_context(strategy):
+    """The tf.distribute.InputContext of this worker's input pipeline, as the strategy's own
+    distribute_datasets_from_function makes it: one pipeline per worker, feeding its replicas."""
+    # Under multi_worker_mirrored, the worker's place among the cluster's workers (the chief first).
+    worker = getattr(strategy.extended, "_id_in_cluster", 0)
+    num_workers = getattr(strategy.extended, "_num_workers", 1)
+    return tf.distribute.InputContext(num_workers, worker, strategy.num_replicas_in_sync)

@@ -10,8 +10,6 @@ B = per-replica batch, k = num_accumulation_steps.
 
 import dataclasses
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -21,7 +19,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import io
-from bert_tf.distribute import is_chief
+from bert_tf.checkpoint_state import CheckpointState
+from bert_tf.distribute import input_context, is_chief
 from bert_tf.errors import InputError
 from bert_tf.precision import (
     MIXED_PRECISION_POLICIES,
@@ -30,10 +29,6 @@ from bert_tf.precision import (
 )
 from bert_tf.preemption import Preempted, StopSignal, any_worker_stopping, peer_errors
 from bert_tf.progress import check_finite_loss, log_progress, steps_to_next_boundary
-
-# Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
-CHECKPOINT_NAME = "model.ckpt"
-_INPUT_STEPS_KEY = "input_steps/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 @dataclasses.dataclass
@@ -130,17 +125,12 @@ class Trainer:
             # mixed_float16 skips one): a resumed run skips as many, to go on where it stopped.
             self._input_steps = tf.Variable(-1, dtype=tf.int64, trainable=False, name="input_steps")
         self._stop = StopSignal()
-        self.checkpoint = tf.train.Checkpoint(
-            model=self.model, optimizer=self.optimizer, input_steps=self._input_steps
+        worker = input_context(strategy).input_pipeline_id
+        self.state = CheckpointState(
+            self.model, self.optimizer, self._input_steps, config, self._chief, worker
         )
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint,
-            config.model_dir if self._chief else tempfile.mkdtemp(prefix="worker_ckpt_"),
-            max_to_keep=config.max_checkpoints_to_keep,
-            step_counter=self.optimizer.iterations,
-            checkpoint_name=CHECKPOINT_NAME,
-        )
-        self._restore_or_init(init_fn, resume_fn)
+        self.manager = self.state.manager
+        self.state.restore_or_init(init_fn, resume_fn)
         self._train_loop_fn = None
         self._train_iterator = None
         self._eval_step_fn = None
@@ -168,28 +158,6 @@ class Trainer:
         """Creates every variable eagerly so checkpoints restore at once and steps create none."""
         model(self.task.dummy_batch(), training=False)
         optimizer.build(model.trainable_variables)
-
-    def _restore_or_init(self, init_fn, resume_fn):
-        latest = tf.train.latest_checkpoint(self.config.model_dir)
-        if latest:
-            # Checkpoints written before the input position was kept resume at input step = global step.
-            has_position = _INPUT_STEPS_KEY in dict(tf.train.list_variables(latest))
-            checkpoint = self.checkpoint
-            if not has_position:
-                checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
-            status = checkpoint.restore(latest)
-            if resume_fn is None:
-                status.assert_existing_objects_matched()
-            else:
-                status.expect_partial()
-                resume_fn(self.model, latest)
-            if not has_position:
-                self._input_steps.assign(self.global_step)
-            logging.info("Resumed from %s at global step %d", latest, self.global_step)
-        elif init_fn is not None:
-            init_fn(self.model)
-        if self._input_steps.numpy() < 0:
-            self._input_steps.assign(0)
 
     @property
     def global_step(self):
@@ -273,10 +241,43 @@ class Trainer:
             for _ in tf.range(num_steps):
                 if stoppable and self._stop.flag:
                     break
-                self.strategy.run(self._replica_train_step, args=(next(iterator),))
+                self.strategy.run(self._replica_train_step, args=(self._next_batch(iterator),))
                 self._input_steps.assign_add(1)
 
         return train_loop
+
+    def _train_input(self):
+        """This worker's training input as an iterator at the run's position (resumed or new).
+
+        A worker reads one tf.data pipeline (the dataset_fn of its InputContext) and hands its
+        replicas consecutive batches, as tf.distribute's own per-worker input does; unlike that
+        input's iterator, a plain tf.data iterator can be checkpointed (CheckpointState).
+        """
+        skip = int(self._input_steps.numpy())
+        if isinstance(self.strategy, tf.distribute.TPUStrategy):
+            # A TPU takes its input from a distributed dataset, whose iterator no checkpoint keeps.
+            return iter(self._distribute(self.config.train_batch_size, True, skip=skip))
+        context = input_context(self.strategy)
+        per_replica = self.config.train_batch_size // self.strategy.num_replicas_in_sync
+        iterator = iter(self.task.dataset_fn(context, per_replica, True))
+        if skip and not self.state.restore_input(iterator):
+            _advance(iterator, skip * self._local_replicas)
+        return iterator
+
+    @property
+    def _local_replicas(self):
+        return (
+            self.strategy.num_replicas_in_sync // input_context(self.strategy).num_input_pipelines
+        )
+
+    def _next_batch(self, iterator):
+        """The next global batch for strategy.run: one batch per replica of this worker, in order."""
+        if isinstance(iterator, tf.data.Iterator):
+            batches = [next(iterator) for _ in range(self._local_replicas)]
+            return self.strategy.experimental_distribute_values_from_function(
+                lambda context: batches[context.replica_id_in_sync_group % len(batches)]
+            )
+        return next(iterator)
 
     def _find_loss_keys(self):
         features = self.task.dummy_batch()
@@ -284,25 +285,16 @@ class Trainer:
         outputs = self.model(features, training=False)
         return sorted(self.task.loss_fn(outputs, features, normalizers))
 
-    def _distribute(self, batch_size, is_training):
+    def _distribute(self, batch_size, is_training, skip=0):
         per_replica = batch_size // self.strategy.num_replicas_in_sync
-        # Resuming: skip the batches taken before, so the run reads on where it stopped (the same
-        # ones with the same --seed: the inputs' shuffles are seeded).
-        skip_steps = int(self._input_steps.numpy()) if is_training else 0
-        if skip_steps:
-            logging.info(
-                "Skipping the %d global batches of the input trained on before", skip_steps
-            )
+        if skip:  # TPU: read on where the run stopped by skipping the batches trained on
+            logging.info("Skipping the %d global batches of the input trained on before", skip)
 
         def dataset_fn(input_context):
             dataset = self.task.dataset_fn(input_context, per_replica, is_training)
-            if skip_steps:
-                # Each step takes one batch per replica; a pipeline feeds the replicas of its worker.
-                per_pipeline = (
-                    input_context.num_replicas_in_sync // input_context.num_input_pipelines
-                )
-                dataset = dataset.skip(skip_steps * per_pipeline)
-            return dataset
+            # Each step takes one batch per replica; a pipeline feeds the replicas of its worker.
+            per_pipeline = input_context.num_replicas_in_sync // input_context.num_input_pipelines
+            return dataset.skip(skip * per_pipeline) if skip else dataset
 
         return self.strategy.distribute_datasets_from_function(dataset_fn)
 
@@ -325,7 +317,7 @@ class Trainer:
         writer = self._summary_writer("train")
         with self._stop.watching(), peer_errors(self.strategy):
             if self._train_iterator is None:
-                self._train_iterator = iter(self._distribute(config.train_batch_size, True))
+                self._train_iterator = self._train_input()
             last = self._train_until(end, writer)
         writer.flush()
         return last
@@ -341,7 +333,7 @@ class Trainer:
             losses, latest = self._loss_sums["loss"], self.manager.latest_checkpoint
             check_finite_loss(losses, self.optimizer, (before, step), config, latest)
             if any_worker_stopping(self.strategy, self._stop):
-                self._save(step)
+                self.state.save(step, self._saved_input())
                 raise Preempted(
                     f"SIGTERM: stopped at global step {step}, saved in {config.model_dir}; "
                     "the same command resumes from there"
@@ -351,7 +343,7 @@ class Trainer:
                 last = self._log_progress(step, interval_start, start, now, writer)
                 interval_start = (step, now)
             if step % config.save_checkpoints_steps == 0 or step in (config.num_train_steps, end):
-                self._save(step)
+                self.state.save(step, self._saved_input())
         return last
 
     def _log_progress(self, step, interval_start, start, now, writer):
@@ -366,15 +358,9 @@ class Trainer:
             self.config, means, learning_rate, step, interval_start, start, now, writer
         )
 
-    def _save(self, step):
-        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
-            return
-        with io.writing_checkpoint(f"{self.manager.directory}/{CHECKPOINT_NAME}-{step}"):
-            path = self.manager.save(checkpoint_number=step)
-        if self._chief:
-            logging.info("Saved checkpoint %s", path)
-        else:  # every worker must save (collectives); only the chief keeps it
-            shutil.rmtree(self.manager.directory, ignore_errors=True)
+    def _saved_input(self):
+        iterator = self._train_iterator
+        return iterator if isinstance(iterator, tf.data.Iterator) else None
 
     def _summary_writer(self, name):
         if not self._chief:
@@ -525,6 +511,13 @@ def write_eval_results(path, results):
     io.write_text(path, "\n".join(lines) + "\n")
     for line in lines:
         logging.info("  %s", line)
+
+
+@tf.function
+def _advance(iterator, num_batches):
+    """Reads num_batches from iterator (a resume from a checkpoint that kept no input position)."""
+    for _ in tf.range(num_batches):
+        next(iterator)
 
 
 def _select(tensors, keys):

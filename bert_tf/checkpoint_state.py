@@ -1,0 +1,177 @@
+"""What a training checkpoint keeps, so that a resumed run trains exactly as the uninterrupted one.
+
+`<model_dir>/model.ckpt-<step>` (the chief's) holds, beside the model and the optimizer:
+- `input_steps`: the global batches taken from the training input (more than the steps when
+  mixed_float16 skips one);
+- `dropout`: the state of every dropout layer's random stream. Keras keeps it in a SeedGenerator
+  variable that a model does not put in a tf.train.Checkpoint by itself; without it a resumed run
+  draws the masks of step 1 again.
+
+Each worker also writes the position of its own training input, the state of its tf.data iterator
+(shuffle and prefetch buffers included), to `<model_dir>/input_state/worker<i>-<step>` just before
+model.ckpt-<step>. A resumed run restores it and reads no batch it trained on, so a restart costs the
+same at step 900k as at step 10. Its size is that of the input's buffers, whatever the step.
+
+Checkpoints written before these existed still resume: without an input state the run skips
+`input_steps` batches (the old way: reading them), without dropout states the streams start anew;
+each says so in one log line.
+"""
+
+import os
+import re
+import shutil
+import tempfile
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import io
+from bert_tf.errors import InputError
+
+# Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
+CHECKPOINT_NAME = "model.ckpt"
+INPUT_STATE_DIR = "input_state"
+_INPUT_STEPS_KEY = "input_steps/.ATTRIBUTES/VARIABLE_VALUE"
+_DROPOUT_KEY = "dropout/0/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def dropout_states(model):
+    """The model's random-stream variables (Keras SeedGenerator states), in the model's own order."""
+    return [v for v in model.non_trainable_variables if v.name == "seed_generator_state"]
+
+
+class CheckpointState:
+    """Saves and restores model.ckpt-<step> and this worker's input position.
+
+    Every worker calls `save` (saving mirrored variables is a collective); only the chief's
+    model.ckpt-<step> is kept, and every worker keeps its own input state.
+    """
+
+    def __init__(self, model, optimizer, input_steps, config, chief, worker_index):
+        """
+        Args:
+          model, optimizer: the Trainer's, built.
+          input_steps: the int64 variable counting the global batches taken from the input.
+          config: the TrainConfig (model_dir, max_checkpoints_to_keep).
+          chief: whether this process keeps model.ckpt-<step>.
+          worker_index: this worker's input pipeline (0 but under multi_worker_mirrored).
+        """
+        self.model, self.optimizer, self.input_steps = model, optimizer, input_steps
+        self.model_dir, self.chief = config.model_dir, chief
+        self.keep = config.max_checkpoints_to_keep
+        self.dropout = dropout_states(model)
+        self.checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, input_steps=input_steps, dropout=self.dropout
+        )
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            self.model_dir if chief else tempfile.mkdtemp(prefix="worker_ckpt_"),
+            max_to_keep=self.keep,
+            step_counter=optimizer.iterations,
+            checkpoint_name=CHECKPOINT_NAME,
+        )
+        self._input_prefix = os.path.join(self.model_dir, INPUT_STATE_DIR, f"worker{worker_index}-")
+        self.resumed_from = None
+
+    @property
+    def global_step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    def restore_or_init(self, init_fn, resume_fn):
+        """Restores the latest model.ckpt-<step> of model_dir, or calls init_fn(model) when none.
+
+        resume_fn: (model, prefix) -> None restores the model's weights by path (checkpoints of
+        earlier layouts included); None: every object of the model must match the checkpoint.
+        """
+        latest = tf.train.latest_checkpoint(self.model_dir)
+        if not latest:
+            if init_fn is not None:
+                init_fn(self.model)
+            self.input_steps.assign(0)
+            return
+        saved = dict(tf.train.list_variables(latest))
+        parts = {"model": self.model, "optimizer": self.optimizer}
+        if _INPUT_STEPS_KEY in saved:
+            parts["input_steps"] = self.input_steps
+        if _DROPOUT_KEY in saved or not self.dropout:
+            parts["dropout"] = self.dropout
+        else:
+            logging.info("%s keeps no dropout state: the dropout streams start anew", latest)
+        status = tf.train.Checkpoint(**parts).restore(latest)
+        if resume_fn is None:
+            status.assert_existing_objects_matched()
+        else:
+            status.expect_partial()
+            resume_fn(self.model, latest)
+        if "input_steps" not in parts:  # older checkpoints: one batch a step
+            self.input_steps.assign(self.global_step)
+        self.resumed_from = latest
+        logging.info("Resumed from %s at global step %d", latest, self.global_step)
+
+    def restore_input(self, iterator):
+        """Puts `iterator` (this worker's training input) where the resumed checkpoint left it.
+
+        Returns:
+          whether it did; False when the run starts fresh or its checkpoint has no input state (the
+          caller then skips input_steps batches).
+
+        Raises:
+          InputError: the saved state does not fit this input (other batch size, sequence length or
+            input pipeline): resuming would train on other batches than the uninterrupted run.
+        """
+        if self.resumed_from is None:
+            return False
+        prefix = self._input_prefix + str(self.global_step)
+        if not tf.io.gfile.exists(prefix + ".index"):
+            logging.info(
+                "No input state %s: reading on by skipping the %d batches trained on",
+                prefix,
+                int(self.input_steps.numpy()),
+            )
+            return False
+        try:
+            tf.train.Checkpoint(input=iterator).read(prefix).assert_consumed()
+        except (tf.errors.OpError, AssertionError, ValueError) as error:
+            reason = (
+                str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            )
+            raise InputError(
+                f"cannot restore the input position {prefix}: the training input differs from the "
+                f"checkpointed run's ({reason}); resume with the same flags, or delete "
+                f"{os.path.dirname(prefix)} to read on by skipping the batches trained on"
+            ) from None
+        logging.info("Input position restored from %s", prefix)
+        return True
+
+    def save(self, step, iterator=None):
+        """Writes this worker's input state (when `iterator`) and model.ckpt-<step>, in that order:
+        a checkpoint on disk always has its input state beside it."""
+        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
+            return
+        if iterator is not None:
+            prefix = self._input_prefix + str(step)
+            tf.io.gfile.makedirs(os.path.dirname(prefix))
+            with io.writing_checkpoint(prefix):
+                tf.train.Checkpoint(input=iterator).write(prefix)
+            self._prune_input_states()
+        with io.writing_checkpoint(f"{self.manager.directory}/{CHECKPOINT_NAME}-{step}"):
+            path = self.manager.save(checkpoint_number=step)
+        if self.chief:
+            logging.info("Saved checkpoint %s", path)
+        else:  # every worker must save (collectives); only the chief keeps it
+            shutil.rmtree(self.manager.directory, ignore_errors=True)
+
+    def _prune_input_states(self):
+        """Keeps this worker's input states of the newest max_checkpoints_to_keep steps, as the
+        manager keeps its checkpoints."""
+        if self.keep is None:
+            return
+        pattern = re.compile(re.escape(self._input_prefix) + r"(\d+)\.index$")
+        steps = sorted(
+            int(match.group(1))
+            for match in map(pattern.match, tf.io.gfile.glob(self._input_prefix + "*.index"))
+            if match
+        )
+        for step in steps[: -self.keep]:
+            for path in tf.io.gfile.glob(self._input_prefix + f"{step}.*"):
+                tf.io.gfile.remove(path)

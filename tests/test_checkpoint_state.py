@@ -1,0 +1,143 @@
+"""What a checkpoint keeps beyond the weights: the input position and the dropout streams.
+
+A toy regression task whose input is shuffled and repeated, and whose model has dropout: a resumed
+run ends with the uninterrupted run's weights only if it reads the same batches AND draws the same
+masks. One that reads the input from its start, or starts its dropout streams anew, moves this toy's
+weights by 1e-3 or more, far above float32 rounding (the 1e-6 used here).
+"""
+
+import logging
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_training import ToyModel, toy_task
+
+from bert_tf import training
+from bert_tf.checkpoint_state import INPUT_STATE_DIR, dropout_states
+from bert_tf.errors import InputError
+from bert_tf.optimization import create_optimizer
+from bert_tf.training import TrainConfig, Trainer
+
+
+class DropoutToy(ToyModel):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = keras.layers.Dropout(0.3)
+
+    def call(self, features, training=False):
+        hidden = self.dropout(self.norm(self.dense(features["x"])), training=training)
+        return {"prediction": self.head(hidden)[:, 0]}
+
+
+def _task(extra_shuffle=False):
+    """toy_task with dropout, its 64 examples shuffled anew each epoch (8 batches of 8)."""
+    task = toy_task(num_examples=64)
+    base = task.dataset_fn
+
+    def dataset_fn(input_context, batch_size, is_training):
+        dataset = base(input_context, batch_size, is_training).unbatch()
+        if is_training:
+            dataset = dataset.shuffle(64, seed=5)
+            if extra_shuffle:  # another pipeline than the checkpointed one
+                dataset = dataset.shuffle(8, seed=6)
+        return dataset.batch(batch_size, drop_remainder=True)
+
+    task.build_model = lambda: DropoutToy(name="toy")
+    task.dataset_fn = dataset_fn
+    return task
+
+
+def _trainer(model_dir, task=None, **config):
+    keras.utils.set_random_seed(1)
+    settings = dict(
+        train_batch_size=8, num_train_steps=12, steps_per_loop=4, save_checkpoints_steps=4,
+        log_steps=4,
+    )  # fmt: skip
+    return Trainer(
+        task or _task(),
+        tf.distribute.OneDeviceStrategy("/cpu:0"),
+        lambda: create_optimizer(0.05, 12, 2),
+        TrainConfig(model_dir=str(model_dir), **{**settings, **config}),
+    )
+
+
+def _weights(trainer):
+    return [v.numpy() for v in trainer.model.trainable_variables]
+
+
+def _assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """Weights and dropout states of an uninterrupted 12-step run."""
+    trainer = _trainer(tmp_path_factory.mktemp("straight"))
+    trainer.train()
+    return _weights(trainer), [v.numpy() for v in dropout_states(trainer.model)]
+
+
+def _stopped_at_6(model_dir):
+    """A run stopped at step 6, its checkpoint saved there (as SIGTERM saves it)."""
+    _trainer(model_dir).train(until=6)
+
+
+def test_a_resumed_run_reads_on_from_the_saved_position_and_draws_the_same_masks(
+    tmp_path, straight, monkeypatch
+):
+    _stopped_at_6(tmp_path)
+    assert os.path.exists(tmp_path / INPUT_STATE_DIR / "worker0-6.index")
+
+    def no_reading(*args):
+        raise AssertionError("read through the batches trained on")
+
+    monkeypatch.setattr(training, "_advance", no_reading)
+    resumed = _trainer(tmp_path)
+    assert resumed.global_step == 6
+    resumed.train()
+    weights, masks = straight
+    _assert_same(_weights(resumed), weights)
+    # The streams moved on from their seeds (one draw a step) and resumed where they were.
+    states = [v.numpy() for v in dropout_states(resumed.model)]
+    assert len(states) == 1 and states[0][1] == 12
+    np.testing.assert_array_equal(states, masks)
+
+
+def test_a_checkpoint_without_input_state_resumes_by_reading_through_in_one_log_line(
+    tmp_path, straight, caplog
+):
+    _stopped_at_6(tmp_path)
+    tf.io.gfile.rmtree(str(tmp_path / INPUT_STATE_DIR))  # as a checkpoint of an earlier version
+    with caplog.at_level(logging.INFO):
+        resumed = _trainer(tmp_path)
+        resumed.train()
+    skipping = [r.getMessage() for r in caplog.records if "by skipping" in r.getMessage()]
+    assert len(skipping) == 1 and "the 6 batches trained on" in skipping[0]
+    _assert_same(_weights(resumed), straight[0])
+
+
+def test_input_states_are_kept_for_the_checkpoints_kept(tmp_path):
+    trainer = _trainer(tmp_path, save_checkpoints_steps=2, max_checkpoints_to_keep=2)
+    trainer.train()
+    kept = sorted(
+        name for name in os.listdir(tmp_path / INPUT_STATE_DIR) if name.endswith(".index")
+    )
+    assert kept == ["worker0-10.index", "worker0-12.index"]
+    steps = [int(path.rsplit("-", 1)[1]) for path in trainer.manager.checkpoints]
+    assert steps == [10, 12]
+
+
+def test_an_input_pipeline_unlike_the_checkpointed_one_is_one_error(tmp_path):
+    _stopped_at_6(tmp_path)
+    resumed = _trainer(tmp_path, task=_task(extra_shuffle=True))
+    with pytest.raises(InputError) as error:
+        resumed.train()
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot restore the input position {tmp_path}/input_state/worker0-6")
+    assert "resume with the same flags" in message
