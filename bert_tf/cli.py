@@ -4,8 +4,9 @@ Every script is the same few lines: `load_tensorflow_quietly()` before its impor
 `main(ItsConfig, its_run_function, __name__)`. This module imports no TensorFlow itself; it
 declares the dataclass's flags (bert_tf.settings), parses the command line, builds the settings and
 calls the run function. Bad input raises `InputError` anywhere below; it ends the program with one
-`error: ...` line on stderr and exit status 1, not a traceback. A run stopped from outside (SIGTERM,
-a lost multi-worker peer: `RunStopped`) ends with one `stopped: ...` line and its own exit status.
+`error: ...` line on stderr and exit status 1, not a traceback. A run stopped from outside (SIGTERM
+at any point, a lost multi-worker peer: `RunStopped`) ends with one `stopped: ...` line and its own
+exit status (143 for SIGTERM).
 """
 
 import os
@@ -72,6 +73,7 @@ def main(config_class, run_function, module_name, **flag_defaults):
     from absl import app, flags
 
     from bert_tf.errors import InputError, RunStopped
+    from bert_tf.preemption import stopping_on_sigterm
     from bert_tf.settings import define_flags, from_flags, script_module_name
 
     define_flags(config_class, module_name, **flag_defaults)
@@ -86,7 +88,8 @@ def main(config_class, run_function, module_name, **flag_defaults):
         if len(argv) > 1:
             raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
         try:
-            run_function(from_flags(config_class))
+            with stopping_on_sigterm():
+                run_function(from_flags(config_class))
         except InputError as error:
             sys.exit(f"error: {error}")
         except RunStopped as error:  # SIGTERM or a lost peer: a rerun resumes

@@ -1,9 +1,11 @@
 """Jobs stopped from outside: SIGTERM, SIGKILL after a checkpoint, a lost multi-worker peer.
 
 Each test runs the scripts as a user's job scheduler does (separate processes, signals, the same command
-again) and compares the final weights with those of an uninterrupted run of the same seed. Dropout is 0,
-so the weights depend only on the batches read and their order: a resumed run that reads the input from
-its start, or that loses or repeats steps, ends elsewhere by far more than float32 rounding.
+again) and compares the final state (weights, optimizer slots, counters, dropout streams) with that of an
+uninterrupted run of the same seed. Dropout is on (0.1, as in every real BERT config): a resumed run ends
+as the uninterrupted one only if it reads the same batches in the same order AND draws the same dropout
+masks. One that reads the input from its start, loses or repeats a step, or starts its dropout streams
+anew ends elsewhere by far more than float32 rounding.
 
 Every process has a hard timeout: a hang fails the test, never CI.
 """
@@ -13,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 
@@ -33,7 +36,8 @@ START_TIMEOUT, RUN_TIMEOUT = 120, 240
 
 def _write_config(path, vocab_size=VOCAB_SIZE):
     config = json.loads((SAMPLE_DIR / "bert_config_tiny.json").read_text())
-    config.update(vocab_size=vocab_size, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    assert config["hidden_dropout_prob"] == config["attention_probs_dropout_prob"] == 0.1
+    config.update(vocab_size=vocab_size)
     path.write_text(json.dumps(config))
     return str(path)
 
@@ -249,7 +253,10 @@ def test_sigkill_after_a_checkpoint_resumes_pretraining_at_the_same_place_in_the
         _kill_all([process])
     assert not os.path.exists(tmp_path / "killed" / "model.ckpt-100.index")
     _run("run_pretraining.py", flags, tmp_path / "resumed.log")
-    assert "Resumed from" in (tmp_path / "resumed.log").read_text()
+    resumed_log = (tmp_path / "resumed.log").read_text()
+    assert "Resumed from" in resumed_log
+    # The input position comes from the checkpoint: no batch trained on is read again.
+    assert "Input position restored from" in resumed_log and "skipping" not in resumed_log
     _assert_same_final_state(tmp_path / "killed", pretraining["straight"])
 
 
@@ -283,6 +290,193 @@ def test_sigkill_in_a_fine_tuning_sweep_resumes_each_run_at_the_same_place_in_th
     _run("run_classifier.py", {**flags, "output_dir": tmp_path / "straight"}, tmp_path / "a.log")
     for name in runs:
         _assert_same_final_state(tmp_path / "killed" / name, tmp_path / "straight" / name)
+
+
+# ---------------------------------------------------------------- SIGTERM outside training
+
+# Runs a script with one function of the package wrapped so that the process sends itself SIGTERM at
+# a chosen moment (argv[1] = a Python statement doing the wrapping; the rest: the script and its flags).
+_SIGTERM_AT = textwrap.dedent(
+    """
+    import os, runpy, signal, sys
+    def terminate():
+        os.kill(os.getpid(), signal.SIGTERM)
+    exec(sys.argv[1])
+    sys.argv = sys.argv[2:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+    """
+)
+
+
+def _run_sigterm_at(patch, script, flags, log_path):
+    """Runs `script` with `patch` applied; returns its exit status and output."""
+    args = [f"--{name}={value}" for name, value in flags.items()]
+    env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _SIGTERM_AT, patch, script, *args],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_DIR, start_new_session=True,
+        )  # fmt: skip
+    status = _finish(process, log_path)
+    return status, log_path.read_text(errors="replace")
+
+
+def _sigterm_at_call(owner, name, number):
+    """A patch for _run_sigterm_at: SIGTERM as call `number` of `owner`.`name` starts."""
+    module, _, cls = owner.partition(":")
+    target = (
+        f"__import__('{module}', fromlist=['_']).{cls}"
+        if cls
+        else f"__import__('{module}', fromlist=['_'])"
+    )
+    return (
+        f"owner = {target}\n"
+        f"original, calls = owner.{name}, []\n"
+        "def wrapped(*args, **kwargs):\n"
+        "    calls.append(1)\n"
+        f"    if len(calls) == {number}:\n"
+        "        terminate()\n"
+        "    return original(*args, **kwargs)\n"
+        f"owner.{name} = wrapped"
+    )
+
+
+def _assert_stopped_in(output, status, what):
+    assert status == 143, output[-3000:]
+    stopped = [line for line in output.splitlines() if line.startswith("stopped:")]
+    assert len(stopped) == 1, output[-3000:]
+    assert stopped[0].startswith(f"stopped: SIGTERM during {what}"), stopped[0]
+    assert "Traceback" not in output
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    """A sentiment TSV task, its vocab and config, and an uninterrupted train + eval + predict run."""
+    from test_run_classifier import FILLER, NEGATIVE, POSITIVE, write_sentiment_tsv
+
+    root = tmp_path_factory.mktemp("classifier")
+    write_sentiment_tsv(root / "data", sizes=(("train", 64), ("dev", 16), ("test", 8)))
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({*FILLER, *POSITIVE, *NEGATIVE})]
+    (root / "vocab.txt").write_text("\n".join(words) + "\n")
+    flags = dict(
+        bert_config_file=_write_config(root / "bert_config.json", vocab_size=len(words)),
+        vocab_file=root / "vocab.txt", output_dir=root / "straight", task_name="tsv",
+        data_dir=root / "data", text_a_column="0", label_column="1", max_seq_length=16,
+        train_batch_size=8, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3,
+        num_train_epochs=1.0, iterations_per_loop=4, log_steps=4, save_checkpoints_steps=4, seed=7,
+        do_train=True, do_eval=True, do_predict=True,
+    )  # fmt: skip
+    _run("run_classifier.py", flags, root / "straight.log")
+    return {"flags": flags, "straight": root / "straight"}
+
+
+def _eval_results(folder):
+    lines = (folder / "eval_results.txt").read_text().splitlines()
+    return dict(line.split(" = ") for line in lines)
+
+
+def _assert_same_outputs(folder, reference_folder):
+    """eval_results.txt and test_results.tsv of two runs, equal to float32 rounding."""
+    results, reference = _eval_results(folder), _eval_results(reference_folder)
+    assert sorted(results) == sorted(reference)
+    for key in reference:
+        assert float(results[key]) == pytest.approx(float(reference[key]), rel=1e-5), key
+    rows = np.loadtxt(folder / "test_results.tsv", ndmin=2)
+    reference_rows = np.loadtxt(reference_folder / "test_results.tsv", ndmin=2)
+    assert rows.shape == reference_rows.shape == (8, 2)
+    assert_float32_close(rows, reference_rows)
+
+
+@pytest.mark.slow
+def test_sigterm_during_evaluation_keeps_the_training_and_the_same_command_evaluates(
+    tmp_path, classifier
+):
+    flags = {**classifier["flags"], "output_dir": tmp_path / "out"}
+    # The classifier's evaluation is the Trainer's first prediction pass (over dev).
+    patch = _sigterm_at_call("bert_tf.training:Trainer", "predict", 1)
+    status, output = _run_sigterm_at(patch, "run_classifier.py", flags, tmp_path / "stopped.log")
+    _assert_stopped_in(output, status, "evaluation")
+    assert not (tmp_path / "out" / "eval_results.txt").exists()
+    assert not (tmp_path / "out" / "test_results.tsv").exists()
+    final = tf.train.latest_checkpoint(str(classifier["straight"])).rsplit("-", 1)[1]
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith(f"model.ckpt-{final}")
+
+    _run("run_classifier.py", flags, tmp_path / "again.log")
+    again = (tmp_path / "again.log").read_text()
+    assert f"at global step {final}" in again  # resumed at the end: no step trained again
+    _assert_same_outputs(tmp_path / "out", classifier["straight"])
+    _assert_same_final_state(tmp_path / "out", classifier["straight"])
+
+
+@pytest.mark.slow
+def test_sigterm_during_prediction_leaves_no_partial_predictions(tmp_path, classifier):
+    flags = {**classifier["flags"], "output_dir": tmp_path / "out"}
+    # The second prediction pass (over test; the first was the evaluation's).
+    patch = _sigterm_at_call("bert_tf.training:Trainer", "predict", 2)
+    status, output = _run_sigterm_at(patch, "run_classifier.py", flags, tmp_path / "stopped.log")
+    _assert_stopped_in(output, status, "prediction")
+    assert (tmp_path / "out" / "eval_results.txt").exists()
+    assert not (tmp_path / "out" / "test_results.tsv").exists()
+    assert not [name for name in os.listdir(tmp_path / "out") if "test_results" in name]
+
+    _run("run_classifier.py", flags, tmp_path / "again.log")
+    _assert_same_outputs(tmp_path / "out", classifier["straight"])
+
+
+@pytest.mark.slow
+def test_sigterm_while_writing_features_leaves_no_features_file(tmp_path, classifier):
+    flags = {**classifier["flags"], "output_dir": tmp_path / "out"}
+    # After the third record of the training features, in the middle of the file.
+    patch = (
+        "from bert_tf.data import feature_cache\n"
+        "write = feature_cache.write_records\n"
+        "def records_then_stop(records):\n"
+        "    for number, record in enumerate(records):\n"
+        "        if number == 3:\n"
+        "            terminate()\n"
+        "        yield record\n"
+        "feature_cache.write_records = lambda path, records: write(path, records_then_stop(records))"
+    )
+    status, output = _run_sigterm_at(patch, "run_classifier.py", flags, tmp_path / "stopped.log")
+    _assert_stopped_in(output, status, "writing the train features")
+    leftovers = [name for name in os.listdir(tmp_path / "out") if name.startswith(("train", "."))]
+    assert leftovers == [], leftovers  # neither the file nor its temporary
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")) is None
+
+    _run("run_classifier.py", flags, tmp_path / "again.log")
+    _assert_same_outputs(tmp_path / "out", classifier["straight"])
+    _assert_same_final_state(tmp_path / "out", classifier["straight"])
+
+
+@pytest.mark.slow
+def test_sigterm_between_sweep_runs_keeps_the_finished_run(tmp_path, classifier):
+    flags = {**classifier["flags"], "output_dir": tmp_path / "sweep", "seed": "7,8"}
+    flags.update(do_predict=False)
+    patch = _sigterm_at_call("bert_tf.tasks.sweep", "_train", 2)
+    runs = ["lr0.001_batch8_epochs1_seed7", "lr0.001_batch8_epochs1_seed8"]
+    status, output = _run_sigterm_at(patch, "run_classifier.py", flags, tmp_path / "stopped.log")
+    _assert_stopped_in(output, status, f"the sweep's run {runs[1]}")
+    assert (tmp_path / "sweep" / runs[0] / "sweep_run.json").exists()
+    assert not (tmp_path / "sweep" / runs[1]).exists()
+    assert not (tmp_path / "sweep" / "sweep_results.tsv").exists()
+
+    _run("run_classifier.py", flags, tmp_path / "again.log")
+    again = (tmp_path / "again.log").read_text()
+    assert f"{runs[0]} (finished before)" in again
+    assert (tmp_path / "sweep" / "sweep_results.tsv").exists()
+    _assert_same_final_state(tmp_path / "sweep" / runs[0], classifier["straight"])
+
+
+@pytest.mark.slow
+def test_a_diverging_run_ends_with_one_error_line_and_status_1(tmp_path, classifier):
+    flags = {**classifier["flags"], "output_dir": tmp_path / "out", "learning_rate": 1e30}
+    process = _start("run_classifier.py", flags, tmp_path / "nan.log")
+    status = _finish(process, tmp_path / "nan.log")
+    output = (tmp_path / "nan.log").read_text()
+    assert status == 1, output[-3000:]
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: training diverged"), output[-3000:]
+    assert "Traceback" not in output
 
 
 # ---------------------------------------------------------------- two workers

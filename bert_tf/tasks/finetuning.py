@@ -25,6 +25,7 @@ from bert_tf.data.feature_cache import (
 from bert_tf.distribute import resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
+from bert_tf.preemption import doing
 from bert_tf.tasks.run import Run
 from bert_tf.tasks.run_files import (
     LABELS_FILE,
@@ -201,7 +202,8 @@ class FineTuningRun(Run):
             "do_lower_case": config.do_lower_case,
             "max_seq_length": config.max_seq_length,
         }
-        info = cached_records(path, settings, make_records)
+        with doing(f"writing the {step} features {path}"):
+            info = cached_records(path, settings, make_records)
         logging.info("%s: %s", path, self.feature_summary(info))
         return path, info
 
@@ -387,9 +389,12 @@ class FineTuningRun(Run):
         if config.do_train:
             outcome["train"] = self.train()
         if config.do_eval:
-            outcome["eval"] = self.evaluate()
+            with doing("evaluation"):
+                outcome["eval"] = self.evaluate()
         if config.do_predict:
-            outcome["predict"] = self.predict_test()
+            with doing("prediction"):
+                outcome["predict"] = self.predict_test()
         if config.export_dir and self.is_chief:
-            outcome["export"] = self.export()
+            with doing("the export"):
+                outcome["export"] = self.export()
         return outcome

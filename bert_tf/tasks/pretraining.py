@@ -23,6 +23,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
 from bert_tf.objectives import ObjectiveSetting
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
+from bert_tf.preemption import doing
 from bert_tf.settings import changed, setting
 from bert_tf.tasks.config import RunConfig
 from bert_tf.tasks.run import Run
@@ -250,7 +251,7 @@ class PretrainingRun(Run):
             if self.is_chief:
                 export_google_checkpoint(trainer.model, self.bert_config, config.output_dir)
         if config.do_eval:
-            with reading_records(self.input_files):
+            with reading_records(self.input_files), doing("evaluation"):
                 results = trainer.evaluate(max_steps=config.max_eval_steps)
             # The paper's Table 6 reports it: exp of the weighted mean masked-LM (next-token) loss.
             for kind in ("masked_lm", "next_token"):

@@ -36,6 +36,7 @@ from absl import logging
 from bert_tf import io
 from bert_tf.checkpoints import copy_checkpoint
 from bert_tf.errors import Diverged, InputError
+from bert_tf.preemption import doing
 from bert_tf.tasks.finetuning import BEST_CHECKPOINT, EVAL_RESULTS_FILES
 from bert_tf.tasks.run_files import LABELS_FILE, TASK_FILE
 
@@ -114,7 +115,10 @@ def run(config, run_class):
         for number, combination in enumerate(grid):
             if number % count == index:
                 name = run_name(combination)
-                outcome["runs"][name] = _train(config, run_class, combination, number, len(grid))
+                with doing(f"the sweep's run {name}"):
+                    outcome["runs"][name] = _train(
+                        config, run_class, combination, number, len(grid)
+                    )
         if count > 1:
             logging.info("Shard %d/%d done; --sweep_collect writes the results", index, count)
             return outcome
