@@ -8,7 +8,7 @@ setup(
     description="BERT for TensorFlow 2 and Keras 3: pretraining data, pretraining, fine-tuning, export.",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.11,<3.12",
+    python_requires=">=3.11,<3.14",  # tested on 3.11; 3.12 and 3.13 have every wheel
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
     py_modules=[
         "create_pretraining_data",

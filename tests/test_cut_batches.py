@@ -141,7 +141,7 @@ def train(run_class, config):
 @pytest.mark.parametrize(
     "run_class, make_config",
     [
-        # The classifier is the slowest of the three here (about 80 s on 2 cores): make test-all runs it.
+        # The classifier is the slowest of the three here (about 80 s on 2 cores): make test runs it, make test-quick does not.
         pytest.param(ClassifierRun, classifier_config, marks=pytest.mark.slow),
         (TaggerRun, tagger_config),
         (SquadRun, squad_config),
