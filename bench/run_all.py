@@ -1,6 +1,6 @@
 """The whole benchmark suite in one run, written to bench/RESULTS.md: every table from one machine.
 
-    .venv/bin/python bench/run_all.py                    # everything (about 2 hours on 2 cores)
+    .venv/bin/python bench/run_all.py                    # everything (about 2 hours 45 minutes on 2 cores)
     .venv/bin/python bench/run_all.py --quick            # tiny sizes: checks that every bench runs
     .venv/bin/python bench/run_all.py --only=finetune,precision
 
@@ -12,6 +12,8 @@ says what it measures):
   inference  bench_inference.py     encoder throughput (batch 16) and batch-1 latency vs keras-hub, transformers
   training   bench_pretraining.py   pretraining step vs keras-hub, run twice back to back, then
                                     BERT-mini vs keras-hub and transformers on torch
+  restart    bench_restart.py       a resumed pretraining run's time to its first step at global steps
+                                    10 to 100,000, with the input state vs skipping the batches read
   attention  bench_attention.py     the attention block's forms (heads; fused vs separate q/k/v)
   serving    bench_tokenizer.py, bench_serving.py  tokens/s; the tokenizer's cost inside the export
   precision  bench_precision.py     mixed_bfloat16 vs float32 beside the machine's matmul rates (skips
@@ -56,6 +58,9 @@ STEPS = {
         ("pretraining step, run 1", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
         ("pretraining step, run 2", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
         ("pretraining step with transformers", "bench_pretraining.py", ["--models=mini", "--runners=bert_tf,keras_hub,transformers", "--jit_compile=no", "--steps=10", "--rounds=2"], ["--models=mini", "--runners=bert_tf,transformers", "--jit_compile=no", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
+    ],
+    "restart": [
+        ("resume to the first step, global step 10 to 100,000", "bench_restart.py", [], ["--quick"]),
     ],
     "attention": [
         ("attention block forms", "bench_attention.py", [], ["--calls=2", "--rounds=1"]),

@@ -1,0 +1,467 @@
+"""Restart cost: a resumed pretraining run's time to its first new step, at global step 10 and 100,000.
+
+The issue "a restart that costs the same at step 900k as at step 10": a run resumed from
+model.ckpt-<step> puts its training input where the checkpoint left it. With the input state
+(<model_dir>/input_state/, each worker's tf.data iterator checkpointed beside model.ckpt-<step>) it
+restores that position; from a checkpoint written before the input state existed the run reads
+through (skips) every batch it trained on, which costs time in proportion to the step.
+
+    .venv/bin/python bench/bench_restart.py           # steps 10,1000,10000,100000, batch 256:
+                                                      # about 45 minutes on 2 cores, 7 GB of disk
+    .venv/bin/python bench/bench_restart.py --quick   # steps 10,100, batch 16: checks that it runs
+
+Measured, for each --steps value N: the wall time of a fresh process (a new TensorFlow) from just
+before the Trainer is built (which restores model.ckpt-N) until `trainer.train(until=N + 1)`
+returns, which includes placing the input, tracing the step, the step itself and the checkpoint
+the Trainer writes at N + 1. "ours" resumes from the checkpoint with its input state; "skip" from
+a copy of the same checkpoint without input_state/, as checkpoints of earlier versions are.
+Each is the median of --repeats (ours) and --baseline_repeats (skip) processes, all taking turns,
+each on a fresh copy of the checkpoint. Also printed: the bytes of model.ckpt-N.* and of the input
+state at each step, and whether the first step's loss is the same both ways (the same batch).
+
+The checkpoint at step N is made without training N steps: a setup process builds the Trainer of
+run_pretraining.py (PretrainingRun) over the corpus, creates its training iterator as the Trainer
+does, reads N batches through it (bert_tf.training._advance, the skip path's own loop), sets the
+global step and the input steps to N and saves (CheckpointState.save). Its weights are therefore
+untrained, which does not change what a restart costs. The model is sample_data's tiny config
+(2 layers, hidden 64) so that the step itself is small; the corpus is synthetic records of
+--max_seq_length tokens with 2 masked positions (a few thousand distinct ones, repeated), in
+--num_files files holding more records than the runs read (max step x batch plus a margin).
+Target: ours at the largest step within 2x of ours at the smallest, an input state whose size does
+not grow with the step.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(BENCH_DIR)
+sys.path.insert(0, BENCH_DIR)
+
+import machine  # noqa: E402
+
+TINY_CONFIG = os.path.join(REPO_DIR, "sample_data", "bert_config_tiny.json")
+FULL = dict(steps="10,1000,10000,100000", batch_size=256, repeats=3)
+QUICK = dict(steps="10,100", batch_size=16, repeats=1)
+MAX_PREDICTIONS = 2
+DISTINCT_RECORDS = 4096
+MARGIN_BATCHES = 100  # beyond the largest step: the step at N + 1, the shuffle and prefetch buffers
+NUM_TRAIN_STEPS = 1_000_000  # the learning-rate schedule's length (BERT's); never reached
+ADVANCE_CHUNK = 2000  # batches between two progress lines of a setup process
+BYTES_PER_RECORD = 300  # an upper bound of one synthetic record's size, for the disk check
+_CPP_INFO_LINE = re.compile(r"I\d{4} ")
+
+
+# ------------------------------------------------------------ child processes (TensorFlow)
+
+
+def _write_corpus(settings):
+    """Writes settings["num_records"] records over settings["files"], cycling over distinct ones."""
+    import numpy as np
+    import tensorflow as tf
+
+    seq_length, vocab_size = settings["max_seq_length"], settings["vocab_size"]
+    rng = np.random.default_rng(0)
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+    records = []
+    for _ in range(DISTINCT_RECORDS):
+        positions = np.sort(rng.choice(np.arange(1, seq_length), MAX_PREDICTIONS, replace=False))
+        feature = {
+            "input_ids": ints(rng.integers(5, vocab_size, seq_length)),
+            "input_mask": ints(np.ones(seq_length)),
+            "segment_ids": ints(np.arange(seq_length) >= seq_length // 2),
+            "masked_lm_positions": ints(positions),
+            "masked_lm_ids": ints(rng.integers(5, vocab_size, MAX_PREDICTIONS)),
+            "masked_lm_weights": tf.train.Feature(
+                float_list=tf.train.FloatList(value=[1.0] * MAX_PREDICTIONS)
+            ),
+            "next_sentence_labels": ints([rng.integers(0, 2)]),
+        }
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        records.append(example.SerializeToString())
+    per_file = -(-settings["num_records"] // len(settings["files"]))
+    for path in settings["files"]:
+        with tf.io.TFRecordWriter(path) as writer:
+            for i in range(per_file):
+                writer.write(records[i % DISTINCT_RECORDS])
+    return {"records": per_file * len(settings["files"])}
+
+
+def _pretraining_run(settings):
+    """run_pretraining.py's run (PretrainingRun) in settings["model_dir"], as its flags would make it."""
+    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingRun
+
+    config = PretrainingConfig(
+        bert_config_file=settings["bert_config_file"],
+        output_dir=settings["model_dir"],
+        input_file=settings["input_file"],
+        max_seq_length=settings["max_seq_length"],
+        max_predictions_per_seq=MAX_PREDICTIONS,
+        train_batch_size=settings["batch_size"],
+        do_train=True,
+        num_train_steps=NUM_TRAIN_STEPS,
+        num_warmup_steps=10000,
+        learning_rate=1e-4,
+    )
+    return PretrainingRun(config)
+
+
+def _make_checkpoint(settings):
+    """model.ckpt-N and its input state as a run at step N writes them, without training N steps."""
+    import tensorflow as tf
+
+    from bert_tf.training import _advance
+
+    step = settings["step"]
+    trainer = _pretraining_run(settings).trainer()
+    if trainer.global_step:
+        raise ValueError(f"{settings['model_dir']} already holds a checkpoint")
+    trainer._train_iterator = trainer._train_input()  # a new run's: at the corpus' start
+    start, done = time.perf_counter(), 0
+    while done < step:
+        chunk = min(ADVANCE_CHUNK, step - done)
+        _advance(trainer._train_iterator, tf.constant(chunk, tf.int64))
+        done += chunk
+        seconds = time.perf_counter() - start
+        eta = (step - done) * seconds / done
+        print(
+            f"  setup of step {step}: {done}/{step} batches read, {done / seconds:.0f} batches/s, "
+            f"ETA {eta:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    trainer.optimizer.iterations.assign(step)
+    trainer._input_steps.assign(step)
+    trainer.state.save(step, trainer._train_iterator)
+    return {"read_seconds": time.perf_counter() - start}
+
+
+def _resume(settings):
+    """Seconds from building the Trainer (the restore) to the end of train(until=N + 1), and parts."""
+    step = settings["step"]
+    run = _pretraining_run(settings)
+    start = time.perf_counter()
+    trainer = run.trainer()
+    built = time.perf_counter()
+    if trainer.global_step != step:
+        raise ValueError(
+            f"{settings['model_dir']}: resumed at step {trainer.global_step}, not {step}"
+        )
+    restored, save_seconds = [], []
+    restore_input, save = trainer.state.restore_input, trainer.state.save
+
+    def observed_restore_input(iterator):
+        restored.append(restore_input(iterator))
+        return restored[-1]
+
+    def timed_save(*args, **kwargs):
+        save_start = time.perf_counter()
+        save(*args, **kwargs)
+        save_seconds.append(time.perf_counter() - save_start)
+
+    trainer.state.restore_input, trainer.state.save = observed_restore_input, timed_save
+    last = trainer.train(until=step + 1)
+    end = time.perf_counter()
+    if trainer.global_step != step + 1:
+        raise ValueError(f"trained to step {trainer.global_step}, not {step + 1}")
+    return {
+        "seconds": end - start,
+        "restore_seconds": built - start,
+        "train_seconds": end - built,
+        "save_seconds": sum(save_seconds),
+        "input_restored": bool(restored and restored[0]),
+        "loss": last["loss"],
+    }
+
+
+def _child_main(role, settings):
+    from bert_tf import cli
+
+    cli.load_tensorflow_quietly()
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)
+    work = {"write": _write_corpus, "setup": _make_checkpoint, "resume": _resume}[role]
+    print(json.dumps(work(settings)), flush=True)
+
+
+# ------------------------------------------------------------ the parent (no TensorFlow)
+
+
+def _child(role, settings):
+    """Runs one child process; returns the JSON object it printed last.
+
+    Its stderr (progress lines, errors) passes through as it comes, but for TensorFlow's C++ INFO
+    lines (oneDNN's notice, twice a process), which TF_CPP_MIN_LOG_LEVEL no longer silences.
+    """
+    command = [sys.executable, os.path.abspath(__file__), f"--_child={role}", json.dumps(settings)]
+    env = {**os.environ, "PYTHONPATH": REPO_DIR, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen(
+        command, cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    for line in process.stderr:  # stdout is one short line: its pipe cannot fill meanwhile
+        if not _CPP_INFO_LINE.match(line):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+    output = process.stdout.read()
+    if process.wait():
+        raise RuntimeError(
+            f"the {role} process at step {settings.get('step')} failed with exit status "
+            f"{process.returncode} (its error is above)"
+        )
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def _rounded(values):
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in values.items()}
+
+
+def _bytes(pattern):
+    return sum(os.path.getsize(path) for path in glob.glob(pattern))
+
+
+def _write_inputs(work_dir, args, max_step):
+    """The BERT config and the corpus in work_dir; returns (config path, comma-separated files)."""
+    with open(TINY_CONFIG, encoding="utf-8") as reader:
+        bert_config = json.load(reader)
+    bert_config.update(vocab_size=args.vocab_size)
+    config_path = os.path.join(work_dir, "bert_config.json")
+    with open(config_path, "w", encoding="utf-8") as writer:
+        json.dump(bert_config, writer, indent=2)
+    num_records = (max_step + MARGIN_BATCHES) * args.batch_size
+    needed, free = num_records * BYTES_PER_RECORD, shutil.disk_usage(work_dir).free
+    if needed > 0.9 * free:
+        raise OSError(
+            f"{work_dir}: the corpus needs about {needed / 1e9:.1f} GB, {free / 1e9:.1f} GB are "
+            "free: pass --work_dir on a larger disk, or smaller --steps or --batch_size"
+        )
+    files = [os.path.join(work_dir, f"corpus-{i}.tfrecord") for i in range(args.num_files)]
+    start = time.perf_counter()
+    written = _child(
+        "write",
+        dict(
+            files=files,
+            num_records=num_records,
+            max_seq_length=args.max_seq_length,
+            vocab_size=args.vocab_size,
+        ),
+    )
+    size = sum(os.path.getsize(path) for path in files)
+    print(
+        f"corpus: {written['records']:,} records in {len(files)} files, {size / 1e9:.2f} GB, "
+        f"written in {time.perf_counter() - start:.0f} s",
+        flush=True,
+    )
+    return config_path, ",".join(files)
+
+
+def _timed_resume(source, trial_dir, settings, keep_input_state):
+    """One resume in a fresh process, from a fresh copy of the checkpoint in `source`."""
+    ignore = None if keep_input_state else shutil.ignore_patterns("input_state")
+    shutil.copytree(source, trial_dir, ignore=ignore)
+    try:
+        return _child("resume", {**settings, "model_dir": trial_dir})
+    finally:
+        shutil.rmtree(trial_dir)
+
+
+def _make_checkpoints(work_dir, settings, steps):
+    """{step: row}: each step's checkpoint, made by a setup process, and its sizes."""
+    rows = {}
+    for step in steps:
+        model_dir = os.path.join(work_dir, f"step-{step}")
+        setup = _child("setup", {**settings, "model_dir": model_dir, "step": step})
+        rows[step] = dict(
+            step=step,
+            model_dir=model_dir,
+            setup_read_seconds=round(setup["read_seconds"], 1),
+            checkpoint_bytes=_bytes(os.path.join(model_dir, f"model.ckpt-{step}.*")),
+            input_state_bytes=_bytes(os.path.join(model_dir, "input_state", f"*-{step}.*")),
+        )
+        print(json.dumps({k: v for k, v in rows[step].items() if k != "model_dir"}), flush=True)
+        rows[step].update(ours=[], skip=[])
+    return rows
+
+
+def _time_resumes(args, work_dir, settings, rows):
+    """Appends each resume's result to rows[step]["ours"] and ["skip"]; all take turns, repeat by
+    repeat, so that load from other work on the machine falls on every step alike."""
+    baseline_max = args.skip_baseline_max_step or max(rows)
+    trial = os.path.join(work_dir, "trial")
+    for repeat in range(max(args.repeats, args.baseline_repeats)):
+        for step, row in rows.items():
+            runs = [("ours", True)] if repeat < args.repeats else []
+            if repeat < args.baseline_repeats and step <= baseline_max:
+                runs.append(("skip", False))
+            for name, keep_input_state in runs:
+                step_settings = {**settings, "step": step}
+                result = _timed_resume(row["model_dir"], trial, step_settings, keep_input_state)
+                row[name].append(result)
+                print(json.dumps({"step": step, "run": name, **_rounded(result)}), flush=True)
+
+
+def _median(results):
+    return statistics.median(r["seconds"] for r in results) if results else None
+
+
+def _print_table(rows, batch_size):
+    print(
+        "\n| step | examples before | resume to first step, ours (s) | skip baseline (s) | ratio "
+        "| checkpoint MB | input state KB |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for step, row in rows.items():
+        ours, skip = _median(row["ours"]), _median(row["skip"])
+        skipped = "" if all(r["input_restored"] for r in row["ours"]) else " (input skipped!)"
+        print(
+            f"| {step:,} | {step * batch_size:,} | {ours:.2f}{skipped} | "
+            f"{f'{skip:.2f}' if skip is not None else 'not run'} | "
+            f"{f'{skip / ours:.1f}x' if skip is not None else '-'} | "
+            f"{row['checkpoint_bytes'] / 2**20:.2f} | {row['input_state_bytes'] / 2**10:.1f} |"
+        )
+    print("(median seconds of fresh processes; ratio: skip baseline / ours)")
+
+
+def _print_verdicts(rows):
+    first, last = rows[min(rows)], rows[max(rows)]
+    ratio = _median(last["ours"]) / _median(first["ours"])
+    print(
+        f"\nours at {last['step']} / ours at {first['step']} = {ratio:.2f} (target <= 2): "
+        f"{'met' if ratio <= 2 else 'NOT met'}"
+    )
+    # The size varies with what the buffers (prefetch, shuffle, interleave) hold at the save, a few
+    # batches at most; a state that kept anything per step read would grow with the step.
+    sizes = [row["input_state_bytes"] for row in rows.values()]
+    grows = last["input_state_bytes"] > 1.5 * first["input_state_bytes"]
+    print(
+        f"input state: {min(sizes) / 2**10:.1f} to {max(sizes) / 2**10:.1f} KB over the steps "
+        f"(what its buffers held at the save); {last['input_state_bytes'] / 2**10:.1f} KB at "
+        f"{last['step']} against {first['input_state_bytes'] / 2**10:.1f} KB at {first['step']}, "
+        f"{last['step'] // first['step']:,}x the step: "
+        f"{'GROWS with the step (more than 1.5x)' if grows else 'does not grow with the step'}"
+    )
+    not_restored = [
+        step for step, row in rows.items() if not all(r["input_restored"] for r in row["ours"])
+    ]
+    if not_restored:
+        print(f"ours did NOT restore the input state at steps {not_restored}: it skipped instead")
+    compared = [
+        (s, row["ours"][0]["loss"], row["skip"][0]["loss"])
+        for s, row in rows.items()
+        if row["skip"]
+    ]
+    if compared:
+        differ = [s for s, ours, skip in compared if abs(ours - skip) > 1e-5 * max(1.0, abs(skip))]
+        verdict = f"DIFFERS at steps {differ}" if differ else "the same at every step compared"
+        losses = ", ".join(f"{s}: {ours:.6f} vs {skip:.6f}" for s, ours, skip in compared)
+        print(f"first new step's loss, ours vs skip (the same batch?): {verdict} ({losses})")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--steps",
+        help=f"comma-separated global steps to resume at; default {FULL['steps']} ({QUICK['steps']} with --quick)",
+    )
+    parser.add_argument(
+        "--batch_size",
+        type=int,
+        help=f"global batch; default {FULL['batch_size']} ({QUICK['batch_size']} with --quick)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        help=f"resumes of ours per step (the median counts); default {FULL['repeats']} ({QUICK['repeats']} with --quick)",
+    )
+    parser.add_argument(
+        "--baseline_repeats",
+        type=int,
+        default=1,
+        help="resumes of the skip baseline per step; default 1",
+    )
+    parser.add_argument(
+        "--skip_baseline_max_step",
+        type=int,
+        default=0,
+        help="run the skip baseline only at steps up to this one; default 0: at every step",
+    )
+    parser.add_argument(
+        "--max_seq_length", type=int, default=16, help="tokens per record; default 16"
+    )
+    parser.add_argument(
+        "--vocab_size",
+        type=int,
+        default=30522,
+        help="the model's vocabulary, and the synthetic ids' range; default 30522",
+    )
+    parser.add_argument(
+        "--num_files", type=int, default=4, help="TFRecord files of the corpus; default 4"
+    )
+    parser.add_argument(
+        "--work_dir",
+        default=tempfile.gettempdir(),
+        help="where a new folder for the corpus and checkpoints is made; default the temp folder",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep that folder (removed at the end by default)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes: a smoke test, not results"
+    )
+    parser.add_argument("--_child", help=argparse.SUPPRESS)
+    args, rest = parser.parse_known_args()
+    if args._child:
+        sys.path.insert(0, REPO_DIR)
+        _child_main(args._child, json.loads(rest[0]))
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {rest}")
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    steps = sorted({int(step) for step in args.steps.split(",") if step})
+    if not steps or steps[0] <= 0:
+        parser.error(f"--steps must be positive global steps, got {args.steps!r}")
+
+    print(machine.header(with_tensorflow=False), flush=True)
+    print(
+        f"resume at steps {steps}, global batch {args.batch_size}, seq {args.max_seq_length}, "
+        f"{MAX_PREDICTIONS} predictions, tiny BERT (2 layers, hidden 64, vocab {args.vocab_size}); "
+        f"median of {args.repeats} resume(s) ours, {args.baseline_repeats} skip\n",
+        flush=True,
+    )
+    work_dir = tempfile.mkdtemp(prefix="bench_restart_", dir=args.work_dir)
+    try:
+        config_path, input_file = _write_inputs(work_dir, args, max(steps))
+        settings = dict(
+            bert_config_file=config_path,
+            input_file=input_file,
+            max_seq_length=args.max_seq_length,
+            batch_size=args.batch_size,
+        )
+        rows = _make_checkpoints(work_dir, settings, steps)
+        _time_resumes(args, work_dir, settings, rows)
+    finally:
+        if args.keep:
+            print(f"kept {work_dir}")
+        else:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    _print_table(rows, args.batch_size)
+    _print_verdicts(rows)
+    print(machine.load_line())
+
+
+if __name__ == "__main__":
+    main()
