@@ -18,10 +18,10 @@ import pytest
 import scipy.stats
 import tensorflow as tf
 
+from bert_tf.checkpoint_state import CheckpointState
 from bert_tf.errors import InputError
 from bert_tf.tasks.classification import SPEC, ClassifierConfig, ClassifierRun
 from bert_tf.tokenization import FullTokenizer
-from bert_tf.training import Trainer
 
 from conftest import PROBABILITY_ATOL, REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
@@ -389,15 +389,15 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path, monkeypatch, ca
         tmp_path / "data", tmp_path / "out", do_train=True, num_train_epochs=2.0,
         save_checkpoints_steps=4, iterations_per_loop=4, log_steps=4,
     )  # fmt: skip
-    save = Trainer._save
+    save = CheckpointState.save
 
-    def save_then_die_at_step_8(trainer, step):
-        save(trainer, step)
+    def save_then_die_at_step_8(state, step, iterator=None):
+        save(state, step, iterator)
         if step == 8:
             raise _Killed
 
     with monkeypatch.context() as patch:
-        patch.setattr(Trainer, "_save", save_then_die_at_step_8)
+        patch.setattr(CheckpointState, "save", save_then_die_at_step_8)
         with pytest.raises(_Killed):
             run(config)
     assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("ckpt-8")
