@@ -8,8 +8,8 @@
   draws the masks of step 1 again.
 
 Each worker also writes the position of its own training input, the state of its tf.data iterator
-(shuffle and prefetch buffers included), to `<model_dir>/input_state/worker<i>-<step>` just before
-model.ckpt-<step>. A resumed run restores it and reads no batch it trained on, so a restart costs the
+(shuffle and prefetch buffers included), to `<model_dir>/input_state/worker<i>of<n>-<step>` just
+before model.ckpt-<step> (n: the number of workers, whose shards of the input differ with n). A resumed run restores it and reads no batch it trained on, so a restart costs the
 same at step 900k as at step 10. Its size is that of the input's buffers, whatever the step.
 
 Checkpoints written before these existed still resume: without an input state the run skips
@@ -47,14 +47,14 @@ class CheckpointState:
     model.ckpt-<step> is kept, and every worker keeps its own input state.
     """
 
-    def __init__(self, model, optimizer, input_steps, config, chief, worker_index):
+    def __init__(self, model, optimizer, input_steps, config, chief, worker):
         """
         Args:
           model, optimizer: the Trainer's, built.
           input_steps: the int64 variable counting the global batches taken from the input.
           config: the TrainConfig (model_dir, max_checkpoints_to_keep).
           chief: whether this process keeps model.ckpt-<step>.
-          worker_index: this worker's input pipeline (0 but under multi_worker_mirrored).
+          worker: this worker's tf.distribute.InputContext (its input pipeline and their number).
         """
         self.model, self.optimizer, self.input_steps = model, optimizer, input_steps
         self.model_dir, self.chief = config.model_dir, chief
@@ -70,7 +70,8 @@ class CheckpointState:
             step_counter=optimizer.iterations,
             checkpoint_name=CHECKPOINT_NAME,
         )
-        self._input_prefix = os.path.join(self.model_dir, INPUT_STATE_DIR, f"worker{worker_index}-")
+        name = f"worker{worker.input_pipeline_id}of{worker.num_input_pipelines}-"
+        self._input_prefix = os.path.join(self.model_dir, INPUT_STATE_DIR, name)
         self.resumed_from = None
 
     @property

@@ -125,9 +125,13 @@ class Trainer:
             # mixed_float16 skips one): a resumed run skips as many, to go on where it stopped.
             self._input_steps = tf.Variable(-1, dtype=tf.int64, trainable=False, name="input_steps")
         self._stop = StopSignal()
-        worker = input_context(strategy).input_pipeline_id
         self.state = CheckpointState(
-            self.model, self.optimizer, self._input_steps, config, self._chief, worker
+            self.model,
+            self.optimizer,
+            self._input_steps,
+            config,
+            self._chief,
+            input_context(strategy),
         )
         self.manager = self.state.manager
         self.state.restore_or_init(init_fn, resume_fn)

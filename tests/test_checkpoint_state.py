@@ -91,7 +91,7 @@ def test_a_resumed_run_reads_on_from_the_saved_position_and_draws_the_same_masks
     tmp_path, straight, monkeypatch
 ):
     _stopped_at_6(tmp_path)
-    assert os.path.exists(tmp_path / INPUT_STATE_DIR / "worker0-6.index")
+    assert os.path.exists(tmp_path / INPUT_STATE_DIR / "worker0of1-6.index")
 
     def no_reading(*args):
         raise AssertionError("read through the batches trained on")
@@ -127,7 +127,7 @@ def test_input_states_are_kept_for_the_checkpoints_kept(tmp_path):
     kept = sorted(
         name for name in os.listdir(tmp_path / INPUT_STATE_DIR) if name.endswith(".index")
     )
-    assert kept == ["worker0-10.index", "worker0-12.index"]
+    assert kept == ["worker0of1-10.index", "worker0of1-12.index"]
     steps = [int(path.rsplit("-", 1)[1]) for path in trainer.manager.checkpoints]
     assert steps == [10, 12]
 
@@ -139,5 +139,7 @@ def test_an_input_pipeline_unlike_the_checkpointed_one_is_one_error(tmp_path):
         resumed.train()
     message = str(error.value)
     assert "\n" not in message
-    assert message.startswith(f"cannot restore the input position {tmp_path}/input_state/worker0-6")
+    assert message.startswith(
+        f"cannot restore the input position {tmp_path}/input_state/worker0of1-6"
+    )
     assert "resume with the same flags" in message
