@@ -73,6 +73,7 @@ class CheckpointState:
         name = f"worker{worker.input_pipeline_id}of{worker.num_input_pipelines}-"
         self._input_prefix = os.path.join(self.model_dir, INPUT_STATE_DIR, name)
         self.resumed_from = None
+        self._input_saveable = True
 
     @property
     def global_step(self):
@@ -149,18 +150,35 @@ class CheckpointState:
         a checkpoint on disk always has its input state beside it."""
         if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
             return
-        if iterator is not None:
-            prefix = self._input_prefix + str(step)
-            tf.io.gfile.makedirs(os.path.dirname(prefix))
-            with io.writing_checkpoint(prefix):
-                tf.train.Checkpoint(input=iterator).write(prefix)
-            self._prune_input_states()
+        if iterator is not None and self._input_saveable:
+            self._save_input(iterator, step)
         with io.writing_checkpoint(f"{self.manager.directory}/{CHECKPOINT_NAME}-{step}"):
             path = self.manager.save(checkpoint_number=step)
         if self.chief:
             logging.info("Saved checkpoint %s", path)
         else:  # every worker must save (collectives); only the chief keeps it
             shutil.rmtree(self.manager.directory, ignore_errors=True)
+
+    def _save_input(self, iterator, step):
+        prefix = self._input_prefix + str(step)
+        tf.io.gfile.makedirs(os.path.dirname(prefix))
+        try:
+            with io.writing_checkpoint(prefix):
+                tf.train.Checkpoint(input=iterator).write(prefix)
+        except tf.errors.FailedPreconditionError as error:
+            # An input with state tf.data cannot save (a py_function, a generator): resuming then
+            # reads through the batches trained on, as without an input state.
+            for path in tf.io.gfile.glob(prefix + ".*"):
+                tf.io.gfile.remove(path)
+            self._input_saveable = False
+            reason = str(error).strip().splitlines()[0]
+            logging.warning(
+                "The training input's position cannot be saved (%s): a resumed run will read "
+                "through the batches trained on",
+                reason[-200:],
+            )
+            return
+        self._prune_input_states()
 
     def _prune_input_states(self):
         """Keeps this worker's input states of the newest max_checkpoints_to_keep steps, as the

@@ -73,8 +73,8 @@ def main(config_class, run_function, module_name, **flag_defaults):
     from absl import app, flags
 
     from bert_tf.errors import InputError, RunStopped
-    from bert_tf.preemption import stopping_on_sigterm
     from bert_tf.settings import define_flags, from_flags, script_module_name
+    from bert_tf.sigterm import stopping_on_sigterm
 
     define_flags(config_class, module_name, **flag_defaults)
     # absl lists the flags of the module that sys.argv[0] names. For a console command that is its

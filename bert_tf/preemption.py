@@ -5,9 +5,8 @@ training, `StopSignal` catches it and sets a flag that the training loop reads b
 loop then saves model.ckpt-<step> at the current step and raises `Preempted` (the scripts print one
 line and exit with status 143, 128 + SIGTERM). The same command resumes from that checkpoint.
 
-Anywhere else (evaluation, prediction, feature writing, between a sweep's runs) `stopping_on_sigterm`
-raises `Terminated` at once, naming the step (`doing`): every output is written atomically
-(bert_tf.io), so nothing half-written stays, and the same command redoes only what was unfinished.
+Anywhere else (evaluation, prediction, feature writing, between a sweep's runs) SIGTERM stops the
+script at once (bert_tf.sigterm).
 
 A worker of a multi_worker_mirrored job whose peer died gets an error from TensorFlow's coordination
 service or from a collective that timed out (--collective_timeout_seconds); `peer_errors` turns it into
@@ -25,9 +24,8 @@ from absl import logging
 from tensorflow.python.eager import context
 
 from bert_tf.errors import RunStopped
+from bert_tf.sigterm import PREEMPTED_EXIT_STATUS
 
-# What the scripts exit with when SIGTERM stopped the run (the shell's status of a SIGTERMed process).
-PREEMPTED_EXIT_STATUS = 128 + signal.SIGTERM
 # The errors a collective or the coordination service raises when a peer is gone or silent.
 _PEER_ERRORS = (
     tf.errors.UnavailableError,
@@ -45,48 +43,6 @@ class Preempted(RunStopped):
     """SIGTERM stopped training; the checkpoint of the current step is saved."""
 
     exit_status = PREEMPTED_EXIT_STATUS
-
-
-class Terminated(RunStopped):
-    """SIGTERM outside the training loop: the step it came in stopped at once, nothing of it kept."""
-
-    exit_status = PREEMPTED_EXIT_STATUS
-
-
-# What the process is doing, innermost last (`doing`); SIGTERM's line names the innermost.
-_DOING = []
-
-
-@contextlib.contextmanager
-def doing(what):
-    """Names the step the process is in (e.g. "evaluation") for the line a SIGTERM prints."""
-    _DOING.append(what)
-    try:
-        yield
-    finally:
-        _DOING.pop()
-
-
-@contextlib.contextmanager
-def stopping_on_sigterm():
-    """Around a script's work: SIGTERM raises `Terminated` (in the main thread, where Python runs
-    signal handlers) unless the training loop's own handler is watching (StopSignal)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminate(signum, frame):
-        what = _DOING[-1] if _DOING else "start-up"
-        raise Terminated(
-            f"SIGTERM during {what}: stopped there, nothing half-written kept; the same command "
-            "redoes only what was unfinished"
-        )
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 class PeerLost(RunStopped):

@@ -113,7 +113,7 @@ def test_a_checkpoint_without_input_state_resumes_by_reading_through_in_one_log_
 ):
     _stopped_at_6(tmp_path)
     tf.io.gfile.rmtree(str(tmp_path / INPUT_STATE_DIR))  # as a checkpoint of an earlier version
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"), caplog.at_level(logging.INFO):
         resumed = _trainer(tmp_path)
         resumed.train()
     skipping = [r.getMessage() for r in caplog.records if "by skipping" in r.getMessage()]
@@ -143,3 +143,28 @@ def test_an_input_pipeline_unlike_the_checkpointed_one_is_one_error(tmp_path):
         f"cannot restore the input position {tmp_path}/input_state/worker0of1-6"
     )
     assert "resume with the same flags" in message
+
+
+def test_an_input_tf_data_cannot_save_is_read_through_on_resume(tmp_path, straight, caplog):
+    task = _task()
+    base = task.dataset_fn
+
+    def with_py_function(input_context, batch_size, is_training):  # state tf.data cannot save
+        dataset = base(input_context, batch_size, is_training)
+
+        def through_python(batch):
+            y = tf.py_function(tf.identity, [batch["y"]], tf.float32)
+            return {**batch, "y": tf.ensure_shape(y, batch["y"].shape)}
+
+        return dataset.map(through_python)
+
+    task.dataset_fn = with_py_function
+    with caplog.at_level(logging.WARNING, logger="absl"), caplog.at_level(logging.WARNING):
+        _trainer(tmp_path, task=task).train(until=6)
+    warnings = [r.getMessage() for r in caplog.records if "cannot be saved" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # once, not at every checkpoint
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-6")
+    assert not tf.io.gfile.glob(str(tmp_path / INPUT_STATE_DIR / "*"))
+    resumed = _trainer(tmp_path, task=task)
+    resumed.train()
+    _assert_same(_weights(resumed), straight[0])

@@ -317,6 +317,7 @@ def _run_sigterm_at(patch, script, flags, log_path):
             [sys.executable, "-c", _SIGTERM_AT, patch, script, *args],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_DIR, start_new_session=True,
         )  # fmt: skip
+    _run_sigterm_at.last_pid = process.pid  # its process group too (start_new_session)
     status = _finish(process, log_path)
     return status, log_path.read_text(errors="replace")
 
@@ -465,6 +466,30 @@ def test_sigterm_between_sweep_runs_keeps_the_finished_run(tmp_path, classifier)
     assert f"{runs[0]} (finished before)" in again
     assert (tmp_path / "sweep" / "sweep_results.tsv").exists()
     _assert_same_final_state(tmp_path / "sweep" / runs[0], classifier["straight"])
+
+
+@pytest.mark.slow
+def test_sigterm_while_writing_pretraining_data_ends_its_workers_and_writes_nothing(tmp_path):
+    flags = dict(
+        input_file=SAMPLE_DIR / "sample_text.txt", output_file=tmp_path / "stopped.tfrecord",
+        vocab_file=SAMPLE_DIR / "vocab.txt", max_seq_length=32, max_predictions_per_seq=5,
+        dupe_factor=2, num_workers=2, chunk_bytes=1000, progress_interval_s=0,
+    )  # fmt: skip
+    # In the main process, as the second chunk's instances come back from the pool's workers.
+    patch = _sigterm_at_call("bert_tf.data.pretraining.writer:_ShuffleBuffer", "push", 2)
+    log = tmp_path / "stopped.log"
+    status, output = _run_sigterm_at(patch, "create_pretraining_data.py", flags, log)
+    _assert_stopped_in(output, status, f"writing {tmp_path / 'stopped.tfrecord'}")
+    assert os.listdir(tmp_path) == ["stopped.log"]  # neither the output nor its temporary
+    # The pool's forked workers ended with it: the script's process group is empty.
+    with pytest.raises(ProcessLookupError):
+        os.killpg(_run_sigterm_at.last_pid, 0)
+
+    _run("create_pretraining_data.py", flags, tmp_path / "again.log")
+    straight = {**flags, "output_file": tmp_path / "straight.tfrecord"}
+    _run("create_pretraining_data.py", straight, tmp_path / "straight.log")
+    again = (tmp_path / "stopped.tfrecord").read_bytes()
+    assert again == (tmp_path / "straight.tfrecord").read_bytes() and len(again) > 1000
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from bert_tf.data.feature_cache import (
 from bert_tf.distribute import resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
-from bert_tf.preemption import doing
+from bert_tf.sigterm import doing
 from bert_tf.tasks.run import Run
 from bert_tf.tasks.run_files import (
     LABELS_FILE,

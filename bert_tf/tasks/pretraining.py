@@ -23,8 +23,8 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
 from bert_tf.objectives import ObjectiveSetting
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
-from bert_tf.preemption import doing
 from bert_tf.settings import changed, setting
+from bert_tf.sigterm import doing
 from bert_tf.tasks.config import RunConfig
 from bert_tf.tasks.run import Run
 from bert_tf.tasks.run_files import TaskInfo, write_task_info

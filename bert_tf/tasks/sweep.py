@@ -36,7 +36,7 @@ from absl import logging
 from bert_tf import io
 from bert_tf.checkpoints import copy_checkpoint
 from bert_tf.errors import Diverged, InputError
-from bert_tf.preemption import doing
+from bert_tf.sigterm import doing
 from bert_tf.tasks.finetuning import BEST_CHECKPOINT, EVAL_RESULTS_FILES
 from bert_tf.tasks.run_files import LABELS_FILE, TASK_FILE
 

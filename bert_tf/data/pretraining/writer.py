@@ -31,6 +31,7 @@ from bert_tf.errors import InputError
 from bert_tf.io import expand_globs, read_lines
 from bert_tf.objectives import ObjectiveSetting
 from bert_tf.settings import setting
+from bert_tf.sigterm import doing
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -117,20 +118,21 @@ def run(config):
         do_whole_word_mask=config.do_whole_word_mask,
         objective=config.objective,
     )
-    return create_pretraining_data(
-        config.input_file,
-        config.output_file,
-        tokenizer,
-        options,
-        dupe_factor=config.dupe_factor,
-        random_seed=config.random_seed,
-        num_workers=config.num_workers,
-        chunk_bytes=config.chunk_bytes,
-        shuffle_buffer_size=config.shuffle_buffer_size,
-        compression=config.output_compression,
-        skip_invalid_utf8=config.skip_invalid_utf8,
-        progress_interval_s=config.progress_interval_s,
-    )
+    with doing(f"writing {config.output_file}"):
+        return create_pretraining_data(
+            config.input_file,
+            config.output_file,
+            tokenizer,
+            options,
+            dupe_factor=config.dupe_factor,
+            random_seed=config.random_seed,
+            num_workers=config.num_workers,
+            chunk_bytes=config.chunk_bytes,
+            shuffle_buffer_size=config.shuffle_buffer_size,
+            compression=config.output_compression,
+            skip_invalid_utf8=config.skip_invalid_utf8,
+            progress_interval_s=config.progress_interval_s,
+        )
 
 
 @dataclasses.dataclass
