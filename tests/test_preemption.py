@@ -1,11 +1,11 @@
 """Jobs stopped from outside: SIGTERM, SIGKILL after a checkpoint, a lost multi-worker peer.
 
-Each test runs the scripts as a user's job scheduler does (separate processes, signals, the same command
-again) and compares the final state (weights, optimizer slots, counters, dropout streams) with that of an
-uninterrupted run of the same seed. Dropout is on (0.1, as in every real BERT config): a resumed run ends
-as the uninterrupted one only if it reads the same batches in the same order AND draws the same dropout
-masks. One that reads the input from its start, loses or repeats a step, or starts its dropout streams
-anew ends elsewhere by far more than float32 rounding.
+Each test runs the scripts as a user's job scheduler does (separate processes, signals, the same
+command again) and compares the final state (weights, optimizer slots, counters, dropout streams) with
+that of an uninterrupted run of the same seed. Dropout is on (0.1, as in every real BERT config): a
+resumed run ends as the uninterrupted one only if it reads the same batches in the same order AND
+draws the same dropout masks. One that reads the input from its start, loses or repeats a step, or
+starts its dropout streams anew ends elsewhere by far more than float32 rounding.
 
 Every process has a hard timeout: a hang fails the test, never CI.
 """
@@ -260,17 +260,25 @@ def test_sigkill_after_a_checkpoint_resumes_pretraining_at_the_same_place_in_the
     _assert_same_final_state(tmp_path / "killed", pretraining["straight"])
 
 
-@pytest.mark.slow
-def test_sigkill_in_a_fine_tuning_sweep_resumes_each_run_at_the_same_place_in_the_input(tmp_path):
+def _sentiment_task(root, num_test):
+    """Writes a sentiment TSV task (64 train, 16 dev examples), its vocab and config under root;
+    returns run_classifier.py's flags for them."""
     from test_run_classifier import FILLER, NEGATIVE, POSITIVE, write_sentiment_tsv
 
-    write_sentiment_tsv(tmp_path / "data", sizes=(("train", 64), ("dev", 16), ("test", 4)))
+    write_sentiment_tsv(root / "data", sizes=(("train", 64), ("dev", 16), ("test", num_test)))
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({*FILLER, *POSITIVE, *NEGATIVE})]
-    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
+    (root / "vocab.txt").write_text("\n".join(words) + "\n")
+    return dict(
+        bert_config_file=_write_config(root / "bert_config.json", vocab_size=len(words)),
+        vocab_file=root / "vocab.txt", task_name="tsv", data_dir=root / "data", text_a_column="0",
+        label_column="1", max_seq_length=16,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_sigkill_in_a_fine_tuning_sweep_resumes_each_run_at_the_same_place_in_the_input(tmp_path):
     flags = dict(
-        bert_config_file=_write_config(tmp_path / "bert_config.json", vocab_size=len(words)),
-        vocab_file=tmp_path / "vocab.txt", output_dir=tmp_path / "killed", task_name="tsv",
-        data_dir=tmp_path / "data", text_a_column="0", label_column="1", max_seq_length=16,
+        **_sentiment_task(tmp_path, num_test=4), output_dir=tmp_path / "killed",
         train_batch_size=8, eval_batch_size=8, learning_rate=1e-3, num_train_epochs=2.0,
         iterations_per_loop=1, log_steps=4, save_checkpoints_steps=4, seed="7,8",
         do_train=True, do_eval=True,
@@ -295,7 +303,7 @@ def test_sigkill_in_a_fine_tuning_sweep_resumes_each_run_at_the_same_place_in_th
 # ---------------------------------------------------------------- SIGTERM outside training
 
 # Runs a script with one function of the package wrapped so that the process sends itself SIGTERM at
-# a chosen moment (argv[1] = a Python statement doing the wrapping; the rest: the script and its flags).
+# a chosen moment (argv[1]: a Python statement doing the wrapping; then the script and its flags).
 _SIGTERM_AT = textwrap.dedent(
     """
     import os, runpy, signal, sys
@@ -353,18 +361,11 @@ def _assert_stopped_in(output, status, what):
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory):
     """A sentiment TSV task, its vocab and config, and an uninterrupted train + eval + predict run."""
-    from test_run_classifier import FILLER, NEGATIVE, POSITIVE, write_sentiment_tsv
-
     root = tmp_path_factory.mktemp("classifier")
-    write_sentiment_tsv(root / "data", sizes=(("train", 64), ("dev", 16), ("test", 8)))
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({*FILLER, *POSITIVE, *NEGATIVE})]
-    (root / "vocab.txt").write_text("\n".join(words) + "\n")
     flags = dict(
-        bert_config_file=_write_config(root / "bert_config.json", vocab_size=len(words)),
-        vocab_file=root / "vocab.txt", output_dir=root / "straight", task_name="tsv",
-        data_dir=root / "data", text_a_column="0", label_column="1", max_seq_length=16,
-        train_batch_size=8, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3,
-        num_train_epochs=1.0, iterations_per_loop=4, log_steps=4, save_checkpoints_steps=4, seed=7,
+        **_sentiment_task(root, num_test=8), output_dir=root / "straight", train_batch_size=8,
+        eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3, num_train_epochs=1.0,
+        iterations_per_loop=4, log_steps=4, save_checkpoints_steps=4, seed=7,
         do_train=True, do_eval=True, do_predict=True,
     )  # fmt: skip
     _run("run_classifier.py", flags, root / "straight.log")
