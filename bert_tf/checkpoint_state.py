@@ -9,8 +9,9 @@
 
 Each worker also writes the position of its own training input, the state of its tf.data iterator
 (shuffle and prefetch buffers included), to `<model_dir>/input_state/worker<i>of<n>-<step>` just
-before model.ckpt-<step> (n: the number of workers, whose shards of the input differ with n). A resumed run restores it and reads no batch it trained on, so a restart costs the
-same at step 900k as at step 10. Its size is that of the input's buffers, whatever the step.
+before model.ckpt-<step> (n: the number of workers, whose shards of the input differ with n). A
+resumed run restores it and reads no batch it trained on, so a restart costs the same at step 900k
+as at step 10. Its size is that of the input's buffers, whatever the step.
 
 Checkpoints written before these existed still resume: without an input state the run skips
 `input_steps` batches (the old way: reading them), without dropout states the streams start anew;
@@ -27,6 +28,7 @@ from absl import logging
 
 from bert_tf import io
 from bert_tf.errors import InputError
+from bert_tf.preemption import error_reason
 
 # Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
 CHECKPOINT_NAME = "model.ckpt"
@@ -134,9 +136,7 @@ class CheckpointState:
         try:
             tf.train.Checkpoint(input=iterator).read(prefix).assert_consumed()
         except (tf.errors.OpError, AssertionError, ValueError) as error:
-            reason = (
-                str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            )
+            reason = error_reason(str(error)) if str(error).strip() else type(error).__name__
             raise InputError(
                 f"cannot restore the input position {prefix}: the training input differs from the "
                 f"checkpointed run's ({reason}); resume with the same flags, or delete "
@@ -171,11 +171,10 @@ class CheckpointState:
             for path in tf.io.gfile.glob(prefix + ".*"):
                 tf.io.gfile.remove(path)
             self._input_saveable = False
-            reason = str(error).strip().splitlines()[0]
             logging.warning(
                 "The training input's position cannot be saved (%s): a resumed run will read "
                 "through the batches trained on",
-                reason[-200:],
+                error_reason(error.message),
             )
             return
         self._prune_input_states()

@@ -136,11 +136,11 @@ def _describe_loss(strategy, error):
     logging.debug("Lost %s: %s", tasks, error.message)
     return (
         f"lost {tasks} of the multi_worker_mirrored cluster ({type(error).__name__}: "
-        f"{_reason(str(error.message))}); relaunch every worker to resume from the last checkpoint"
+        f"{error_reason(str(error.message))}); relaunch every worker to resume from the last checkpoint"
     )
 
 
-def _reason(message):
+def error_reason(message):
     """The line of a TensorFlow error message that says what happened (not where the op was built)."""
     for line in message.splitlines():
         if line and not line[0].isspace() and not line.startswith(_NOT_A_REASON):

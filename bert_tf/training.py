@@ -122,16 +122,13 @@ class Trainer:
             # Per-replica sums of the training losses since the last log line.
             self._loss_sums = {}
             # Global batches taken from the training input (more than the optimizer's steps when
-            # mixed_float16 skips one): a resumed run skips as many, to go on where it stopped.
+            # mixed_float16 skips one); a checkpoint without the input's state reads through as many.
             self._input_steps = tf.Variable(-1, dtype=tf.int64, trainable=False, name="input_steps")
         self._stop = StopSignal()
+        # This worker's input pipeline: which one, of how many, feeding how many replicas.
+        self._input_context = input_context(strategy)
         self.state = CheckpointState(
-            self.model,
-            self.optimizer,
-            self._input_steps,
-            config,
-            self._chief,
-            input_context(strategy),
+            self.model, self.optimizer, self._input_steps, config, self._chief, self._input_context
         )
         self.manager = self.state.manager
         self.state.restore_or_init(init_fn, resume_fn)
@@ -261,18 +258,16 @@ class Trainer:
         if isinstance(self.strategy, tf.distribute.TPUStrategy):
             # A TPU takes its input from a distributed dataset, whose iterator no checkpoint keeps.
             return iter(self._distribute(self.config.train_batch_size, True, skip=skip))
-        context = input_context(self.strategy)
         per_replica = self.config.train_batch_size // self.strategy.num_replicas_in_sync
-        iterator = iter(self.task.dataset_fn(context, per_replica, True))
+        iterator = iter(self.task.dataset_fn(self._input_context, per_replica, True))
         if skip and not self.state.restore_input(iterator):
             _advance(iterator, skip * self._local_replicas)
         return iterator
 
     @property
     def _local_replicas(self):
-        return (
-            self.strategy.num_replicas_in_sync // input_context(self.strategy).num_input_pipelines
-        )
+        context = self._input_context
+        return context.num_replicas_in_sync // context.num_input_pipelines
 
     def _next_batch(self, iterator):
         """The next global batch for strategy.run: one batch per replica of this worker, in order."""
