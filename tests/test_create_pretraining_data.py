@@ -220,10 +220,10 @@ def test_a_failed_run_leaves_no_file_under_the_final_name(
     (tmp_path / "o").write_bytes(b"previous complete output")
     real = pretraining_writer._process_chunk
 
-    def fail_on_second_chunk(chunk_index, documents, job=None):
-        if chunk_index == 1:
+    def fail_on_second_chunk(key, documents, job=None):
+        if key == (0, 1):
             raise KeyboardInterrupt
-        return real(chunk_index, documents, job)
+        return real(key, documents, job)
 
     monkeypatch.setattr(pretraining_writer, "_process_chunk", fail_on_second_chunk)
     with pytest.raises(KeyboardInterrupt):
@@ -262,18 +262,24 @@ def test_read_document_chunks_splits_on_blank_lines_and_closes_chunks_by_size(tm
     (tmp_path / "a.txt").write_text("a1\na2\n\n \t\nb1\n\n\nc1\n")
     (tmp_path / "b.txt").write_text("d1\n")
     files = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
-    one_chunk = list(pretraining_writer.read_document_chunks(files, chunk_bytes=1 << 20))
-    assert one_chunk == [[["a1", "a2"], ["b1"], ["c1"], ["d1"]]]
+
+    def chunks(chunk_bytes):
+        return list(pretraining_writer.read_document_chunks(files, chunk_bytes=chunk_bytes))
+
+    # A chunk never crosses a file; its key is (file index, chunk index in the file).
+    assert chunks(1 << 20) == [((0, 0), [["a1", "a2"], ["b1"], ["c1"]]), ((1, 0), [["d1"]])]
     # Every document exceeds 4 bytes, but a chunk holds two at least ("random next" segments come
-    # from another document of the chunk); the odd one out at the end joins the last chunk.
-    small_chunks = list(pretraining_writer.read_document_chunks(files, chunk_bytes=4))
-    assert small_chunks == [[["a1", "a2"], ["b1"]], [["c1"], ["d1"]]]
-    (tmp_path / "b.txt").write_text("d1\n\ne1\n")
-    odd_chunks = list(pretraining_writer.read_document_chunks(files, chunk_bytes=4))
-    assert odd_chunks == [[["a1", "a2"], ["b1"]], [["c1"], ["d1"], ["e1"]]]
+    # from another document of the chunk); the odd one out at a file's end joins its last chunk.
+    assert chunks(4) == [((0, 0), [["a1", "a2"], ["b1"], ["c1"]]), ((1, 0), [["d1"]])]
+    (tmp_path / "a.txt").write_text("a1\na2\n\nb1\n\nc1\n\nd1\n")
+    assert chunks(4) == [
+        ((0, 0), [["a1", "a2"], ["b1"]]),
+        ((0, 1), [["c1"], ["d1"]]),
+        ((1, 0), [["d1"]]),
+    ]
     (tmp_path / "a.txt").write_text("a1\n")
     (tmp_path / "b.txt").write_text("")
-    assert list(pretraining_writer.read_document_chunks(files, chunk_bytes=4)) == [[["a1"]]]
+    assert chunks(4) == [((0, 0), [["a1"]])]
 
 
 def test_book_length_documents_draw_random_next_segments_from_other_documents(

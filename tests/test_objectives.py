@@ -254,8 +254,10 @@ def test_mlm_pretraining_trains_the_masked_lm_alone(records, tmp_path):
     assert set(results) == {
         "global_step", "loss", "masked_lm_accuracy", "masked_lm_loss", "masked_lm_perplexity",
     }  # fmt: skip
-    # The eval loss divides by sum(weights) + 1e-5, the metric by sum(weights): ~1e-6 relative apart.
-    assert results["loss"] == pytest.approx(results["masked_lm_loss"], rel=1e-4)
+    # "loss" is the mean of the eval batches' losses, masked_lm_loss the mean over all masked
+    # positions: they part as far as the batches hold different numbers of masked positions (4e-4
+    # relative on other records of this text). A next-sentence term would add about ln 2 (7%).
+    assert results["loss"] == pytest.approx(results["masked_lm_loss"], rel=5e-3)
     names = [name for name, _ in tf.train.list_variables(str(tmp_path / "out" / "bert_model.ckpt"))]
     assert "cls/predictions/output_bias" in names
     assert not [name for name in names if "seq_relationship" in name]

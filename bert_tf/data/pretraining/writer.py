@@ -1,16 +1,18 @@
-"""Streaming, parallel raw text -> pretraining TFRecords (the engine of create_instances.py).
+"""Streaming, parallel raw text -> pretraining TFRecords on one machine (create_pretraining_data.py).
 
-The input is read once, in order, as a stream of *chunks*: runs of whole consecutive documents
-holding about `chunk_bytes` of text. Each chunk is one task for a worker process, which
-tokenizes it, makes `dupe_factor` passes of instances with a random generator seeded from
-(random_seed, chunk index), encodes and frames them. The main process takes the results in chunk
-order, passes the records through a bounded shuffle buffer and deals them round-robin to the
-output files. Memory is bounded by the chunk size, the tasks in flight (one per worker, plus one)
-and the shuffle buffer, never by the corpus; and the output depends on the inputs, the flags and
-the seed only, not on the number of workers.
+The input is read once, in order, as a stream of *chunks* (chunks.py): runs of whole consecutive
+documents of one file holding about `chunk_bytes` of text. Each chunk is one task for a worker
+process, which tokenizes it, makes `dupe_factor` passes of instances with a random generator seeded
+from (random_seed, file index, chunk index), encodes and frames them. The main process takes the
+results in chunk order, passes the records through a bounded shuffle buffer and deals them
+round-robin to the output files. Memory is bounded by the chunk size, the tasks in flight (one per
+worker, plus one) and the shuffle buffer, never by the corpus; and the output depends on the
+inputs, the flags and the seed only, not on the number of workers. The Beam pipeline
+(bert_tf/beam/pretraining_data.py) writes the same records from the same chunks.
 
 Differences from the original, which holds the whole corpus in memory:
-  * a "random next" segment comes from another document of the same chunk, not of the corpus;
+  * a "random next" segment comes from another document of the same chunk, not of the corpus (so a
+    file of one document draws them from itself);
   * instances are shuffled within their chunk and then through a buffer of
     `shuffle_buffer_size` instances, not globally (shuffle input files when reading, as
     `bert_tf.data.pretraining` does, for more mixing);
@@ -26,7 +28,7 @@ import time
 from absl import logging
 
 from bert_tf import io
-from bert_tf.data.pretraining import encoding, instances
+from bert_tf.data.pretraining import chunks, encoding, instances
 from bert_tf.errors import InputError
 from bert_tf.io import expand_globs, read_lines
 from bert_tf.objectives import ObjectiveSetting
@@ -93,10 +95,43 @@ class CreateConfig(ObjectiveSetting):
         "naming the file and line. Default False.",
     )
     progress_interval_s: float = setting(10.0, "Seconds between progress lines. Default 10.")
+    beam_pipeline_options: str = setting(
+        "",
+        "Run as an Apache Beam pipeline (the [beam] extra) with these comma-separated KEY=VALUE "
+        "pipeline options, e.g. runner=DataflowRunner,project=P,region=R,temp_location=gs://B/tmp "
+        "or runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing. "
+        "--output_file is then one prefix: the shards are <output_file>-00000-of-000NN. The "
+        "records are those the one-machine run writes. Default '': one machine.",
+    )
+    num_output_shards: int = setting(
+        0,
+        "With --beam_pipeline_options: output shards; 0 = one per 32 MiB of input text, at least "
+        "one. Default 0.",
+    )
 
 
 def run(config):
-    """create_pretraining_data.py: checks the flags and files, then writes the TFRecords."""
+    """create_pretraining_data.py on one machine: checks the flags and files, writes the TFRecords."""
+    tokenizer, options = prepare(config)
+    with doing(f"writing {config.output_file}"):
+        return create_pretraining_data(
+            config.input_file,
+            config.output_file,
+            tokenizer,
+            options,
+            dupe_factor=config.dupe_factor,
+            random_seed=config.random_seed,
+            num_workers=config.num_workers,
+            chunk_bytes=config.chunk_bytes,
+            shuffle_buffer_size=config.shuffle_buffer_size,
+            compression=config.output_compression,
+            skip_invalid_utf8=config.skip_invalid_utf8,
+            progress_interval_s=config.progress_interval_s,
+        )
+
+
+def prepare(config):
+    """Checks the flags every run needs (one machine or Beam); returns (tokenizer, options)."""
     from bert_tf import tokenization
 
     for name in ("input_file", "output_file", "vocab_file"):
@@ -118,21 +153,9 @@ def run(config):
         do_whole_word_mask=config.do_whole_word_mask,
         objective=config.objective,
     )
-    with doing(f"writing {config.output_file}"):
-        return create_pretraining_data(
-            config.input_file,
-            config.output_file,
-            tokenizer,
-            options,
-            dupe_factor=config.dupe_factor,
-            random_seed=config.random_seed,
-            num_workers=config.num_workers,
-            chunk_bytes=config.chunk_bytes,
-            shuffle_buffer_size=config.shuffle_buffer_size,
-            compression=config.output_compression,
-            skip_invalid_utf8=config.skip_invalid_utf8,
-            progress_interval_s=config.progress_interval_s,
-        )
+    if config.dupe_factor < 1:
+        raise InputError(f"--dupe_factor must be >= 1, got {config.dupe_factor}")
+    return tokenizer, options
 
 
 @dataclasses.dataclass
@@ -144,85 +167,33 @@ class Summary:
     documents: int = 0
     instances: int = 0
     skipped_invalid_lines: int = 0
+    single_document_files: int = 0
     instances_per_file: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
 
 
-# A "random next" segment comes from another document of the same chunk, so a chunk holds at least
-# two documents (unless the corpus has only one), however large they are: a book-length document
-# would otherwise fill a chunk alone and draw its "random" segments from itself.
-MIN_CHUNK_DOCUMENTS = 2
-
-
 def read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8=False, summary=None):
-    """Yields lists of consecutive documents (lists of stripped sentence strings).
+    """Yields ((file index, chunk index), documents) for the files in order (chunks.file_chunks).
 
-    A chunk closes after the document that brings it to `chunk_bytes` of text and to
-    MIN_CHUNK_DOCUMENTS documents; a shorter last chunk joins the one before. One sentence per
-    line, blank (or whitespace-only) lines between documents; a UTF-8 BOM and CRLF line ends are
-    accepted; files ending in ".gz" are read through gzip.
+    A UTF-8 BOM and CRLF line ends are accepted; files ending in ".gz" are read through gzip.
 
     Raises:
       InputError: on invalid UTF-8, naming the file and line (unless skip_invalid_utf8, which
         drops the line and counts it in `summary.skipped_invalid_lines`).
     """
-    previous = None
-    for chunk in _chunks_by_size(input_files, chunk_bytes, skip_invalid_utf8, summary):
-        if previous is not None and len(chunk) >= MIN_CHUNK_DOCUMENTS:
-            yield previous
-            previous = None
-        previous = chunk if previous is None else previous + chunk
-    if previous:
-        yield previous
 
-
-def _chunks_by_size(input_files, chunk_bytes, skip_invalid_utf8, summary):
-    """read_document_chunks, but its last chunk may hold fewer than MIN_CHUNK_DOCUMENTS."""
-    chunk, chunk_size = [], 0
-
-    def on_invalid(line_number, error):
-        del line_number
-        if not skip_invalid_utf8:
-            raise InputError(f"{error}, or pass --skip_invalid_utf8 to skip such lines")
+    def count_skipped():
         if summary is not None:
             summary.skipped_invalid_lines += 1
 
-    for path in input_files:
-        document, document_size = [], 0
-        for _, line in read_lines(path, on_invalid=on_invalid):
-            line = line.strip()
-            if line:
-                document.append(line)
-                document_size += len(line.encode("utf-8")) + 1  # the line's bytes, "\n" end
-                continue
-            if document:
-                chunk.append(document)
-                chunk_size += document_size
-                document, document_size = [], 0
-            if len(chunk) >= MIN_CHUNK_DOCUMENTS and chunk_size >= chunk_bytes:
-                yield chunk
-                chunk, chunk_size = [], 0
-        if document:
-            chunk.append(document)
-            chunk_size += document_size
-        if len(chunk) >= MIN_CHUNK_DOCUMENTS and chunk_size >= chunk_bytes:
-            yield chunk
-            chunk, chunk_size = [], 0
-    if chunk:
-        yield chunk
+    on_invalid = chunks.skipping_invalid_utf8(skip_invalid_utf8, count_skipped)
+    for file_index, path in enumerate(input_files):
+        lines = (line for _, line in read_lines(path, on_invalid=on_invalid))
+        for chunk_index, documents in enumerate(chunks.file_chunks(lines, chunk_bytes)):
+            yield (file_index, chunk_index), documents
 
 
-@dataclasses.dataclass(frozen=True)
-class _ChunkJob:
-    """Everything a worker needs besides the chunk: fixed for the run."""
-
-    tokenizer: object
-    options: instances.InstanceOptions
-    dupe_factor: int
-    random_seed: int
-
-
-_JOB = None  # the _ChunkJob of this worker process
+_JOB = None  # the chunks.ChunkJob of this worker process
 
 
 def _init_worker(job):
@@ -230,54 +201,28 @@ def _init_worker(job):
     _JOB = job
 
 
-def _process_chunk(chunk_index, documents, job=None):
-    """Tokenize, make instances, encode, frame.
-
-    Returns:
-      (framed records in shuffled order, non-empty documents, first instances for the log).
-    """
-    job = job or _JOB
-    tokenizer = job.tokenizer
-    tokenized = []
-    for document in documents:
-        sentences = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(s)) for s in document]
-        sentences = [s for s in sentences if s]
-        if sentences:
-            tokenized.append(sentences)
-    rng = random.Random(f"{job.random_seed}/chunk/{chunk_index}")
-    encoder = encoding.ExampleEncoder(
-        job.options.max_seq_length, job.options.max_predictions_per_seq, job.options.vocab_size
-    )
-    # create_instances(), but each instance is encoded at once: bytes take a third of the memory.
-    examples, first_instances = [], []
-    for _ in range(job.dupe_factor):
-        for document_index in range(len(tokenized)):
-            for instance in instances.create_instances_from_document(
-                tokenized, document_index, job.options, rng
-            ):
-                examples.append(encoder.encode(instance))
-                if chunk_index == 0 and len(first_instances) < 3:
-                    first_instances.append(instance)
-    rng.shuffle(examples)
-    return encoding.frame_records(examples), len(tokenized), first_instances
+def _process_chunk(key, documents, job=None):
+    return chunks.process_chunk(key, documents, job or _JOB)
 
 
-def _chunk_results(chunks, job, num_workers):
-    """Yields `_process_chunk` results in chunk order, with one task queued beyond the running."""
+def _chunk_results(keyed_chunks, job, num_workers):
+    """Yields (key, `_process_chunk` result) in chunk order, one task queued beyond the running."""
     if num_workers <= 1:
-        for chunk_index, documents in enumerate(chunks):
-            yield _process_chunk(chunk_index, documents, job)
+        for key, documents in keyed_chunks:
+            yield key, _process_chunk(key, documents, job)
         return
     # fork: workers start at once and inherit the imported modules (no TensorFlow among them).
     context = multiprocessing.get_context("fork")
     with context.Pool(num_workers, initializer=_init_worker, initargs=(job,)) as pool:
         pending = []
-        for chunk_index, documents in enumerate(chunks):
-            pending.append(pool.apply_async(_process_chunk, (chunk_index, documents)))
+        for key, documents in keyed_chunks:
+            pending.append((key, pool.apply_async(_process_chunk, (key, documents))))
             if len(pending) > num_workers:  # one task queued beyond those running
-                yield pending.pop(0).get()
+                key, result = pending.pop(0)
+                yield key, result.get()
         while pending:
-            yield pending.pop(0).get()
+            key, result = pending.pop(0)
+            yield key, result.get()
 
 
 class _ShuffleBuffer:
@@ -366,8 +311,8 @@ def create_pretraining_data(
         "Reading %d input file(s) with %d worker(s)", len(input_files), max(1, num_workers)
     )
 
-    job = _ChunkJob(tokenizer, options, dupe_factor, random_seed)
-    chunks = read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8, summary)
+    job = chunks.ChunkJob(tokenizer, options, dupe_factor, random_seed)
+    keyed_chunks = read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8, summary)
     shuffle_buffer = _ShuffleBuffer(shuffle_buffer_size, random.Random(f"{random_seed}/shuffle"))
     writers = []
     try:
@@ -379,10 +324,13 @@ def create_pretraining_data(
                 summary.instances += 1
 
         last_progress = time.monotonic()
-        for records, num_documents, first_instances in _chunk_results(chunks, job, num_workers):
+        for key, (records, num_documents, first_instances) in _chunk_results(
+            keyed_chunks, job, num_workers
+        ):
             for instance in first_instances:
                 _log_instance(instance, tokenizer)
             summary.documents += num_documents
+            summary.single_document_files += key[1] == 0 and num_documents == 1
             write(shuffle_buffer.push(records))
             if time.monotonic() - last_progress >= progress_interval_s:
                 last_progress = time.monotonic()
@@ -428,6 +376,7 @@ def _log_summary(summary):
     )
     for path, count in zip(summary.output_files, summary.instances_per_file, strict=True):
         logging.info("  %s: %d instances", path, count)
+    chunks.log_single_document_files(summary.single_document_files)
 
 
 def _log_instance(instance, tokenizer):
