@@ -6,15 +6,27 @@ TensorFlow. The files are readable by the original run_pretraining.py and by our
     python create_pretraining_data.py --input_file=corpus/*.txt --output_file=out.tfrecord \
         --vocab_file=vocab.txt --do_lower_case=True --max_seq_length=128 \
         --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=10
+
+With --beam_pipeline_options=KEY=VALUE,... the same flags run as an Apache Beam pipeline (Dataflow,
+Flink, Spark, or Beam's local runner) and write the same records as shards <output_file>-SSSSS-of-NNNNN.
 """
 
 from bert_tf import cli
 from bert_tf.data.pretraining import writer
 
 
+def run(config):
+    """One machine, or Beam when --beam_pipeline_options is given."""
+    if config.beam_pipeline_options:
+        from bert_tf.beam import pretraining_data
+
+        return pretraining_data.run(config)
+    return writer.run(config)
+
+
 def cli_main():
     """Console entry point `bert-create-pretraining-data`."""
-    cli.main(writer.CreateConfig, writer.run, __name__)
+    cli.main(writer.CreateConfig, run, __name__)
 
 
 if __name__ == "__main__":

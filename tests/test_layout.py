@@ -54,6 +54,19 @@ def test_no_module_of_the_package_imports_itself_in_a_circle():
             visit(name, [])
 
 
+def test_only_bert_tf_beam_imports_apache_beam():
+    # apache-beam is the [beam] extra: the core package must import without it.
+    importers = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n == "apache_beam" or n.startswith("apache_beam.") for n in names):
+                importers.append(name)
+    assert importers and all(name.startswith("bert_tf.beam") for name in importers), importers
+
+
 def test_every_module_fits_on_a_few_screens():
     long = {
         name: count

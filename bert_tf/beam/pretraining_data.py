@@ -1,0 +1,260 @@
+"""create_pretraining_data.py as an Apache Beam pipeline: the same records, on as many machines.
+
+    input files -> (file index, path) -> chunks of whole documents, keyed (file index, chunk index)
+      -> instances, encoded and framed (chunks.process_chunk, seeded from the key)
+      -> Beam's shuffle -> TFRecord shards <output_file>-SSSSS-of-NNNNN
+
+Chunks and their seeds come from the data (chunks.py), never from a worker, so the shards hold
+exactly the records the one-machine run writes with the same flags, as a multiset; only their order
+and their files differ. A file is read by one worker, which streams it; the chunks then spread over
+all workers. Per worker, memory holds a chunk's records, whatever the corpus size.
+
+Bad input is refused before the pipeline is submitted: no file matches, an unknown pipeline option,
+and, for local files, invalid UTF-8 (file and line). Files of remote file systems (gs://, ...) are
+checked by the workers, whose error reaches the user as the same one line. The shards are written
+under temporary names and renamed when all are complete (Beam's file sink): a failed pipeline leaves
+no shard under a final name.
+"""
+
+import contextlib
+import glob
+import math
+import os
+import shutil
+import time
+
+from absl import logging
+
+from bert_tf import io
+from bert_tf.beam import pipeline
+from bert_tf.data.pretraining import chunks, writer
+from bert_tf.errors import InputError
+from bert_tf.sigterm import doing
+
+# --num_output_shards=0: one shard per this much input text (about 0.5 GB of records at the
+# default dupe_factor of 10 and max_seq_length of 128).
+INPUT_BYTES_PER_SHARD = 32 << 20
+SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
+_COUNTERS = ("documents", "instances", "skipped_invalid_lines", "single_document_files")
+
+
+def run(config):
+    """create_pretraining_data.py --beam_pipeline_options=...: checks everything, runs, logs.
+
+    Returns:
+      A writer.Summary; its output_files are the shards.
+    """
+    start = time.monotonic()
+    options = pipeline.parse_options(config.beam_pipeline_options)
+    tokenizer, instance_options = writer.prepare(config)
+    inputs = match_inputs(config.input_file)
+    prefix = _output_prefix(config.output_file)
+    if config.num_output_shards < 0:
+        raise InputError(f"--num_output_shards must be >= 0, got {config.num_output_shards}")
+    if config.chunk_bytes <= 0:
+        raise InputError(f"--chunk_bytes must be positive, got {config.chunk_bytes}")
+    if not config.skip_invalid_utf8:
+        for path, _ in inputs:
+            if not io.is_url(path):
+                io.check_utf8(path)
+    total_bytes = sum(size for _, size in inputs)
+    num_shards = config.num_output_shards or max(1, math.ceil(total_bytes / INPUT_BYTES_PER_SHARD))
+    job = chunks.ChunkJob(tokenizer, instance_options, config.dupe_factor, config.random_seed)
+    beam_pipeline = pipeline.make_pipeline(options)
+    _build(beam_pipeline, [path for path, _ in inputs], job, config, prefix, num_shards)
+    logging.info(
+        "Beam: %d input file(s), %.1f MB, into %d shard(s) %s%s",
+        len(inputs),
+        total_bytes / 1e6,
+        num_shards,
+        prefix,
+        SHARD_TEMPLATE,
+    )
+    with doing(f"writing {prefix}{SHARD_TEMPLATE}"), _no_temporaries_left_on_failure(prefix):
+        result = pipeline.run(beam_pipeline)
+    shards = [_shard_name(prefix, k, num_shards) for k in range(num_shards)]
+    _remove_stale_shards(prefix, shards)
+    summary = writer.Summary(input_files=[path for path, _ in inputs], output_files=shards)
+    for name, value in _counters(result).items():
+        setattr(summary, name, value)
+    summary.seconds = time.monotonic() - start
+    _log_summary(summary)
+    return summary
+
+
+def _build(beam_pipeline, paths, job, config, prefix, num_shards):
+    beam = pipeline.import_beam()
+    (
+        beam_pipeline
+        | "Files" >> beam.Create(list(enumerate(paths)))
+        | "Spread files" >> beam.Reshuffle()
+        | "Chunks" >> beam.ParDo(_ReadChunks(config.chunk_bytes, config.skip_invalid_utf8))
+        | "Spread chunks" >> beam.Reshuffle()
+        | "Records" >> beam.ParDo(_MakeRecords(job))
+        | "Shuffle" >> beam.Reshuffle()
+        | "Shards" >> beam.io.Write(_record_sink(prefix, num_shards, config.output_compression))
+    )
+
+
+def match_inputs(patterns):
+    """Comma-separated globs -> [(path, size in bytes)], each pattern's matches sorted by path.
+
+    The same files, in the same order, as io.expand_globs gives the one-machine run; through Beam's
+    file systems, so gs:// and the other paths a runner reads work too.
+
+    Raises:
+      InputError: naming the first pattern that matches no file.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    matched = []
+    for pattern in (p.strip() for p in patterns.split(",")):
+        if not pattern:
+            continue
+        try:
+            found = FileSystems.match([pattern])[0].metadata_list
+        except Exception as error:  # a file system's own error type (permissions, a bad bucket)
+            raise InputError(f"--input_file={pattern}: cannot list it ({error})") from None
+        files = sorted((m.path, m.size_in_bytes) for m in found if not m.path.endswith("/"))
+        if not files:
+            raise InputError(f"--input_file={pattern}: no file matches it")
+        matched.extend(files)
+    if not matched:
+        raise InputError("--input_file names no file")
+    return matched
+
+
+def _output_prefix(output_file):
+    prefix = output_file.strip()
+    if "," in prefix:
+        raise InputError(
+            f"--output_file={output_file}: with --beam_pipeline_options it is one prefix of the "
+            "shards (<output_file>-00000-of-000NN), not a list"
+        )
+    if not io.is_url(prefix):
+        folder = os.path.dirname(os.path.abspath(prefix))
+        if not os.path.isdir(folder):
+            raise InputError(f"--output_file={output_file}: the folder {folder} does not exist")
+    return prefix
+
+
+def _shard_name(prefix, index, num_shards):
+    return f"{prefix}-{index:05d}-of-{num_shards:05d}"
+
+
+def _remove_stale_shards(prefix, shards):
+    """Deletes shards of the same prefix left by an earlier run with another shard count.
+
+    `<output_file>*` must read this run's records only.
+    """
+    from apache_beam.io.filesystems import FileSystems
+
+    found = FileSystems.match([f"{prefix}-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"])
+    stale = sorted(m.path for m in found[0].metadata_list if m.path not in set(shards))
+    if stale:
+        logging.info("Removing %d shard(s) of an earlier run: %s, ...", len(stale), stale[0])
+        FileSystems.delete(stale)
+
+
+@contextlib.contextmanager
+def _no_temporaries_left_on_failure(prefix):
+    """On failure, removes the temporary folders Beam's file sink made beside a local prefix."""
+    pattern = os.path.join(os.path.dirname(os.path.abspath(prefix)), "beam-temp-*")
+    local = not io.is_url(prefix)
+    before = set(glob.glob(pattern)) if local else set()
+    try:
+        yield
+    except BaseException:
+        for folder in set(glob.glob(pattern)) - before if local else ():
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _record_sink(prefix, num_shards, compression):
+    """Beam's file sink, writing records that are already framed as TFRecords."""
+    from apache_beam import coders
+    from apache_beam.io import filebasedsink
+    from apache_beam.io.filesystem import CompressionTypes
+
+    class FramedRecordSink(filebasedsink.FileBasedSink):
+        def write_encoded_record(self, file_handle, encoded_value):
+            file_handle.write(encoded_value)
+
+    return FramedRecordSink(
+        prefix,
+        coder=coders.BytesCoder(),
+        num_shards=num_shards,
+        shard_name_template=SHARD_TEMPLATE,
+        mime_type="application/octet-stream",
+        compression_type=CompressionTypes.GZIP if compression else CompressionTypes.UNCOMPRESSED,
+    )
+
+
+def _counter(name):
+    from apache_beam.metrics import Metrics
+
+    return Metrics.counter("create_pretraining_data", name)
+
+
+def _counters(result):
+    from apache_beam.metrics import MetricsFilter
+
+    totals = dict.fromkeys(_COUNTERS, 0)
+    query = result.metrics().query(MetricsFilter().with_namespace("create_pretraining_data"))
+    for counter in query["counters"]:
+        totals[counter.key.metric.name] += counter.committed or 0
+    return totals
+
+
+def _log_summary(summary):
+    logging.info(
+        "Wrote %d instances from %d documents (%d input file(s)) in %.1f s to %d shard(s)%s",
+        summary.instances,
+        summary.documents,
+        len(summary.input_files),
+        summary.seconds,
+        len(summary.output_files),
+        f"; skipped {summary.skipped_invalid_lines} invalid UTF-8 line(s)"
+        if summary.skipped_invalid_lines
+        else "",
+    )
+    chunks.log_single_document_files(summary.single_document_files)
+
+
+def _do_fn():
+    return pipeline.import_beam().DoFn
+
+
+class _ReadChunks(_do_fn()):
+    """(file index, path) -> ((file index, chunk index), documents), streaming the file."""
+
+    def __init__(self, chunk_bytes, skip_invalid_utf8):
+        self._chunk_bytes = chunk_bytes
+        self._skip_invalid_utf8 = skip_invalid_utf8
+
+    def process(self, indexed_path):
+        from apache_beam.io.filesystems import FileSystems
+
+        file_index, path = indexed_path
+        skipped = _counter("skipped_invalid_lines")
+        on_invalid = chunks.skipping_invalid_utf8(self._skip_invalid_utf8, skipped.inc)
+        with pipeline.worker_input_errors(), FileSystems.open(path) as f:
+            lines = (line for _, line in io.decode_lines(f, path, on_invalid=on_invalid))
+            for chunk_index, documents in enumerate(chunks.file_chunks(lines, self._chunk_bytes)):
+                yield (file_index, chunk_index), documents
+
+
+class _MakeRecords(_do_fn()):
+    """((file index, chunk index), documents) -> framed TFRecords (chunks.process_chunk)."""
+
+    def __init__(self, job):
+        self._job = job
+
+    def process(self, keyed_chunk):
+        key, documents = keyed_chunk
+        records, num_documents, _ = chunks.process_chunk(tuple(key), documents, self._job)
+        _counter("documents").inc(num_documents)
+        _counter("instances").inc(len(records))
+        if key[1] == 0 and num_documents == 1:
+            _counter("single_document_files").inc()
+        yield from records
