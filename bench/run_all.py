@@ -6,7 +6,8 @@
 
 Benchmarks, in the order of README's performance table (each script also runs alone; its docstring
 says what it measures):
-  pretraining_data  bench_create_pretraining_data.py  create_pretraining_data vs the original algorithm
+  pretraining_data  bench_create_pretraining_data.py  create_pretraining_data vs the original algorithm;
+                    bench_beam_data.py  the same on Beam's local runner beside the pool, memory per worker
   finetune   bench_finetune.py      real-length fine-tuning and prediction with the original's batches,
                                     cut to their longest input (float32, bfloat16) vs keras-hub, transformers
   inference  bench_inference.py     encoder throughput (batch 16) and batch-1 latency vs keras-hub, transformers
@@ -47,6 +48,7 @@ from bert_tf import io  # noqa: E402
 STEPS = {
     "pretraining_data": [
         ("create_pretraining_data", "bench_create_pretraining_data.py", [], ["--repeats=1", "--scales="]),
+        ("create_pretraining_data on Beam beside the pool, 2.7 MB to 1.1 GB", "bench_beam_data.py", [], ["--quick"]),
     ],
     "finetune": [
         ("run_classifier fine-tuning and prediction, real lengths", "bench_finetune.py", ["--num_train=1024", "--num_dev=256", "--epochs=1", "--rounds=4", "--predict_passes=3"], ["--num_train=64", "--num_dev=32", "--epochs=1", "--rounds=2", "--predict_passes=2"]),

@@ -6,6 +6,7 @@ Every pipeline here runs on Beam's local runner with two worker processes, as th
 import collections
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -255,3 +256,15 @@ def test_the_command_line_gives_one_line_for_a_bad_option(tmp_path):
         "(not a pipeline option of Beam or of its runners)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_readmes_pipeline_options_are_beams_own():
+    # README's Dataflow, Flink and Spark commands are not run here: their options must at least be
+    # options of Beam and of those runners, with valid values.
+    readme = (REPO_DIR / "README.md").read_text(encoding="utf-8")
+    found = re.findall(r"--beam_pipeline_options=(\S+)", readme)
+    runners = set()
+    for text in found:
+        options = pipeline.parse_options(re.sub(r"\$[A-Z_]+", "x", text))
+        runners.add(options.get_all_options()["runner"])
+    assert {"DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner"} <= runners

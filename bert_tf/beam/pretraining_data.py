@@ -2,7 +2,8 @@
 
     input files -> (file index, path) -> chunks of whole documents, keyed (file index, chunk index)
       -> instances, encoded and framed (chunks.process_chunk, seeded from the key)
-      -> Beam's shuffle -> TFRecord shards <output_file>-SSSSS-of-NNNNN
+      -> dealt over the shards and grouped by shard (Beam's shuffle)
+      -> TFRecord shards <output_file>-SSSSS-of-NNNNN
 
 Chunks and their seeds come from the data (chunks.py), never from a worker, so the shards hold
 exactly the records the one-machine run writes with the same flags, as a multiset; only their order
@@ -31,9 +32,10 @@ from bert_tf.data.pretraining import chunks, writer
 from bert_tf.errors import InputError
 from bert_tf.sigterm import doing
 
-# --num_output_shards=0: one shard per this much input text (about 0.5 GB of records at the
-# default dupe_factor of 10 and max_seq_length of 128).
-INPUT_BYTES_PER_SHARD = 32 << 20
+# --num_output_shards=0: one shard per this much input text times dupe_factor, about 64 MB of
+# records at max_seq_length 128. A worker holds much of a shard while it writes it (measured on the
+# local runner: bench/bench_beam_data.py), so shards stay this size whatever the corpus.
+TEXT_BYTES_PER_SHARD = 32 << 20
 SHARD_TEMPLATE = "-SSSSS-of-NNNNN"
 _COUNTERS = ("documents", "instances", "skipped_invalid_lines", "single_document_files")
 
@@ -58,7 +60,9 @@ def run(config):
             if not io.is_url(path):
                 io.check_utf8(path)
     total_bytes = sum(size for _, size in inputs)
-    num_shards = config.num_output_shards or max(1, math.ceil(total_bytes / INPUT_BYTES_PER_SHARD))
+    num_shards = config.num_output_shards or max(
+        1, math.ceil(total_bytes * config.dupe_factor / TEXT_BYTES_PER_SHARD)
+    )
     job = chunks.ChunkJob(tokenizer, instance_options, config.dupe_factor, config.random_seed)
     beam_pipeline = pipeline.make_pipeline(options)
     _build(beam_pipeline, [path for path, _ in inputs], job, config, prefix, num_shards)
@@ -91,8 +95,10 @@ def _build(beam_pipeline, paths, job, config, prefix, num_shards):
         | "Chunks" >> beam.ParDo(_ReadChunks(config.chunk_bytes, config.skip_invalid_utf8))
         | "Spread chunks" >> beam.Reshuffle()
         | "Records" >> beam.ParDo(_MakeRecords(job))
-        | "Shuffle" >> beam.Reshuffle()
-        | "Shards" >> beam.io.Write(_record_sink(prefix, num_shards, config.output_compression))
+        # Beam's sink with a fixed shard count deals each bundle's records over the shards from a
+        # random start and groups them by shard: that grouping is the shuffle across the corpus.
+        | "Shuffle into shards"
+        >> beam.io.Write(_record_sink(prefix, num_shards, config.output_compression))
     )
 
 

@@ -105,8 +105,8 @@ class CreateConfig(ObjectiveSetting):
     )
     num_output_shards: int = setting(
         0,
-        "With --beam_pipeline_options: output shards; 0 = one per 32 MiB of input text, at least "
-        "one. Default 0.",
+        "With --beam_pipeline_options: output shards; 0 = one per 32 MiB of input text times "
+        "--dupe_factor (about 64 MB of records each), at least one. Default 0.",
     )
 
 
