@@ -43,6 +43,7 @@ SCRIPTS = [
     ("extract_features.py", "bert_tf.tasks.encoder", "ExtractConfig"),
     ("export_saved_model.py", "bert_tf.tasks.exporting", "ExportConfig"),
     ("convert_checkpoint.py", "bert_tf.convert", "ConvertConfig"),
+    ("batch_predict.py", "bert_tf.beam.batch_prediction", "BatchPredictConfig"),
 ]
 
 
