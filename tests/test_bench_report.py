@@ -1,6 +1,8 @@
 """bench/run_all.py's report: one run's steps above the appendix, which every run keeps word for word."""
 
+import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 
@@ -91,10 +93,24 @@ def test_a_run_rewrites_its_part_and_keeps_the_appendix(tmp_path):
     assert results.read_text() == before
 
 
-def test_versions_name_what_is_installed_and_what_is_not():
-    versions = report.versions()
-    assert "tensorflow 2." in versions
-    assert all(f"{name} " in versions for name in report.PEERS)
+def _installed_versions():
+    """{normalized distribution name: version} of every distribution this Python sees."""
+    return {
+        re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower(): dist.version
+        for dist in importlib.metadata.distributions()
+    }
+
+
+def test_versions_name_what_is_installed_and_what_is_not(monkeypatch):
+    # A name no distribution has, so that "absent" is checked whichever peers this venv holds.
+    missing = "bert-tf-no-such-distribution"
+    monkeypatch.setattr(report, "PEERS", (*report.PEERS, missing))
+    installed = _installed_versions()
+    assert "tensorflow" in installed and missing not in installed
+    printed = [entry.split(" ", 1) for entry in report.versions().split(", ")]
+    assert [name for name, _ in printed] == list(report.PEERS)
+    for name, version in printed:
+        assert version == installed.get(name, "absent"), name
 
 
 def test_bench_serving_exports_and_times_every_path_on_the_sample_text(tmp_path):
