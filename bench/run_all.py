@@ -1,13 +1,16 @@
 """The whole benchmark suite in one run, written to bench/RESULTS.md: every table from one machine.
 
-    .venv/bin/python bench/run_all.py                    # everything (about 2 hours 45 minutes on 2 cores)
+    .venv/bin/python bench/run_all.py                    # everything (about 2 hours 45 minutes on 2 cores,
+                                                         # and about 30 more for the beam step)
     .venv/bin/python bench/run_all.py --quick            # tiny sizes: checks that every bench runs
     .venv/bin/python bench/run_all.py --only=finetune,precision
 
 Benchmarks, in the order of README's performance table (each script also runs alone; its docstring
 says what it measures):
-  pretraining_data  bench_create_pretraining_data.py  create_pretraining_data vs the original algorithm;
-                    bench_beam_data.py  the same on Beam's local runner beside the pool, memory per worker
+  pretraining_data  bench_create_pretraining_data.py  create_pretraining_data vs the original algorithm
+  beam       bench_beam_data.py     create_pretraining_data on Beam's local runner beside the pool:
+                                    time, CPU, memory per worker from 2.7 MB to 1.1 GB; a projection
+             bench_beam_predict.py  batch_predict.py on Beam against a direct loop over the export
   finetune   bench_finetune.py      real-length fine-tuning and prediction with the original's batches,
                                     cut to their longest input (float32, bfloat16) vs keras-hub, transformers
   inference  bench_inference.py     encoder throughput (batch 16) and batch-1 latency vs keras-hub, transformers
@@ -48,7 +51,10 @@ from bert_tf import io  # noqa: E402
 STEPS = {
     "pretraining_data": [
         ("create_pretraining_data", "bench_create_pretraining_data.py", [], ["--repeats=1", "--scales="]),
+    ],
+    "beam": [
         ("create_pretraining_data on Beam beside the pool, 2.7 MB to 1.1 GB", "bench_beam_data.py", [], ["--quick"]),
+        ("batch_predict.py on Beam against a direct loop over the export", "bench_beam_predict.py", [], ["--model=bert_tiny", "--rows=500"]),
     ],
     "finetune": [
         ("run_classifier fine-tuning and prediction, real lengths", "bench_finetune.py", ["--num_train=1024", "--num_dev=256", "--epochs=1", "--rounds=4", "--predict_passes=3"], ["--num_train=64", "--num_dev=32", "--epochs=1", "--rounds=2", "--predict_passes=2"]),
