@@ -27,17 +27,14 @@ uses.
 import argparse
 import os
 import random
-import resource
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, BENCH_DIR)
 
+import bench_create_pretraining_data  # noqa: E402
 import machine  # noqa: E402
 
 AUSTEN = os.path.join(REPO_DIR, "..", "shared", "data", "austen_sentences.txt")
@@ -69,33 +66,19 @@ def _process_tree(root_pid):
 def _measure(command):
     """Runs command: wall and CPU seconds, peak RSS MB of the coordinating process and of the largest
     worker (any other Python process of the tree)."""
-    start, cpu_start = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    process = subprocess.Popen(
-        command, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    peaks, done = {}, threading.Event()
+    peaks, root = {}, []
 
-    def sample():
-        while not done.is_set():
-            for pid, (cmd, rss) in _process_tree(process.pid).items():
-                peaks[pid] = (cmd, max(rss, peaks.get(pid, ("", 0))[1]))
-            time.sleep(0.02)
+    def sample(pid):
+        root[:] = [pid]
+        for child, (cmd, rss) in _process_tree(pid).items():
+            peaks[child] = (cmd, max(rss, peaks.get(child, ("", 0))[1]))
 
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    output = process.communicate()[0].decode()
-    seconds = time.monotonic() - start
-    cpu_end = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done.set()
-    sampler.join()
-    if process.returncode != 0:
-        raise RuntimeError(f"{command} failed:\n{output[-3000:]}")
-    workers = [rss for pid, (cmd, rss) in peaks.items() if pid != process.pid and "python" in cmd]
-    cpu = (cpu_end.ru_utime + cpu_end.ru_stime) - (cpu_start.ru_utime + cpu_start.ru_stime)
+    seconds, cpu = bench_create_pretraining_data.run_sampled(command, sample)
+    workers = [rss for pid, (cmd, rss) in peaks.items() if pid not in root and "python" in cmd]
     return {
         "wall": seconds,
         "cpu": cpu,
-        "coordinator": peaks.get(process.pid, ("", 0))[1] / 2**20,
+        "coordinator": peaks.get(root[0], ("", 0))[1] / 2**20 if root else 0.0,
         "worker": max(workers, default=0) / 2**20,
         "workers seen": len(workers),
     }

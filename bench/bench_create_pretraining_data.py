@@ -209,27 +209,24 @@ def _tree_memory_bytes(root_pid):
     return rss, pss
 
 
-def _measure(command):
-    """Runs command; returns {"wall", "cpu"} seconds and {"rss", "pss"} peak MB of its process tree.
+def run_sampled(command, sample):
+    """Runs command, calling sample(pid) every 20 ms meanwhile; returns (wall s, CPU s).
 
-    "cpu" is the user + system time of the child and of every descendant it waited for (the
+    "CPU" is the user + system time of the child and of every descendant it waited for (the
     workers): unlike wall time, it does not grow when other work on the machine takes the cores.
     """
     start, cpu_start = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     process = subprocess.Popen(
         command, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    peak_rss = peak_pss = 0
     done = threading.Event()
 
-    def sample():
-        nonlocal peak_rss, peak_pss
+    def sample_until_done():
         while not done.is_set():
-            rss, pss = _tree_memory_bytes(process.pid)
-            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+            sample(process.pid)
             time.sleep(0.02)
 
-    sampler = threading.Thread(target=sample)
+    sampler = threading.Thread(target=sample_until_done)
     sampler.start()
     output = process.communicate()[0].decode()
     seconds = time.monotonic() - start
@@ -239,7 +236,19 @@ def _measure(command):
     if process.returncode != 0:
         raise RuntimeError(f"{command} failed:\n{output[-3000:]}")
     cpu = (cpu_end.ru_utime + cpu_end.ru_stime) - (cpu_start.ru_utime + cpu_start.ru_stime)
-    return {"wall": seconds, "cpu": cpu, "rss": peak_rss / 2**20, "pss": peak_pss / 2**20}
+    return seconds, cpu
+
+
+def _measure(command):
+    """Runs command; returns {"wall", "cpu"} seconds and {"rss", "pss"} peak MB of its process tree."""
+    peaks = {"rss": 0, "pss": 0}
+
+    def sample(pid):
+        rss, pss = _tree_memory_bytes(pid)
+        peaks["rss"], peaks["pss"] = max(peaks["rss"], rss), max(peaks["pss"], pss)
+
+    seconds, cpu = run_sampled(command, sample)
+    return {"wall": seconds, "cpu": cpu, "rss": peaks["rss"] / 2**20, "pss": peaks["pss"] / 2**20}
 
 
 def _ours(input_file, output_file, workers):
