@@ -1,7 +1,7 @@
 """The whole benchmark suite in one run, written to bench/RESULTS.md: every table from one machine.
 
-    .venv/bin/python bench/run_all.py                    # everything (about 2 hours 45 minutes on 2 cores,
-                                                         # and about 30 more for the beam step)
+    .venv/bin/python bench/run_all.py                    # every step but real (about 41 minutes in the report's run,
+                                                         # and about 45 + 30 more for the restart and beam steps)
     .venv/bin/python bench/run_all.py --quick            # tiny sizes: checks that every bench runs
     .venv/bin/python bench/run_all.py --only=finetune,precision
 
