@@ -8,7 +8,7 @@ is a fraction in [0, 1] (correlations in [-1, 1]), as the original run_classifie
   scikit-learn's and scipy's definitions, including their values for degenerate inputs.
 - `conll_entity_metrics(gold_sequences, predicted_sequences)`: entity-level precision / recall / F1 as
   the CoNLL `conlleval` script counts them, per entity type and overall, plus token accuracy.
-- `collapse(predictions, what, learning_rate)`: a WARNING when every prediction is one value.
+- `collapse(predictions, what, learning_rate, hint)`: a WARNING when every prediction is one value.
 
 The SQuAD scores live in `bert_tf/squad_evaluation.py`.
 """
@@ -21,7 +21,10 @@ from absl import logging
 # --------------------------------------------------------------------------- classification and regression
 
 
-def collapse(predictions, what, learning_rate):
+LEARNING_RATE_HINT = "try a lower --learning_rate or a larger --warmup_proportion"
+
+
+def collapse(predictions, what, learning_rate, hint=LEARNING_RATE_HINT):
     """Logs one WARNING when every prediction of an evaluation is the same: a run that learned nothing.
 
     Fine-tuning BERT can collapse to predicting one label (the original's optimizer has no bias
@@ -32,6 +35,7 @@ def collapse(predictions, what, learning_rate):
         an answer per question).
       what: what one prediction is ("label", "tag", "answer"), for the message.
       learning_rate: the run's peak learning rate, for the message.
+      hint: what to try, for the message.
 
     Returns:
       "every dev <what> is <value>" when there are at least two predictions, all equal; else None.
@@ -41,9 +45,8 @@ def collapse(predictions, what, learning_rate):
         return None
     collapsed = f"every dev {what} is {next(iter(values))!r}"
     logging.warning(
-        "%s (all %d): the run learned nothing at --learning_rate=%g; try a lower --learning_rate "
-        "or a larger --warmup_proportion",
-        collapsed, len(predictions), learning_rate,
+        "%s (all %d): the run learned nothing at --learning_rate=%g; %s",
+        collapsed, len(predictions), learning_rate, hint,
     )  # fmt: skip
     return collapsed
 

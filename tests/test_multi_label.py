@@ -6,6 +6,7 @@ three topics (animal, colour, food), and its labels are those topics: none, one,
 """
 
 import json
+import logging
 import random
 import shutil
 import subprocess
@@ -346,3 +347,25 @@ def test_windows_combine_each_labels_probability_as_the_windows_predicted_alone(
     np.testing.assert_allclose(served["probabilities"], combined, atol=PROBABILITY_ATOL)
     lines = (windowed / "test_labels.tsv").read_text().split("\n")[:-1]
     assert_served_labels(served, lines, [0.5] * len(LABELS))
+
+
+def test_a_run_that_predicts_no_label_is_told_to_weigh_the_labels(tmp_path, caplog):
+    # Each label on about 4% of the texts: unweighted binary cross-entropy is lowest with every
+    # label under 0.5, so the run predicts the empty set for every dev text. The warning must name
+    # the fix that makes such a run learn (issue 40), not only the learning rate.
+    rng = random.Random(5)
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, size in (("train", 320), ("dev", 64)):
+        rows = []
+        for _ in range(size):
+            labels = tuple(label for label in LABELS if rng.random() < 0.04)
+            rows.append(f"{_sentence(rng, labels)}\t{','.join(labels)}\n")
+        (data / f"{split}.tsv").write_text("".join(rows))
+    config = ml_config(data, tmp_path / "out", do_train=True, do_eval=True, num_train_epochs=2.0)
+    with caplog.at_level(logging.WARNING):
+        multi_label.run(config)
+    warnings = [r.getMessage() for r in caplog.records if "learned nothing" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+    assert "every dev label set is ()" in warnings[0]
+    assert "--class_weights=auto" in warnings[0]

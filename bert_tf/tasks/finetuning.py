@@ -356,13 +356,16 @@ class FineTuningRun(Run):
         real = result["is_real_example"].astype(bool)
         return {name: value[real] for name, value in result.items()}
 
-    def evaluation_done(self, results, predictions=None, what="prediction"):
+    def evaluation_done(self, results, predictions=None, what="prediction", hint=None):
         """Adds the global step to eval results, writes eval_results.txt and returns them; logs a
-        WARNING and sets `collapsed` (a sweep records it) when every dev prediction is the same."""
+        WARNING and sets `collapsed` (a sweep records it) when every dev prediction is the same,
+        with `hint` (what to try; by default a lower learning rate or a longer warm-up)."""
         results["global_step"] = self.trainer().global_step
         self.write_eval_results(results)
         if predictions is not None:
-            self.collapsed = metrics.collapse(predictions, what, self.config.learning_rate)
+            self.collapsed = metrics.collapse(
+                predictions, what, self.config.learning_rate, hint or metrics.LEARNING_RATE_HINT
+            )
         return results
 
     def export(self):

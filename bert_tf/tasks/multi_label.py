@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import metrics
 from bert_tf.data.classification import multi_label as data_multi_label
 from bert_tf.errors import InputError
 from bert_tf.settings import setting
@@ -272,7 +273,14 @@ class MultiLabelRun(classification.ClassifierRun):
             probabilities, result["label_ids"], self.thresholds, self.labels
         )
         label_sets = [tuple(self._labels_over(row)) for row in probabilities]
-        return self.evaluation_done(results, label_sets, "label set")
+        hint = None
+        if self.class_weights is None:
+            # Sparse labels: binary cross-entropy is lowest when every label stays under 0.5.
+            hint = (
+                "labels this sparse need --class_weights=auto (each label's positives weighed "
+                f"against its negatives), else {metrics.LEARNING_RATE_HINT}"
+            )
+        return self.evaluation_done(results, label_sets, "label set", hint)
 
     def _labels_over(self, probabilities):
         pairs = zip(self.labels, zip(probabilities, self.thresholds, strict=True), strict=True)
