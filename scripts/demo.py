@@ -356,7 +356,10 @@ class Demo:
             (pretrained * (1 - pretrained) + random_init * (1 - random_init)) / max(num_dev, 1)
         )
         if difference > 2 * stderr:
-            verdict = "pretraining helped: the gap is more than twice its standard error"
+            verdict = (
+                "pretraining helped in this run: the gap is more than twice its standard error "
+                "(over dev examples, one seed; README says what it rests on)"
+            )
         elif difference < -2 * stderr:
             verdict = "random weights did better in this run"
         else:
