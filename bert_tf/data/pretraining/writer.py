@@ -213,7 +213,8 @@ def _chunk_results(keyed_chunks, job, num_workers):
         return
     # fork: workers start at once and inherit the imported modules (no TensorFlow among them).
     context = multiprocessing.get_context("fork")
-    with context.Pool(num_workers, initializer=_init_worker, initargs=(job,)) as pool:
+    pool = context.Pool(num_workers, initializer=_init_worker, initargs=(job,))
+    try:
         pending = []
         for key, documents in keyed_chunks:
             pending.append((key, pool.apply_async(_process_chunk, (key, documents))))
@@ -223,6 +224,13 @@ def _chunk_results(keyed_chunks, job, num_workers):
         while pending:
             key, result = pending.pop(0)
             yield key, result.get()
+        # At the end the workers exit on their own: `with Pool` would terminate them with SIGTERM,
+        # and a worker whose SIGTERM waited for Python (blocked on the task queue's lock) once left
+        # the main process waiting for it forever (seen once in about a dozen benchmark runs).
+        pool.close()
+        pool.join()
+    finally:
+        pool.terminate()  # on an error or an early stop; nothing left to stop after a join
 
 
 class _ShuffleBuffer:
