@@ -24,7 +24,6 @@ and line. On Dataflow, Flink or Spark the workers need this package too (e.g. Da
 `setup_file=./setup.py`), and the export and files must be where they can read them (gs://...).
 """
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -40,7 +39,7 @@ from bert_tf.settings import setting
 _JSON_EXTENSIONS = (".jsonl", ".json")
 _TSV_EXTENSIONS = (".tsv",)
 OUTPUT_SUFFIX = ".jsonl"
-_SHARD_PATTERN = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]" + OUTPUT_SUFFIX
+_SHARD_PATTERN = pipeline.SHARD_GLOB + OUTPUT_SUFFIX
 _KEYS = ("input_file", "line")
 
 
@@ -119,7 +118,7 @@ def run(config):
     )
     beam_pipeline = pipeline.make_pipeline(options)
     add_predictions(beam_pipeline, handler, files, config.output_file, config.num_shards)
-    with _removing_temporary_output(config.output_file):
+    with pipeline.removing_sink_temporaries(config.output_file):
         pipeline.run(beam_pipeline)
     written = output_files(config.output_file)
     logging.info("Wrote %d file(s): %s", len(written), f"{config.output_file}*{OUTPUT_SUFFIX}")
@@ -155,7 +154,7 @@ def output_files(output_file):
     """The files a run with this --output_file writes, sorted."""
     import tensorflow as tf
 
-    return sorted(tf.io.gfile.glob(_glob_escape(output_file) + _SHARD_PATTERN))
+    return sorted(tf.io.gfile.glob(pipeline.escaped(output_file) + _SHARD_PATTERN))
 
 
 # Input rows
@@ -297,12 +296,6 @@ def _decoded(value):
     return value
 
 
-def _glob_escape(path):
-    import glob
-
-    return path if io.is_url(path) else glob.escape(path)
-
-
 def _check_output_prefix(output_file):
     """Refuses a prefix whose shards exist (an earlier run's would mix with this one's)."""
     existing = output_files(output_file)
@@ -316,20 +309,3 @@ def _check_output_prefix(output_file):
         raise InputError(f"--output_file={output_file}: a prefix of file names, not a folder")
     if folder and not io.is_url(folder):
         io.check_writable_folder(folder, "--output_file")
-
-
-@contextlib.contextmanager
-def _removing_temporary_output(output_file):
-    """Around a run: if it fails, removes the temporary folder Beam's file sink left beside the
-    prefix (beam-temp-<name>-<uuid>, made during the run); the final names are never written."""
-    import tensorflow as tf
-
-    folder, name = os.path.split(output_file)
-    pattern = _glob_escape(os.path.join(folder, f"beam-temp-{name}-")) + "*"
-    before = set(tf.io.gfile.glob(pattern))
-    try:
-        yield
-    except BaseException:
-        for leftover in set(tf.io.gfile.glob(pattern)) - before:
-            tf.io.gfile.rmtree(leftover)
-        raise

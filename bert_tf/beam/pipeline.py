@@ -16,9 +16,11 @@ tracebacks).
 """
 
 import contextlib
+import glob
 import logging
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -135,6 +137,40 @@ def worker_input_errors():
         yield
     except InputError as error:
         raise InputError(f"{_MARK_START}{error}{_MARK_END}") from None
+
+
+# The shard names Beam's file sinks write ("-SSSSS-of-NNNNN"), as a glob to append to a prefix.
+SHARD_GLOB = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
+
+
+def escaped(path):
+    """`path` with its glob characters escaped (local paths; URLs are left as they are)."""
+    from bert_tf import io
+
+    return path if io.is_url(path) else glob.escape(path)
+
+
+@contextlib.contextmanager
+def removing_sink_temporaries(prefix):
+    """Around a run writing files under `prefix` through a Beam file sink: if the run fails, removes
+    the temporary folders the sink made beside it (beam-temp-<name>-<uuid>) during the run. The
+    sink gives files their final names only when the whole pipeline has succeeded."""
+    from bert_tf import io
+
+    folder, name = os.path.split(prefix)
+    pattern = escaped(os.path.join(folder, f"beam-temp-{name}-")) + "*"
+    if io.is_url(prefix):
+        gfile = io._gfile()
+        list_folders, remove = gfile.glob, gfile.rmtree
+    else:
+        list_folders, remove = glob.glob, shutil.rmtree
+    before = set(list_folders(pattern))
+    try:
+        yield
+    except BaseException:
+        for leftover in set(list_folders(pattern)) - before:
+            remove(leftover)
+        raise
 
 
 def run(pipeline):

@@ -19,11 +19,8 @@ under temporary names and renamed when all are complete (Beam's file sink): a fa
 no shard under a final name.
 """
 
-import contextlib
-import glob
 import math
 import os
-import shutil
 import time
 
 from absl import logging
@@ -76,7 +73,7 @@ def run(config):
         prefix,
         SHARD_TEMPLATE,
     )
-    with doing(f"writing {prefix}{SHARD_TEMPLATE}"), _no_temporaries_left_on_failure(prefix):
+    with doing(f"writing {prefix}{SHARD_TEMPLATE}"), pipeline.removing_sink_temporaries(prefix):
         result = pipeline.run(beam_pipeline)
     shards = [_shard_name(prefix, k, num_shards) for k in range(num_shards)]
     _remove_stale_shards(prefix, shards)
@@ -159,25 +156,11 @@ def _remove_stale_shards(prefix, shards):
     """
     from apache_beam.io.filesystems import FileSystems
 
-    found = FileSystems.match([f"{prefix}-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"])
+    found = FileSystems.match([pipeline.escaped(prefix) + pipeline.SHARD_GLOB])
     stale = sorted(m.path for m in found[0].metadata_list if m.path not in set(shards))
     if stale:
         logging.info("Removing %d shard(s) of an earlier run: %s, ...", len(stale), stale[0])
         FileSystems.delete(stale)
-
-
-@contextlib.contextmanager
-def _no_temporaries_left_on_failure(prefix):
-    """On failure, removes the temporary folders Beam's file sink made beside a local prefix."""
-    pattern = os.path.join(os.path.dirname(os.path.abspath(prefix)), "beam-temp-*")
-    local = not io.is_url(prefix)
-    before = set(glob.glob(pattern)) if local else set()
-    try:
-        yield
-    except BaseException:
-        for folder in set(glob.glob(pattern)) - before if local else ():
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
 
 
 def _record_sink(prefix, num_shards, compression):
