@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import threading
+import time
 
 import tensorflow as tf
 from absl import logging
@@ -36,7 +37,13 @@ _PEER_ERRORS = (
 )
 # Lines of a TensorFlow error message around its reason: where the failing op was defined, gRPC detail.
 _NOT_A_REASON = ("Graph execution error", "Detected at node", "Additional GRPC", ":UNKNOWN")
+# What an eager op's error wraps its reason in: "{{function_node ...}} <reason> [Op:...] name:".
+_OP_CONTEXT = re.compile(r"\{\{function_node [^}]*\}\}|\[Op:\w+\].*$")
 _TASK_NAME = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+# TensorFlow's coordination service marks a task unhealthy after this long without a heartbeat when
+# coordination_config.heartbeat_timeout_in_ms is 0 (its default; about 10 s measured here too).
+_DEFAULT_HEARTBEAT_TIMEOUT_SECONDS = 10
+_HEARTBEAT_MARGIN_SECONDS = 5  # the service checks heartbeats periodically, not at the instant
 
 
 class Preempted(RunStopped):
@@ -129,6 +136,10 @@ def _describe_loss(strategy, error):
     resolver = strategy.cluster_resolver
     me = (resolver.task_type, resolver.task_id)
     lost = _unhealthy_tasks(resolver.cluster_spec(), me)
+    if not lost and isinstance(error, tf.errors.DeadlineExceededError):
+        # A silent peer (a frozen process, a machine gone from the network) can time a collective
+        # out before the coordination service misses its heartbeats; wait for that verdict.
+        lost = _await_unhealthy_tasks(resolver.cluster_spec(), me)
     if not lost:
         named = {(job, int(task)) for job, task in _TASK_NAME.findall(str(error.message))}
         lost = sorted(named - {me})
@@ -144,8 +155,21 @@ def error_reason(message):
     """The line of a TensorFlow error message that says what happened (not where the op was built)."""
     for line in message.splitlines():
         if line and not line[0].isspace() and not line.startswith(_NOT_A_REASON):
-            return line.strip()[:200]
+            return _OP_CONTEXT.sub("", line).strip()[:200]
     return "no detail"
+
+
+def _await_unhealthy_tasks(cluster_spec, me, poll_seconds=0.5):
+    """_unhealthy_tasks, asked until the coordination service's heartbeat timeout (plus a margin)
+    has passed; [] if it names no one by then."""
+    configured = context.context().config.experimental.coordination_config.heartbeat_timeout_in_ms
+    timeout = configured / 1000 or _DEFAULT_HEARTBEAT_TIMEOUT_SECONDS
+    deadline = time.monotonic() + timeout + _HEARTBEAT_MARGIN_SECONDS
+    while time.monotonic() < deadline:
+        time.sleep(poll_seconds)
+        if lost := _unhealthy_tasks(cluster_spec, me):
+            return lost
+    return []
 
 
 def _unhealthy_tasks(cluster_spec, me):
