@@ -15,11 +15,10 @@ import pytest
 import tensorflow as tf
 from test_training import ToyModel, toy_task
 
-from bert_tf import training
 from bert_tf.checkpoint_state import INPUT_STATE_DIR, dropout_states
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
-from bert_tf.training import TrainConfig, Trainer
+from bert_tf.training import TrainConfig, Trainer, inputs
 
 
 class DropoutToy(ToyModel):
@@ -96,7 +95,7 @@ def test_a_resumed_run_reads_on_from_the_saved_position_and_draws_the_same_masks
     def no_reading(*args):
         raise AssertionError("read through the batches trained on")
 
-    monkeypatch.setattr(training, "_advance", no_reading)
+    monkeypatch.setattr(inputs, "_advance", no_reading)
     resumed = _trainer(tmp_path)
     assert resumed.global_step == 6
     resumed.train()
