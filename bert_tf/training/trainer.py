@@ -39,7 +39,8 @@ class Trainer:
           task: a Task.
           strategy: a tf.distribute.Strategy.
           optimizer_fn: () -> keras optimizer (called in the strategy scope).
-          config: a TrainConfig; its batch sizes checked by check_batch_sizes.
+          config: a TrainConfig, whose batch sizes the caller checked with check_batch_sizes (a
+            run does, before any work: the batch sizes are checked once).
           init_fn: (model) -> None, loads initial weights (e.g. --init_checkpoint); skipped when resuming.
           resume_fn: (model, checkpoint prefix) -> None, restores the model's weights when resuming
             (bert_tf.checkpoints reads them by path, checkpoints of earlier layouts included); by
