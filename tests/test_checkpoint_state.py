@@ -15,11 +15,10 @@ import pytest
 import tensorflow as tf
 from test_training import ToyModel, toy_task
 
-from bert_tf import training
-from bert_tf.checkpoint_state import INPUT_STATE_DIR, dropout_states
+from bert_tf.checkpoint_state import INPUT_STATE_DIR, CheckpointState, dropout_states
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
-from bert_tf.training import TrainConfig, Trainer
+from bert_tf.training import TrainConfig, Trainer, inputs
 
 
 class DropoutToy(ToyModel):
@@ -96,7 +95,7 @@ def test_a_resumed_run_reads_on_from_the_saved_position_and_draws_the_same_masks
     def no_reading(*args):
         raise AssertionError("read through the batches trained on")
 
-    monkeypatch.setattr(training, "_advance", no_reading)
+    monkeypatch.setattr(inputs, "_advance", no_reading)
     resumed = _trainer(tmp_path)
     assert resumed.global_step == 6
     resumed.train()
@@ -168,3 +167,72 @@ def test_an_input_tf_data_cannot_save_is_read_through_on_resume(tmp_path, straig
     resumed = _trainer(tmp_path, task=task)
     resumed.train()
     _assert_same(_weights(resumed), straight[0])
+
+
+# CheckpointState alone: a small model, an optimizer and an input iterator, no Trainer and no step.
+
+
+def _state(model_dir, keep=5, init_fn=None):
+    """A CheckpointState over a fresh DropoutToy (weights from seed 1) and an SGD optimizer."""
+    keras.utils.set_random_seed(1)
+    model = DropoutToy(name="toy")
+    model({"x": tf.zeros([1, 4])}, training=False)
+    optimizer = keras.optimizers.SGD(0.1)
+    optimizer.build(model.trainable_variables)
+    input_steps = tf.Variable(-1, dtype=tf.int64, trainable=False)
+    config = TrainConfig(model_dir=str(model_dir), max_checkpoints_to_keep=keep)
+    state = CheckpointState(
+        model, optimizer, input_steps, config, chief=True, worker=tf.distribute.InputContext()
+    )
+    state.restore_or_init(init_fn, None)
+    return state
+
+
+def _shuffled_input():
+    return iter(tf.data.Dataset.range(100).shuffle(100, seed=3).batch(4))
+
+
+def test_a_restored_state_has_the_saved_weights_step_and_input_position(tmp_path):
+    saved = _state(tmp_path)
+    iterator = _shuffled_input()
+    for _ in range(3):
+        next(iterator)
+    saved.model.head.kernel.assign(saved.model.head.kernel + 1.0)
+    saved.optimizer.iterations.assign(3)
+    saved.input_steps.assign(3)
+    saved.save(3, iterator)
+    expected_batch = next(iterator).numpy()
+
+    restored = _state(tmp_path)
+    assert restored.global_step == 3 and int(restored.input_steps.numpy()) == 3
+    np.testing.assert_array_equal(restored.model.head.kernel.numpy(), saved.model.head.kernel)
+    fresh = _shuffled_input()
+    assert restored.restore_input(fresh)
+    np.testing.assert_array_equal(next(fresh).numpy(), expected_batch)  # reads on, not anew
+
+
+def test_a_new_state_initializes_and_a_resumed_one_does_not(tmp_path):
+    initialized = []
+    fresh = _state(tmp_path, init_fn=initialized.append)
+    assert initialized == [fresh.model] and int(fresh.input_steps.numpy()) == 0
+    assert not fresh.restore_input(_shuffled_input())  # nothing to restore: the caller reads anew
+    fresh.save(0, _shuffled_input())
+    resumed = _state(tmp_path, init_fn=initialized.append)
+    assert len(initialized) == 1 and resumed.resumed_from == str(tmp_path / "model.ckpt-0")
+
+
+def test_only_the_newest_checkpoints_and_their_input_states_are_kept(tmp_path):
+    state = _state(tmp_path, keep=2)
+    iterator = _shuffled_input()
+    for step in (1, 2, 3, 4):
+        next(iterator)
+        state.optimizer.iterations.assign(step)
+        state.save(step, iterator)
+    kept = sorted(
+        name for name in os.listdir(tmp_path / INPUT_STATE_DIR) if name.endswith(".index")
+    )
+    assert kept == ["worker0of1-3.index", "worker0of1-4.index"]
+    assert tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths == [
+        str(tmp_path / "model.ckpt-3"),
+        str(tmp_path / "model.ckpt-4"),
+    ]

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from bert_tf.errors import Diverged, WriteError
 from bert_tf.optimization import create_optimizer
-from bert_tf.training import Task, TrainConfig, Trainer, write_eval_results
+from bert_tf.training import Task, TrainConfig, Trainer, check_batch_sizes, write_eval_results
 
 from conftest import file_size_limit
 
@@ -250,7 +250,7 @@ def test_predict_returns_every_example_in_input_order(tmp_path):
 def test_predict_pads_outputs_of_varying_length_to_the_longest_batch(tmp_path):
     trainer = _train(tmp_path, num_train_steps=1)
     trainer.model.call = lambda features, training=False: {"values": features["ids"] + 1}
-    trainer._predict_step_fn = None
+    trainer.predictor._step_fn = None
     ids = [tf.constant([[1, 2], [3, 4]]), tf.constant([[5, 6, 7], [8, 9, 10]])]
     dataset = tf.data.Dataset.from_generator(
         lambda: ({"ids": x} for x in ids),
@@ -265,13 +265,22 @@ def test_predict_pads_outputs_of_varying_length_to_the_longest_batch(tmp_path):
     [
         ("train_batch_size", 6, "train_batch_size"),
         ("num_accumulation_steps", 0, "num_accumulation_steps"),
-        ("mixed_precision", "float16", "mixed_precision"),
+        ("eval_batch_size", 3, "eval_batch_size"),
     ],
 )
+def test_bad_batch_sizes_name_the_flag(field, value, flag):
+    sizes = {"train_batch_size": 8, "num_accumulation_steps": 4, "eval_batch_size": 8, field: value}
+    with pytest.raises(ValueError, match=f"--{flag}"):
+        check_batch_sizes(2, **sizes)
+
+
+@pytest.mark.parametrize(
+    "field, value, flag",
+    [("mixed_precision", "float16", "mixed_precision"), ("log_steps", 0, "log_steps")],
+)
 def test_bad_settings_name_the_flag(tmp_path, field, value, flag):
-    config = {"train_batch_size": 8, "num_accumulation_steps": 4, field: value}
     with pytest.raises(ValueError, match=flag):
-        _train(tmp_path, **config)
+        _train(tmp_path, **{field: value})
 
 
 def test_eval_results_file_has_the_original_format(tmp_path):

@@ -73,16 +73,12 @@ def write_predictions(
     predictions, all_nbest, null_odds = {}, {}, {}
     for example_index, example in enumerate(all_examples):
         features = features_by_example[example_index]
-        logits = []
-        for feature in features:
-            result = results_by_id.get(feature.unique_id)
-            if result is None:
-                raise ValueError(
-                    f"no result for feature {feature.unique_id} of question {example.qas_id!r}"
-                )
-            logits.append((_floats(result.start_logits), _floats(result.end_logits)))
         candidates, null, null_score = _candidates(
-            features, logits, n_best_size, max_answer_length, version_2_with_negative
+            features,
+            _window_logits(example, features, results_by_id),
+            n_best_size,
+            max_answer_length,
+            version_2_with_negative,
         )
         nbest = _nbest(
             example,
@@ -94,24 +90,12 @@ def write_predictions(
             verbose_logging,
             version_2_with_negative,
         )
-        probabilities = _compute_softmax([entry.start_logit + entry.end_logit for entry in nbest])
-        all_nbest[example.qas_id] = [
-            {
-                "text": entry.text,
-                "probability": probability,
-                "start_logit": entry.start_logit,
-                "end_logit": entry.end_logit,
-            }
-            for entry, probability in zip(nbest, probabilities, strict=True)
-        ]
+        all_nbest[example.qas_id] = _nbest_json(nbest)
         if not version_2_with_negative:
             predictions[example.qas_id] = nbest[0].text
             continue
-        best_non_null = next(entry for entry in nbest if entry.text)
-        score_diff = null_score - best_non_null.start_logit - best_non_null.end_logit
-        null_odds[example.qas_id] = score_diff
-        predictions[example.qas_id] = (
-            "" if score_diff > null_score_diff_threshold else best_non_null.text
+        predictions[example.qas_id], null_odds[example.qas_id] = _answer_or_null(
+            nbest, null_score, null_score_diff_threshold
         )
 
     for path, contents in (
@@ -123,6 +107,42 @@ def write_predictions(
             logging.info("Writing %s", path)
             _write_json(path, contents)
     return predictions, all_nbest, null_odds
+
+
+def _window_logits(example, features, results_by_id):
+    """[(start logits, end logits)] of each window of `example`, as lists of floats."""
+    logits = []
+    for feature in features:
+        result = results_by_id.get(feature.unique_id)
+        if result is None:
+            raise ValueError(
+                f"no result for feature {feature.unique_id} of question {example.qas_id!r}"
+            )
+        logits.append((_floats(result.start_logits), _floats(result.end_logits)))
+    return logits
+
+
+def _nbest_json(nbest):
+    """nbest_predictions.json's entries of one question: each answer with its softmax probability."""
+    probabilities = _compute_softmax([entry.start_logit + entry.end_logit for entry in nbest])
+    return [
+        {
+            "text": entry.text,
+            "probability": probability,
+            "start_logit": entry.start_logit,
+            "end_logit": entry.end_logit,
+        }
+        for entry, probability in zip(nbest, probabilities, strict=True)
+    ]
+
+
+def _answer_or_null(nbest, null_score, null_score_diff_threshold):
+    """SQuAD 2.0: (the best non-null answer, or "" when the null score beats it by more than the
+    threshold; null score - best non-null score)."""
+    best_non_null = next(entry for entry in nbest if entry.text)
+    score_diff = null_score - best_non_null.start_logit - best_non_null.end_logit
+    answer = "" if score_diff > null_score_diff_threshold else best_non_null.text
+    return answer, score_diff
 
 
 def _floats(values):

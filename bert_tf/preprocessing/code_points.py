@@ -2,13 +2,14 @@
 
 Every rule of `BasicTokenizer` comes from tables computed at construction time by running the
 very predicates of `bert_tf/tokenization.py` and Python's `str.lower` / `unicodedata` on every
-code point, so the graph agrees with `FullTokenizer` on this Python's Unicode version. The
+code point (code_point_tables.py), so the graph agrees with `FullTokenizer` on this Python's
+Unicode version. The
 preprocessor sends here only the strings its faster paths cannot take (context rules, invalid
 UTF-8, very long words, characters tensorflow-text classifies differently):
   1. `unicode_decode_with_offsets(errors="ignore")`: the code points Python's
      `bytes.decode("utf-8", "ignore")` keeps, with their byte offsets.
   2. One 32-bit "info" word per code point from a two-level table (blocks of
-     2**`_BLOCK_BITS` code points, identical blocks stored once: 143 KB lower-cased, 93 KB
+     2**`BLOCK_BITS` code points, identical blocks stored once: 143 KB lower-cased, 93 KB
      cased): its kind (word character, CJK ideograph, whitespace, dropped), its punctuation
      flag, and, when lower-casing, its replacement: the characters of `NFD(char.lower())` that
      are not Mn marks, in a small flat table (Hangul syllables are decomposed arithmetically).
@@ -27,40 +28,49 @@ Shape letters: B = batch, P = wordpieces, C = code points, O = output characters
 lower-casing, T = output characters that are not whitespace, W = words.
 """
 
-import functools
 import typing
-import unicodedata
 
-import numpy as np
 import tensorflow as tf
 
-from bert_tf import tokenization
+from bert_tf.preprocessing.code_point_tables import (
+    BLOCK_BITS,
+    BREAK_BIT,
+    CAPITAL_SIGMA,
+    CASE_IGNORABLE_BIT,
+    CASED_BIT,
+    CJK,
+    CODE_POINT_MASK,
+    COMBINING_CLASS_SHIFT,
+    DROP,
+    FINAL_SIGMA,
+    HANGUL_FIRST,
+    HANGUL_LAST,
+    KIND_MASK,
+    MAPPED_BIT,
+    NUM_CODE_POINTS,
+    NUM_MAPPED_SHIFT,
+    OUTPUT_FLAGS_MASK,
+    PUNCTUATION_BIT,
+    REPLACEMENT_START_MASK,
+    REPLACEMENT_START_SHIFT,
+    SPACE,
+    TRAILING_BREAK_BIT,
+    code_point_tables,
+    final_sigma_flags,
+)
+
+# Read as code_points.<name> by the preprocessor and the normalized path.
+__all__ = [
+    "CASED_BIT",
+    "MAX_CHARS_PER_WORD",
+    "NUM_CODE_POINTS",
+    "CodePointPath",
+    "final_sigma_flags",
+    "utf8_length",
+]
 
 # Longest word, in characters, that WordPiece splits (longer ones are [UNK]), as in the original.
 MAX_CHARS_PER_WORD = 200
-# Code points share a table block when their 2**_BLOCK_BITS info words are identical.
-_BLOCK_BITS = 7
-NUM_CODE_POINTS = 0x110000
-
-# Bits of a code point's info word (int32).
-_KIND_MASK = 0b11  # one of the kinds below
-_NORMAL, _CJK, _SPACE, _DROP = 0, 1, 2, 3
-CASE_IGNORABLE_BIT = 1 << 2  # Python's Final_Sigma test skips it
-CASED_BIT = 1 << 3
-_MAPPED_BIT = 1 << 4  # lower-casing replaces the character (else it is kept as it is)
-_NUM_MAPPED_SHIFT = 5  # 2 bits: how many characters replace it (0 to 3)
-_TRAILING_BREAK_BIT = 1 << 7  # its decomposition ends with a dropped starter (reordering)
-_REPLACEMENT_START_SHIFT = 8  # 13 bits: where its replacement starts in the flat table
-_REPLACEMENT_START_MASK = (1 << 13) - 1
-# Bits of an output character, shared by info words (the character itself) and replacements.
-_CODE_POINT_MASK = (1 << 21) - 1
-_PUNCTUATION_BIT = 1 << 21
-_BREAK_BIT = 1 << 22  # combining class 0, or a dropped starter precedes it: a reordering barrier
-_COMBINING_CLASS_SHIFT = 23  # 8 bits
-_OUTPUT_FLAGS_MASK = _PUNCTUATION_BIT | _BREAK_BIT | (0xFF << _COMBINING_CLASS_SHIFT)
-
-_CAPITAL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C2
-_HANGUL_FIRST, _HANGUL_LAST = 0xAC00, 0xD7A3
 
 
 class CodePointPath(tf.Module):
@@ -113,26 +123,26 @@ class CodePointPath(tf.Module):
 
     def _lookup_info(self, code_point):
         """Info word of each code point: int32 [C] -> int32 [C]."""
-        block_start = tf.gather(self._block_starts, _shift(code_point, _BLOCK_BITS))
-        return tf.gather(self._block_info, block_start + _bits(code_point, (1 << _BLOCK_BITS) - 1))
+        block_start = tf.gather(self._block_starts, _shift(code_point, BLOCK_BITS))
+        return tf.gather(self._block_info, block_start + _bits(code_point, (1 << BLOCK_BITS) - 1))
 
     def _lower_case_and_strip_accents(self, chars, info):
         """`NFD(token.lower())` without Mn marks, as `_Chars` of output characters [O].
 
         The output's `code_point` holds the character in its low 21 bits and its punctuation,
-        break and combining-class bits above (the layout of `_OUTPUT_FLAGS_MASK`).
+        break and combining-class bits above (the layout of `OUTPUT_FLAGS_MASK`).
         """
         is_final_sigma = self._final_sigmas(chars.code_point, chars.row, info)
-        code_point = tf.where(is_final_sigma, _FINAL_SIGMA, chars.code_point)
+        code_point = tf.where(is_final_sigma, FINAL_SIGMA, chars.code_point)
         info = tf.where(is_final_sigma, self._final_sigma_info, info)
 
-        kind = _bits(info, _KIND_MASK)
-        is_mapped = _has(info, _MAPPED_BIT)
-        hangul_index = code_point - _HANGUL_FIRST
-        is_hangul = (code_point >= _HANGUL_FIRST) & (code_point <= _HANGUL_LAST)
-        num_out = tf.where(is_mapped, _bits(_shift(info, _NUM_MAPPED_SHIFT), 3), 1)
+        kind = _bits(info, KIND_MASK)
+        is_mapped = _has(info, MAPPED_BIT)
+        hangul_index = code_point - HANGUL_FIRST
+        is_hangul = (code_point >= HANGUL_FIRST) & (code_point <= HANGUL_LAST)
+        num_out = tf.where(is_mapped, _bits(_shift(info, NUM_MAPPED_SHIFT), 3), 1)
         num_out = tf.where(is_hangul, 2 + tf.cast(hangul_index % 28 != 0, tf.int32), num_out)
-        num_out = tf.where(kind == _DROP, 0, num_out)
+        num_out = tf.where(kind == DROP, 0, num_out)
 
         source = tf.repeat(tf.range(tf.shape(code_point)[0]), num_out)  # [O]
         first_out = tf.cumsum(num_out, exclusive=True)
@@ -140,7 +150,7 @@ class CodePointPath(tf.Module):
         source_info = tf.gather(info, source)
         source_code_point = tf.gather(code_point, source)
         replacement_index = _bits(
-            _shift(source_info, _REPLACEMENT_START_SHIFT), _REPLACEMENT_START_MASK
+            _shift(source_info, REPLACEMENT_START_SHIFT), REPLACEMENT_START_MASK
         )
         source_is_mapped = tf.gather(is_mapped, source)
         replacement = tf.gather(
@@ -149,11 +159,11 @@ class CodePointPath(tf.Module):
         value = tf.where(
             source_is_mapped,
             replacement,
-            tf.bitwise.bitwise_or(source_code_point, _bits(source_info, _OUTPUT_FLAGS_MASK)),
+            tf.bitwise.bitwise_or(source_code_point, _bits(source_info, OUTPUT_FLAGS_MASK)),
         )
         value = tf.where(
             tf.gather(is_hangul, source),
-            tf.bitwise.bitwise_or(_hangul_jamo(tf.gather(hangul_index, source), nth), _BREAK_BIT),
+            tf.bitwise.bitwise_or(_hangul_jamo(tf.gather(hangul_index, source), nth), BREAK_BIT),
             value,
         )
         out = _Chars(
@@ -163,7 +173,7 @@ class CodePointPath(tf.Module):
             byte_end=tf.gather(chars.byte_end, source),
             kind=tf.gather(kind, source),
         )
-        has_marks_to_order = tf.reduce_any(_shift(value, _COMBINING_CLASS_SHIFT) != 0)
+        has_marks_to_order = tf.reduce_any(_shift(value, COMBINING_CLASS_SHIFT) != 0)
         return tf.cond(
             has_marks_to_order,
             lambda: _canonical_order(out, source, info),
@@ -181,7 +191,7 @@ class CodePointPath(tf.Module):
         Returns:
           bool [C].
         """
-        is_sigma = code_point == _CAPITAL_SIGMA
+        is_sigma = code_point == CAPITAL_SIGMA
 
         def compute():
             is_not_ignorable = ~_has(info, CASE_IGNORABLE_BIT)
@@ -202,9 +212,9 @@ class CodePointPath(tf.Module):
 
     def _wordpieces(self, out, num_rows, with_offsets):
         """WordPiece over the words of output characters `out` [O]; returns as `pieces`."""
-        code_point = _bits(out.code_point, _CODE_POINT_MASK)
-        is_token = out.kind != _SPACE
-        is_single = (out.kind == _CJK) | _has(out.code_point, _PUNCTUATION_BIT)
+        code_point = _bits(out.code_point, CODE_POINT_MASK)
+        is_token = out.kind != SPACE
+        is_single = (out.kind == CJK) | _has(out.code_point, PUNCTUATION_BIT)
         joins_next = is_token & ~is_single
         same_row_as_previous = tf.concat([[False], out.row[1:] == out.row[:-1]], axis=0)
         follows_join = tf.concat([[False], joins_next[:-1]], axis=0) & same_row_as_previous
@@ -248,18 +258,18 @@ class CodePointPath(tf.Module):
 class _Chars(typing.NamedTuple):
     """Flat per-character tensors of a batch, [C] or [O] each."""
 
-    code_point: tf.Tensor  # int32; output characters also carry the bits of _OUTPUT_FLAGS_MASK
+    code_point: tf.Tensor  # int32; output characters also carry the bits of OUTPUT_FLAGS_MASK
     row: tf.Tensor  # int64, the string it belongs to
     byte_start: tf.Tensor  # int64, byte span in its string of the input character it came from
     byte_end: tf.Tensor  # int64
-    kind: tf.Tensor = None  # int32, _NORMAL, _CJK or _SPACE (output characters only)
+    kind: tf.Tensor = None  # int32, NORMAL, CJK or SPACE (output characters only)
 
 
 def _keep_undropped(chars, info):
     """Cased mode: every character but the dropped ones, flagged from its own info word."""
-    kind = _bits(info, _KIND_MASK)
-    kept = tf.where(kind != _DROP)[:, 0]
-    code_point = tf.bitwise.bitwise_or(chars.code_point, _bits(info, _PUNCTUATION_BIT))
+    kind = _bits(info, KIND_MASK)
+    kept = tf.where(kind != DROP)[:, 0]
+    code_point = tf.bitwise.bitwise_or(chars.code_point, _bits(info, PUNCTUATION_BIT))
     return _Chars(*(tf.gather(value, kept) for value in (code_point, *chars[1:4], kind)))
 
 
@@ -279,7 +289,7 @@ def _canonical_order(out, source, info):
       `_Chars` [O], reordered.
     """
     value = out.code_point
-    trailing_break = tf.cast(_has(info, _TRAILING_BREAK_BIT), tf.int32)
+    trailing_break = tf.cast(_has(info, TRAILING_BREAK_BIT), tf.int32)
     breaks_through = tf.cumsum(trailing_break)  # [C]
     previous_source = tf.concat([[-1], source[:-1]], axis=0)
     breaks_between = tf.gather(breaks_through, tf.maximum(source - 1, 0)) - tf.where(
@@ -288,10 +298,10 @@ def _canonical_order(out, source, info):
         0,
     )
     new_row = tf.concat([[True], out.row[1:] != out.row[:-1]], axis=0)
-    is_barrier = _has(value, _BREAK_BIT) | new_row
+    is_barrier = _has(value, BREAK_BIT) | new_row
     is_barrier |= (source != previous_source) & (breaks_between > 0)
     run = tf.cumsum(tf.cast(is_barrier, tf.int64)) - 1  # [O]
-    combining_class = tf.cast(_bits(_shift(value, _COMBINING_CLASS_SHIFT), 0xFF), tf.int64)
+    combining_class = tf.cast(_bits(_shift(value, COMBINING_CLASS_SHIFT), 0xFF), tf.int64)
     order = tf.argsort(run * 256 + combining_class, stable=True)
     num_runs = run[-1] + 1
     run_start = tf.math.unsorted_segment_min(out.byte_start, run, num_runs)
@@ -333,131 +343,3 @@ def utf8_length(code_point):
     length = 1 + tf.cast(code_point >= 0x80, tf.int64)
     length += tf.cast(code_point >= 0x800, tf.int64)
     return length + tf.cast(code_point >= 0x10000, tf.int64)
-
-
-# --------------------------------------------------------------------------------------------
-# Tables, computed from the Python rules.
-
-
-class CodePointTables:
-    """Per-code-point tables of one casing, as numpy arrays (see `code_point_tables`)."""
-
-    def __init__(self, block_starts, block_info, replacements, final_sigma_info):
-        self.block_starts = block_starts  # int32 [0x110000 >> _BLOCK_BITS]
-        self.block_info = block_info  # int32 [blocks << _BLOCK_BITS]
-        self.replacements = replacements  # int32 [R], output-character words
-        self.final_sigma_info = final_sigma_info  # Python int: info word of U+03C2
-
-
-@functools.lru_cache(maxsize=2)
-def code_point_tables(do_lower_case):
-    """Info word of every code point, deduplicated into blocks; replacement characters.
-
-    Unassigned and private-use code points outside the CJK blocks all have their category's
-    default properties, so one representative of each stands for the rest (a 5x faster build).
-    """
-    info = np.zeros(NUM_CODE_POINTS, np.int64)
-    replacements = [0]  # entry 0: the target of the unmapped characters' dummy gather
-    replacement_starts = {(): 0}
-    default_info = {}
-    in_cjk_block = np.zeros(NUM_CODE_POINTS, bool)
-    for first, last in tokenization._CJK_RANGES:
-        in_cjk_block[first : last + 1] = True
-    in_cjk_block = in_cjk_block.tolist()
-    for code_point in range(NUM_CODE_POINTS):
-        char = chr(code_point)
-        category = unicodedata.category(char)
-        if category in ("Cn", "Co") and not in_cjk_block[code_point]:
-            if category not in default_info:
-                default_info[category] = _char_info(
-                    char, do_lower_case, replacements, replacement_starts
-                )
-            info[code_point] = default_info[category]
-        else:
-            info[code_point] = _char_info(char, do_lower_case, replacements, replacement_starts)
-    if len(replacements) > _REPLACEMENT_START_MASK:
-        raise ValueError(f"{len(replacements)} replacement characters overflow the info word")
-    blocks, block_of_code_point = np.unique(
-        info.reshape(-1, 1 << _BLOCK_BITS), axis=0, return_inverse=True
-    )
-    return CodePointTables(
-        block_starts=(block_of_code_point.reshape(-1) << _BLOCK_BITS).astype(np.int32),
-        block_info=blocks.reshape(-1).astype(np.int32),
-        replacements=np.array(replacements, np.int32),
-        final_sigma_info=int(info[_FINAL_SIGMA]),
-    )
-
-
-def _char_info(char, do_lower_case, replacements, replacement_starts):
-    """Info word of one character, by `tokenization`'s predicates; may extend `replacements`."""
-    code_point = ord(char)
-    if char in ("\x00", "\ufffd") or tokenization._is_control(char):
-        return _DROP | CASE_IGNORABLE_BIT
-    # str.split() in whitespace_tokenize also splits on U+2028 and U+2029.
-    if tokenization._is_whitespace(char) or char.isspace():
-        return _SPACE | _BREAK_BIT
-    kind = _CJK if tokenization._is_chinese_char(code_point) else _NORMAL
-    if not do_lower_case:
-        return kind | (_output_bits(char, combining_class=0) & _OUTPUT_FLAGS_MASK)
-    info = kind
-    if kind == _NORMAL:
-        info |= final_sigma_flags(char)
-    if _HANGUL_FIRST <= code_point <= _HANGUL_LAST:
-        _check_hangul(char)
-        return info  # decomposed in the graph
-    kept, trailing_break = _lowered_without_marks(char)
-    if kept == [_output_bits(char, unicodedata.combining(char))] and not trailing_break:
-        return info | (kept[0] & _OUTPUT_FLAGS_MASK)
-    key = tuple(kept)
-    if key not in replacement_starts:
-        replacement_starts[key] = len(replacements)
-        replacements.extend(kept)
-    info |= _MAPPED_BIT | (len(kept) << _NUM_MAPPED_SHIFT)
-    info |= _TRAILING_BREAK_BIT if trailing_break else 0
-    return info | (replacement_starts[key] << _REPLACEMENT_START_SHIFT)
-
-
-def _lowered_without_marks(char):
-    """Output-character words of `NFD(char.lower())` without Mn, and whether it ends in a
-    dropped mark of combining class 0 (a reordering barrier that leaves nothing behind)."""
-    kept = []
-    pending_break = False
-    for decomposed in unicodedata.normalize("NFD", char.lower()):
-        combining_class = unicodedata.combining(decomposed)
-        if unicodedata.category(decomposed) == "Mn":
-            pending_break |= combining_class == 0
-            continue
-        bits = _output_bits(decomposed, combining_class)
-        kept.append(bits | (_BREAK_BIT if pending_break else 0))
-        pending_break = False
-    return kept, pending_break
-
-
-def _output_bits(char, combining_class):
-    """Output-character word: code point, punctuation bit, break bit, combining class."""
-    bits = ord(char) | (_PUNCTUATION_BIT if tokenization._is_punctuation(char) else 0)
-    bits |= _BREAK_BIT if combining_class == 0 else 0
-    return bits | (combining_class << _COMBINING_CLASS_SHIFT)
-
-
-def final_sigma_flags(char):
-    """Case-ignorable and cased bits of `char`, read off Python's own final-sigma lower-casing.
-
-    "A" is cased and " " is neither, so: "A" + char + "Σ" ends in final sigma iff char is
-    case-ignorable or cased; " " + char + "Σ" iff char is cased and not case-ignorable.
-    """
-    after_cased = ("A" + char + "\u03a3").lower()[-1] == "\u03c2"
-    after_space = (" " + char + "\u03a3").lower()[-1] == "\u03c2"
-    if after_space:
-        return CASED_BIT
-    return CASE_IGNORABLE_BIT if after_cased else 0
-
-
-def _check_hangul(char):
-    """Raises if Python's NFD of a Hangul syllable is not what `_hangul_jamo` computes."""
-    index = ord(char) - _HANGUL_FIRST
-    jamo = [0x1100 + index // 588, 0x1161 + (index % 588) // 28]
-    if index % 28:
-        jamo.append(0x11A7 + index % 28)
-    if [ord(c) for c in unicodedata.normalize("NFD", char.lower())] != jamo:
-        raise ValueError(f"unexpected decomposition of U+{ord(char):04X}")

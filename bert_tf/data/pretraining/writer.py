@@ -19,6 +19,7 @@ Differences from the original, which holds the whole corpus in memory:
   * a new input file always starts a new document.
 """
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -298,6 +299,37 @@ def create_pretraining_data(
     """
     start = time.monotonic()
     input_files = expand_globs(input_patterns, "--input_file")
+    output_files = _output_paths(output_files)
+    if dupe_factor < 1:
+        raise InputError(f"--dupe_factor must be >= 1, got {dupe_factor}")
+    num_workers = os.cpu_count() if num_workers is None else num_workers
+    summary = Summary(input_files=input_files, output_files=list(output_files))
+    logging.info(
+        "Reading %d input file(s) with %d worker(s)", len(input_files), max(1, num_workers)
+    )
+
+    job = chunks.ChunkJob(tokenizer, options, dupe_factor, random_seed)
+    keyed_chunks = read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8, summary)
+    shuffle_buffer = _ShuffleBuffer(shuffle_buffer_size, random.Random(f"{random_seed}/shuffle"))
+    record_lists = _counted(
+        _chunk_results(keyed_chunks, job, num_workers),
+        summary,
+        tokenizer,
+        start,
+        progress_interval_s,
+    )
+    # Closed on a failure too: the worker pool stops at once, not when the traceback is dropped.
+    with contextlib.closing(record_lists):
+        summary.instances_per_file = _write_records(
+            record_lists, output_files, compression, shuffle_buffer, summary
+        )
+    summary.seconds = time.monotonic() - start
+    _log_summary(summary)
+    return summary
+
+
+def _output_paths(output_files):
+    """--output_file's paths (a comma-separated string or a list), each once, in existing folders."""
     if isinstance(output_files, str):
         output_files = [p.strip() for p in output_files.split(",") if p.strip()]
     if not output_files:
@@ -311,17 +343,29 @@ def create_pretraining_data(
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise InputError(f"--output_file={path}: the folder {directory} does not exist")
-    if dupe_factor < 1:
-        raise InputError(f"--dupe_factor must be >= 1, got {dupe_factor}")
-    num_workers = os.cpu_count() if num_workers is None else num_workers
-    summary = Summary(input_files=input_files, output_files=list(output_files))
-    logging.info(
-        "Reading %d input file(s) with %d worker(s)", len(input_files), max(1, num_workers)
-    )
+    return output_files
 
-    job = chunks.ChunkJob(tokenizer, options, dupe_factor, random_seed)
-    keyed_chunks = read_document_chunks(input_files, chunk_bytes, skip_invalid_utf8, summary)
-    shuffle_buffer = _ShuffleBuffer(shuffle_buffer_size, random.Random(f"{random_seed}/shuffle"))
+
+def _counted(results, summary, tokenizer, start, progress_interval_s):
+    """Yields the records of each chunk's result, in chunk order; counts its documents in
+    `summary`, logs its first instances, and a progress line every progress_interval_s."""
+    last_progress = time.monotonic()
+    for key, (records, num_documents, first_instances) in results:
+        for instance in first_instances:
+            _log_instance(instance, tokenizer)
+        summary.documents += num_documents
+        summary.single_document_files += key[1] == 0 and num_documents == 1
+        yield records
+        if time.monotonic() - last_progress >= progress_interval_s:
+            last_progress = time.monotonic()
+            _log_progress(summary, start)
+
+
+def _write_records(record_lists, output_files, compression, shuffle_buffer, summary):
+    """Passes the records through the shuffle buffer and deals them round-robin to the output files
+    (counted in summary.instances); returns each file's record count.
+
+    The files take their final names together at the end; on any failure none does."""
     writers = []
     try:
         writers = [encoding.AtomicRecordFile(path, compression) for path in output_files]
@@ -331,18 +375,8 @@ def create_pretraining_data(
                 writers[summary.instances % len(writers)].write(record)
                 summary.instances += 1
 
-        last_progress = time.monotonic()
-        for key, (records, num_documents, first_instances) in _chunk_results(
-            keyed_chunks, job, num_workers
-        ):
-            for instance in first_instances:
-                _log_instance(instance, tokenizer)
-            summary.documents += num_documents
-            summary.single_document_files += key[1] == 0 and num_documents == 1
+        for records in record_lists:
             write(shuffle_buffer.push(records))
-            if time.monotonic() - last_progress >= progress_interval_s:
-                last_progress = time.monotonic()
-                _log_progress(summary, start)
         write(shuffle_buffer.drain())
         # Every file complete before any takes its final name: a failure (a full disk, say) while
         # finishing one leaves none of them published.
@@ -354,10 +388,7 @@ def create_pretraining_data(
         for writer in writers:
             writer.abort()
         raise
-    summary.instances_per_file = [w.num_records for w in writers]
-    summary.seconds = time.monotonic() - start
-    _log_summary(summary)
-    return summary
+    return [w.num_records for w in writers]
 
 
 def _log_progress(summary, start):

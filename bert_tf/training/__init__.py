@@ -1,0 +1,30 @@
+"""THE training loop, shared by every run_*.py: strategy scope, distributed input, train/eval steps, resume.
+
+A task hands the loop a `Task`: how to build its model, its loss, its eval metrics and its input. The
+loop knows nothing else about it. The `Trainer` (trainer.py) puts together its parts, each tested alone:
+
+- config.py: `Task`, `TrainConfig` and `check_batch_sizes`, the one check of the batch sizes;
+- bert_tf/checkpoint_state.py: what a checkpoint keeps (weights, optimizer, dropout streams, the
+  input position) and the resume from it;
+- inputs.py: this worker's training input, at the run's position;
+- steps.py: the training step (gradient accumulation, XLA) and its loss sums;
+- loop.py: the loop (boundaries, SIGTERM, divergence, progress);
+- evaluation.py: the eval loss and metrics, and eval_results.txt;
+- predictor.py: the `Predictor`, every real example's outputs in input order (fine-tuning's
+  metrics and prediction files).
+"""
+
+from bert_tf.training.config import Task, TrainConfig, check_batch_sizes
+from bert_tf.training.evaluation import Evaluator, write_eval_results
+from bert_tf.training.predictor import Predictor
+from bert_tf.training.trainer import Trainer
+
+__all__ = [
+    "Evaluator",
+    "Predictor",
+    "Task",
+    "TrainConfig",
+    "Trainer",
+    "check_batch_sizes",
+    "write_eval_results",
+]

@@ -1,0 +1,77 @@
+"""The training loop: calls of up to steps_per_loop steps, stopping at every log line, checkpoint and
+the end; a saved stop on SIGTERM; one line when the loss is not finite; a progress line per interval."""
+
+import time
+
+from bert_tf.preemption import Preempted
+from bert_tf.progress import Mark, Progress, check_finite_loss, steps_to_next_boundary
+
+
+class TrainLoop:
+    """Drives the steps from the current global step to an end, saving and logging on the way.
+
+    Args:
+      config: the TrainConfig (num_train_steps, steps_per_loop, log_steps, save_checkpoints_steps,
+        mixed_precision).
+      run_steps: (num_steps) -> None, runs up to num_steps updates (fewer once SIGTERM came).
+      optimizer: the run's optimizer: its `iterations` is the global step, its learning rate goes
+        into the progress line.
+      loss_sums: the training losses summed since the last log line (steps.LossSums: `total(key)`,
+        `take()`).
+      save: (step) -> None, writes the checkpoint of `step`.
+      latest_checkpoint: () -> the newest checkpoint kept, or None (named when the loss diverges).
+      stopping: () -> whether SIGTERM reached any worker (all workers agree).
+    """
+
+    def __init__(
+        self, config, *, run_steps, optimizer, loss_sums, save, latest_checkpoint, stopping
+    ):
+        self.config, self.run_steps, self.optimizer = config, run_steps, optimizer
+        self.loss_sums, self.save = loss_sums, save
+        self.latest_checkpoint, self.stopping = latest_checkpoint, stopping
+
+    @property
+    def global_step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    def run(self, end, writer):
+        """Trains from the global step up to `end`, checkpointing there and at every checkpoint step.
+
+        Args:
+          end: the global step to stop at (at most config.num_train_steps).
+          writer: the tf.summary writer of the training scalars.
+
+        Returns:
+          the last progress line's values (Progress.log), or {"global_step"} when no step ran.
+
+        Raises:
+          Preempted: SIGTERM came; the checkpoint of the step reached is saved.
+          Diverged: the loss of the last call is not finite; nothing of that call is saved.
+        """
+        config = self.config
+        step = self.global_step
+        last = {"global_step": step}
+        progress = Progress(config, writer, Mark(step, time.time()))
+        while step < end:
+            self.run_steps(min(steps_to_next_boundary(step, config), end - step))
+            before, step = step, self.global_step
+            check_finite_loss(
+                self.loss_sums.total("loss"),
+                (before, step),
+                float(self.optimizer.learning_rate),
+                config.mixed_precision,
+                self.latest_checkpoint(),
+            )
+            if self.stopping():
+                self.save(step)
+                raise Preempted(
+                    f"SIGTERM: stopped at global step {step}, saved in {config.model_dir}; "
+                    "the same command resumes from there"
+                )
+            at_end = step in (config.num_train_steps, end)
+            if step % config.log_steps == 0 or at_end:
+                now = Mark(step, time.time())
+                last = progress.log(now, self.loss_sums.take(), float(self.optimizer.learning_rate))
+            if step % config.save_checkpoints_steps == 0 or at_end:
+                self.save(step)
+        return last
