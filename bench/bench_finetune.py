@@ -233,7 +233,7 @@ class BertTfRunner:
     """run_classifier's ClassifierRun (what run_classifier.py --do_train --do_eval runs).
 
     A round ends at a checkpoint boundary (--save_checkpoints_steps = the round's steps), where the
-    Trainer calls `_save`: the bench hands the turn on there instead, and saves only at the end, as
+    Trainer calls `state.save`: the bench hands the turn on there instead, and saves only at the end, as
     one run_classifier.py run with the default --save_checkpoints_steps saves once on this data.
     """
 
@@ -246,14 +246,14 @@ class BertTfRunner:
 
     def train(self, round_end):
         """Trains every step in one ClassifierRun.train() call, calling round_end() after each round."""
-        trainer, save = self.trainer, self.trainer._save
+        trainer, save = self.trainer, self.trainer.state.save
 
-        def save_at_the_end(step):
+        def save_at_the_end(step, iterator=None):
             if step == trainer.config.num_train_steps:
-                save(step)
+                save(step, iterator)
             round_end()
 
-        trainer._save = save_at_the_end
+        trainer.state.save = save_at_the_end
         self.run.train()
 
     def steps_trained(self):

@@ -127,7 +127,7 @@ def bert_tf_runner(shape, jit_compile, records, work_dir):
     )
     # Each round ends at a new num_train_steps, where the Trainer would save a checkpoint: not
     # what is measured here (the keras-hub runner saves none either).
-    trainer._save = lambda step: None
+    trainer.state.save = lambda step, iterator=None: None
     trainer.train()  # traces (and compiles) the step, then runs the warm-up steps
 
     def run():

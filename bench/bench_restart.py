@@ -21,7 +21,7 @@ state at each step, and whether the first step's loss is the same both ways (the
 
 The checkpoint at step N is made without training N steps: a setup process builds the Trainer of
 run_pretraining.py (PretrainingRun) over the corpus, creates its training iterator as the Trainer
-does, reads N batches through it (bert_tf.training._advance, the skip path's own loop), sets the
+does, reads N batches through it (bert_tf.training.inputs._advance, the skip path's own loop), sets the
 global step and the input steps to N and saves (CheckpointState.save). Its weights are therefore
 untrained, which does not change what a restart costs. The model is sample_data's tiny config
 (2 layers, hidden 64) so that the step itself is small; the corpus is synthetic records of
@@ -122,13 +122,13 @@ def _make_checkpoint(settings):
     """model.ckpt-N and its input state as a run at step N writes them, without training N steps."""
     import tensorflow as tf
 
-    from bert_tf.training import _advance
+    from bert_tf.training.inputs import _advance
 
     step = settings["step"]
     trainer = _pretraining_run(settings).trainer()
     if trainer.global_step:
         raise ValueError(f"{settings['model_dir']} already holds a checkpoint")
-    trainer._train_iterator = trainer._train_input()  # a new run's: at the corpus' start
+    trainer._train_iterator = trainer._input.iterator()  # a new run's: at the corpus' start
     start, done = time.perf_counter(), 0
     while done < step:
         chunk = min(ADVANCE_CHUNK, step - done)
