@@ -7,6 +7,8 @@ task.json. A task's run (tasks/classification.py, ...) says only what is its own
 features, loss, metrics and outputs.
 """
 
+import abc
+import dataclasses
 import json
 import os
 
@@ -24,6 +26,7 @@ from bert_tf.data.feature_cache import (
 )
 from bert_tf.distribute import resolve_strategy_name
 from bert_tf.errors import InputError
+from bert_tf.export import ID_FEATURES
 from bert_tf.optimization import create_optimizer
 from bert_tf.sigterm import doing
 from bert_tf.tasks.run import Run
@@ -43,7 +46,6 @@ from bert_tf.training import Task
 BEST_CHECKPOINT = "best_checkpoint"
 BEST_METRIC_FILE = "dev_metric.json"
 EVAL_RESULTS_FILES = ("eval_results.txt", "eval_results.json")
-STEPS = ("train", "eval", "predict")
 
 
 def num_train_steps(config, num_train_examples):
@@ -65,33 +67,63 @@ def dummy_batch(feature_spec, feature):
     }
 
 
-class FineTuningRun(Run):
+def padding_of(feature_spec, **values):
+    """One fake example of `feature_spec` ({name: tf.io.FixedLenFeature}): zeros of each feature's
+    shape and dtype (so is_real_example 0), with `values` ({name: number}) in place of some.
+
+    Returns:
+      {name: number or nested list}, what `serialize_values` and `dummy_batch` take.
+    """
+    unknown = sorted(set(values) - set(feature_spec))
+    if unknown:
+        raise ValueError(f"padding values {unknown} are not in the feature spec")
+    return {
+        name: np.full(spec.shape, values.get(name, 0), spec.dtype.as_numpy_dtype).tolist()
+        for name, spec in feature_spec.items()
+    }
+
+
+class FineTuningRun(Run, metaclass=abc.ABCMeta):
     """What one run of every fine-tuning script shares: the checks, the data, the Trainer, the steps.
 
-    A task's run subclasses it and provides:
-      spec: its bert_tf.tasks.spec.TaskSpec (set by the TaskSpec that names the run class);
-        head_info() -> the TaskInfo fields of its head (labels, ...).
-      read_split(split) -> the data of one of `splits`' values, read and checked (errors name the
-        file and line); check_split(step, data): what else a step needs of it (labels, ...).
-      feature_settings(step) -> what the step's features depend on besides the vocab, casing and
-        max_seq_length (format, inputs, ...); make_records(step) -> (serialized records, info), with
-        info["num_real_examples"]; feature_summary(info) -> what the log says of them.
-      feature_spec(is_training, path=None), padding_feature(is_training, path=None): the records'
-        tf.io spec and one fake example ({name: list}), of the features file at `path` (None: of one
-        example to build the model with).
-      loss(outputs, features, normalizers) -> {"loss": ...}; normalizers(features) if the loss
-        divides by something else than the examples.
-      evaluate(), predict_test(): the steps' work.
+    A task's run subclasses it and fills its hooks: the abstract methods below (a class that
+    misses one fails when it is instantiated, naming them), and the others where the default does
+    not fit. In the order a run calls them:
+      read_split, check_split: the data of a split, read and checked (errors name file and line).
+      feature_settings, make_records, feature_summary: the step's features file (cached).
+      feature_spec, padding_feature: the records' tf.io spec and one fake example (from the spec).
+      loss, normalizers: the training loss of a batch (the Trainer's).
+      evaluate, predict_test: the --do_eval and --do_predict steps.
+    And these attributes: `spec` (its TaskSpec, assigned by the task module), `labels`,
+    `metric_name`, `splits`, `sequence_features`, `padding_values`. The task's part of task.json is
+    its config's recorded settings (bert_tf.settings.setting(recorded=True)): no hook writes it.
     """
 
+    # The task's TaskSpec: its name, model and export. The task module assigns it after SPEC.
+    spec = None
+    # The label strings in id order (labels.txt), or None for a task without labels.
+    labels = None
     # Features whose last axis is the sequence: length bucketing cuts them to a batch's longest input.
-    sequence_features = ("input_ids", "input_mask", "segment_ids")
+    sequence_features = ID_FEATURES
     # The key of evaluate()'s results that ranks runs (a sweep's best/, --eval_every_steps' best).
     metric_name = "eval_accuracy"
     # What every dev prediction of the last evaluation was, when they were all one (evaluation_done).
     collapsed = None
     # The data each step reads: the split names of the task's files.
     splits = {"train": "train", "eval": "dev", "predict": "test"}
+    # Values of the fake example other than 0 (padding_feature), {feature name: number}.
+    padding_values = {}
+
+    def __new__(cls, *args, **kwargs):
+        missing = sorted(getattr(cls, "__abstractmethods__", ()))
+        if missing:
+            raise TypeError(
+                f"{cls.__name__} does not fill the FineTuningRun hooks {', '.join(missing)} "
+                "(docs/adding_a_task.md)"
+            )
+        if cls.spec is None:
+            raise TypeError(f"{cls.__name__}.spec is not set: its task module assigns its TaskSpec")
+        return super().__new__(cls)
 
     def __init__(self, config):
         super().__init__(config)
@@ -112,19 +144,24 @@ class FineTuningRun(Run):
     def build_model(self):
         return self.spec.build_model(self.bert_config, self.task_info())
 
-    def head_info(self):
-        """The TaskInfo fields of the task's head and data (labels, windows, ...); none by default."""
-        return {}
-
     def task_info(self):
-        """What rebuilds this run's model and export: task.json's content."""
-        config = self.config
+        """What rebuilds this run's model and export: task.json's content, the task's part being
+        the recorded settings of its config (TaskSpec.settings_class)."""
+        config, settings_class = self.config, self.spec.settings_class
+        settings = None
+        if settings_class is not None:
+            values = {
+                field.name: getattr(config, field.name)
+                for field in dataclasses.fields(settings_class)
+            }
+            settings = settings_class(**values)
         return TaskInfo(
             model_type=self.spec.name,
             bert_config=self.bert_config,
             do_lower_case=config.do_lower_case,
             max_seq_length=config.max_seq_length,
-            **self.head_info(),
+            labels=self.labels,
+            settings=settings,
         )
 
     def checkpoint_task_info(self):
@@ -148,9 +185,16 @@ class FineTuningRun(Run):
 
     # ------------------------------------------------------------------ data
 
+    @abc.abstractmethod
     def read_split(self, split):
-        """The data of `split` (one of `splits`' values), read and checked; the task's own."""
-        raise NotImplementedError
+        """The data of `split` (one of `splits`' values), read and checked.
+
+        Returns:
+          Whatever the task's other hooks read (examples, (path, sentences), ...), read once.
+
+        Raises:
+          InputError: naming the file and line of bad data, or a split without examples.
+        """
 
     def data(self, split):
         """read_split(split), read once."""
@@ -163,21 +207,26 @@ class FineTuningRun(Run):
         return self.data(self.splits[step])
 
     def check_split(self, step, data):
-        """What else `step` needs of its data, read by step_data (labels, ...); nothing by default."""
+        """What else `step` needs of its data, read by step_data (labels, ...); nothing by default.
+
+        Raises:
+          InputError: naming the file and line.
+        """
 
     def check_data(self):
         """Reads and checks the data of the steps the flags ask for, before any work."""
-        for step in STEPS:
-            if getattr(self.config, f"do_{step}"):
-                self.check_split(step, self.step_data(step))
+        for step in self.config.asked_steps():
+            self.check_split(step, self.step_data(step))
 
+    @abc.abstractmethod
     def feature_settings(self, step):
-        """What the step's features depend on, besides the vocab, casing and max_seq_length."""
-        raise NotImplementedError
+        """What the features of `step` ("train", "eval", "predict") depend on, besides the vocab,
+        casing and max_seq_length: a JSON-able dict (format, input files, ...); the cache key."""
 
+    @abc.abstractmethod
     def make_records(self, step):
-        """(serialized records, info) of the step's features; info holds "num_real_examples"."""
-        raise NotImplementedError
+        """The features of `step`, made: (serialized tf.train.Example records, an iterable; info,
+        a JSON-able dict with "num_real_examples", the examples that count for training steps)."""
 
     def feature_summary(self, info):
         """What the log says of a features file, from its info."""
@@ -211,6 +260,29 @@ class FineTuningRun(Run):
         """Everything the run will read, checked before its first step."""
         self.check_data()
         self.check_init_checkpoint(needs_head=not self.config.do_train)
+
+    @abc.abstractmethod
+    def feature_spec(self, is_training, path=None):
+        """{name: tf.io.FixedLenFeature} of the records: of the features file at `path`, or (None)
+        of one example to build the model with. Features named in `sequence_features` are [S]."""
+
+    def padding_feature(self, is_training, path=None):
+        """One fake example ({name: list}): fills the last evaluation and prediction batch, or
+        builds the model's weights. Zeros of feature_spec (is_real_example 0), `padding_values`."""
+        return padding_of(self.feature_spec(is_training, path), **self.padding_values)
+
+    @abc.abstractmethod
+    def loss(self, outputs, features, normalizers):
+        """The training loss of a batch.
+
+        Args:
+          outputs: the model's outputs ({name: tensor [B, ...]}).
+          features: the batch's features, as feature_spec says.
+          normalizers: `normalizers(features)`, summed over the replicas.
+
+        Returns:
+          {"loss": float32 scalar}: this replica's part of the global batch's loss.
+        """
 
     def normalizers(self, features):
         """The loss's denominators: the examples of the batch (summed over replicas by the loop)."""
@@ -367,6 +439,15 @@ class FineTuningRun(Run):
                 predictions, what, self.config.learning_rate, hint or metrics.LEARNING_RATE_HINT
             )
         return results
+
+    @abc.abstractmethod
+    def evaluate(self):
+        """--do_eval: the dev metrics, written (evaluation_done) and returned as {name: value},
+        with `metric_name` among them."""
+
+    @abc.abstractmethod
+    def predict_test(self):
+        """--do_predict: the predictions of the test data, written to --output_dir and returned."""
 
     def export(self):
         """Writes the trained model as a SavedModel to --export_dir (the task's export_model), under
