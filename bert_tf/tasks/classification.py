@@ -276,15 +276,18 @@ class ClassifierRun(FineTuningRun):
             raise InputError("no labels: the training data holds none (or pass --labels=a,b,c)")
         return labels
 
+    def _processor_split(self, split):
+        """(its examples, its source files): the processor's readers of "train", "dev" or "test"."""
+        p = self.processor
+        return {
+            "train": (p.get_train_examples, p.train_source),
+            "dev": (p.get_dev_examples, p.dev_source),
+            "test": (p.get_test_examples, p.test_source),
+        }[split]
+
     def read_split(self, split):
         """The InputExamples of the "train", "dev" or "test" data."""
-        processor = self.processor
-        read = {
-            "train": processor.get_train_examples,
-            "dev": processor.get_dev_examples,
-            "test": processor.get_test_examples,
-        }[split]
-        examples = read(self.config.data_dir)
+        examples = self._processor_split(split)[0](self.config.data_dir)
         if not examples:
             raise InputError(f"the {split} data holds no example")
         return examples
@@ -301,12 +304,7 @@ class ClassifierRun(FineTuningRun):
 
     def feature_settings(self, step):
         config = self.config
-        processor = self.processor
-        sources = {
-            "train": processor.train_source,
-            "dev": processor.dev_source,
-            "test": processor.test_source,
-        }[self.splits[step]]
+        sources = self._processor_split(self.splits[step])[1]
         settings = {
             "format": self.feature_format,
             "task_name": config.task_name,
@@ -385,7 +383,7 @@ class ClassifierRun(FineTuningRun):
         first = np.unique(result["text_index"], return_index=True)[1]  # a text's first window
         return {"logits": combined, **{name: result[name][first] for name in feature_keys}}
 
-    # ------------------------------------------------------------------ model and loop
+    # ------------------------------------------------------------------ the loss and the steps
 
     def loss(self, outputs, features, normalizers):
         return {
@@ -393,8 +391,6 @@ class ClassifierRun(FineTuningRun):
                 outputs, features, normalizers["examples"], self.is_regression, self.class_weights
             )
         }
-
-    # ------------------------------------------------------------------ the steps
 
     def evaluate(self):
         path, info = self.features("eval")

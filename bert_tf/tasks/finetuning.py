@@ -3,11 +3,10 @@
 It owns the tokenizer, which data each step reads (the split map), the data checks before any work, the
 features template (the task's own settings plus the shared cache key: vocab, casing, max_seq_length,
 through bert_tf/data/feature_cache.py), the Trainer, the steps (train, evaluate, predict, export) and
-task.json. A task's run (tasks/classification.py, ...) says only what is its own: its reader, its
-features, loss, metrics and outputs.
+task.json. A task's run (tasks/classification.py, ...) says only what is its own, in the hooks of
+tasks/hooks.py (TaskHooks): its reader, its features, loss, metrics and outputs.
 """
 
-import abc
 import dataclasses
 import json
 import os
@@ -26,9 +25,9 @@ from bert_tf.data.feature_cache import (
 )
 from bert_tf.distribute import resolve_strategy_name
 from bert_tf.errors import InputError
-from bert_tf.export import ID_FEATURES
 from bert_tf.optimization import create_optimizer
 from bert_tf.sigterm import doing
+from bert_tf.tasks.hooks import TaskHooks
 from bert_tf.tasks.run import Run
 from bert_tf.tasks.run_files import (
     LABELS_FILE,
@@ -67,63 +66,16 @@ def dummy_batch(feature_spec, feature):
     }
 
 
-def padding_of(feature_spec, **values):
-    """One fake example of `feature_spec` ({name: tf.io.FixedLenFeature}): zeros of each feature's
-    shape and dtype (so is_real_example 0), with `values` ({name: number}) in place of some.
-
-    Returns:
-      {name: number or nested list}, what `serialize_values` and `dummy_batch` take.
-    """
-    unknown = sorted(set(values) - set(feature_spec))
-    if unknown:
-        raise ValueError(f"padding values {unknown} are not in the feature spec")
-    return {
-        name: np.full(spec.shape, values.get(name, 0), spec.dtype.as_numpy_dtype).tolist()
-        for name, spec in feature_spec.items()
-    }
-
-
-class FineTuningRun(Run, metaclass=abc.ABCMeta):
+class FineTuningRun(Run, TaskHooks):
     """What one run of every fine-tuning script shares: the checks, the data, the Trainer, the steps.
 
-    A task's run subclasses it and fills its hooks: the abstract methods below (a class that
-    misses one fails when it is instantiated, naming them), and the others where the default does
-    not fit. In the order a run calls them:
-      read_split, check_split: the data of a split, read and checked (errors name file and line).
-      feature_settings, make_records, feature_summary: the step's features file (cached).
-      feature_spec, padding_feature: the records' tf.io spec and one fake example (from the spec).
-      loss, normalizers: the training loss of a batch (the Trainer's).
-      evaluate, predict_test: the --do_eval and --do_predict steps.
-    And these attributes: `spec` (its TaskSpec, assigned by the task module), `labels`,
-    `metric_name`, `splits`, `sequence_features`, `padding_values`. The task's part of task.json is
-    its config's recorded settings (bert_tf.settings.setting(recorded=True)): no hook writes it.
+    A task's run subclasses it and fills the hooks of tasks/hooks.py's TaskHooks (its data, features,
+    loss and steps); everything else (the features cache, the Trainer, --eval_every_steps, task.json,
+    the export) is here.
     """
 
-    # The task's TaskSpec: its name, model and export. The task module assigns it after SPEC.
-    spec = None
-    # The label strings in id order (labels.txt), or None for a task without labels.
-    labels = None
-    # Features whose last axis is the sequence: length bucketing cuts them to a batch's longest input.
-    sequence_features = ID_FEATURES
-    # The key of evaluate()'s results that ranks runs (a sweep's best/, --eval_every_steps' best).
-    metric_name = "eval_accuracy"
     # What every dev prediction of the last evaluation was, when they were all one (evaluation_done).
     collapsed = None
-    # The data each step reads: the split names of the task's files.
-    splits = {"train": "train", "eval": "dev", "predict": "test"}
-    # Values of the fake example other than 0 (padding_feature), {feature name: number}.
-    padding_values = {}
-
-    def __new__(cls, *args, **kwargs):
-        missing = sorted(getattr(cls, "__abstractmethods__", ()))
-        if missing:
-            raise TypeError(
-                f"{cls.__name__} does not fill the FineTuningRun hooks {', '.join(missing)} "
-                "(docs/adding_a_task.md)"
-            )
-        if cls.spec is None:
-            raise TypeError(f"{cls.__name__}.spec is not set: its task module assigns its TaskSpec")
-        return super().__new__(cls)
 
     def __init__(self, config):
         super().__init__(config)
@@ -185,17 +137,6 @@ class FineTuningRun(Run, metaclass=abc.ABCMeta):
 
     # ------------------------------------------------------------------ data
 
-    @abc.abstractmethod
-    def read_split(self, split):
-        """The data of `split` (one of `splits`' values), read and checked.
-
-        Returns:
-          Whatever the task's other hooks read (examples, (path, sentences), ...), read once.
-
-        Raises:
-          InputError: naming the file and line of bad data, or a split without examples.
-        """
-
     def data(self, split):
         """read_split(split), read once."""
         if split not in self._data:
@@ -206,31 +147,10 @@ class FineTuningRun(Run, metaclass=abc.ABCMeta):
         """The data "train", "eval" or "predict" reads."""
         return self.data(self.splits[step])
 
-    def check_split(self, step, data):
-        """What else `step` needs of its data, read by step_data (labels, ...); nothing by default.
-
-        Raises:
-          InputError: naming the file and line.
-        """
-
     def check_data(self):
         """Reads and checks the data of the steps the flags ask for, before any work."""
         for step in self.config.asked_steps():
             self.check_split(step, self.step_data(step))
-
-    @abc.abstractmethod
-    def feature_settings(self, step):
-        """What the features of `step` ("train", "eval", "predict") depend on, besides the vocab,
-        casing and max_seq_length: a JSON-able dict (format, input files, ...); the cache key."""
-
-    @abc.abstractmethod
-    def make_records(self, step):
-        """The features of `step`, made: (serialized tf.train.Example records, an iterable; info,
-        a JSON-able dict with "num_real_examples", the examples that count for training steps)."""
-
-    def feature_summary(self, info):
-        """What the log says of a features file, from its info."""
-        return f"{info['num_records']} records"
 
     def features(self, step):
         """Writes (or reuses) the step's features file; returns (path, info).
@@ -260,33 +180,6 @@ class FineTuningRun(Run, metaclass=abc.ABCMeta):
         """Everything the run will read, checked before its first step."""
         self.check_data()
         self.check_init_checkpoint(needs_head=not self.config.do_train)
-
-    @abc.abstractmethod
-    def feature_spec(self, is_training, path=None):
-        """{name: tf.io.FixedLenFeature} of the records: of the features file at `path`, or (None)
-        of one example to build the model with. Features named in `sequence_features` are [S]."""
-
-    def padding_feature(self, is_training, path=None):
-        """One fake example ({name: list}): fills the last evaluation and prediction batch, or
-        builds the model's weights. Zeros of feature_spec (is_real_example 0), `padding_values`."""
-        return padding_of(self.feature_spec(is_training, path), **self.padding_values)
-
-    @abc.abstractmethod
-    def loss(self, outputs, features, normalizers):
-        """The training loss of a batch.
-
-        Args:
-          outputs: the model's outputs ({name: tensor [B, ...]}).
-          features: the batch's features, as feature_spec says.
-          normalizers: `normalizers(features)`, summed over the replicas.
-
-        Returns:
-          {"loss": float32 scalar}: this replica's part of the global batch's loss.
-        """
-
-    def normalizers(self, features):
-        """The loss's denominators: the examples of the batch (summed over replicas by the loop)."""
-        return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
 
     def task(self, train_path=None):
         """The training.Task over the training features at `train_path`."""
@@ -439,15 +332,6 @@ class FineTuningRun(Run, metaclass=abc.ABCMeta):
                 predictions, what, self.config.learning_rate, hint or metrics.LEARNING_RATE_HINT
             )
         return results
-
-    @abc.abstractmethod
-    def evaluate(self):
-        """--do_eval: the dev metrics, written (evaluation_done) and returned as {name: value},
-        with `metric_name` among them."""
-
-    @abc.abstractmethod
-    def predict_test(self):
-        """--do_predict: the predictions of the test data, written to --output_dir and returned."""
 
     def export(self):
         """Writes the trained model as a SavedModel to --export_dir (the task's export_model), under
