@@ -220,3 +220,31 @@ def test_no_function_of_the_tasks_is_over_60_lines_of_code():
                 if count > 60:
                     long[f"{path.name}:{node.lineno} {node.name}"] = count
     assert not long, long
+
+
+def test_two_variants_of_a_task_give_its_script_the_flags_of_both(monkeypatch):
+    task = TASKS["multiple_choice"]
+
+    @dataclasses.dataclass(kw_only=True)
+    class FirstConfig(task.config_class):
+        first: bool = setting(False, "The first variant.")
+
+    @dataclasses.dataclass(kw_only=True)
+    class SecondConfig(task.config_class):
+        second: bool = setting(False, "The second variant.")
+
+    for name, config_class in (("first", FirstConfig), ("second", SecondConfig)):
+        spec = TaskSpec(
+            name=name,
+            build_model=None,
+            export_model=None,
+            config_class=config_class,
+            variant_of=task,
+            chosen_by=name,
+        )
+        monkeypatch.setitem(TASKS, name, spec)
+    config_class = script_config(task)
+    flags = {field.name for field in flag_fields(config_class)}
+    assert {"first", "second", "data_dir"} <= flags
+    assert choose(task, config_class(second=True)) is TASKS["second"]
+    assert choose(task, config_class()) is task
