@@ -1,12 +1,13 @@
 """The tasks: every one has the same shape, and this registry is where the rest of the project finds them.
 
-Each task module holds its model (BertModel + a `heads.BertHead`), its settings dataclass (the flags,
-each declared once, the recorded ones also its part of task.json), its run (a
+Each task module holds its model (BertModel + a `heads.BertHead`), its settings dataclass (the
+flags, each declared once, the recorded ones also its part of task.json), its run (a
 `finetuning.FineTuningRun`: its data, loss, metrics and outputs), its in-graph serving, and its
-`spec.TaskSpec`, listed here. A script calls `script(model_type)`: its flags are those of the task and
-of its variants (multi-label in run_classifier.py, feature-based in run_ner.py), and the variant
-whose flag is set runs. export_saved_model.py and --init_checkpoint find a checkpoint's task through
-TASKS. bench/ and the demo import tasks, never scripts. docs/adding_a_task.md is the checklist.
+`spec.TaskSpec`, listed here. A script calls `script(model_type)`: its flags are those of the task
+and of its variants (multi-label in run_classifier.py, feature-based in run_ner.py), and the
+variant whose flag is set runs. export_saved_model.py and --init_checkpoint find a checkpoint's
+task through TASKS. bench/ and the demo import tasks, never scripts. docs/adding_a_task.md is the
+checklist.
 """
 
 import dataclasses
@@ -67,7 +68,8 @@ def script_config(task):
 
 
 def choose(task, config):
-    """The spec that runs `config` in `task`'s script: the variant whose flag is set, else `task`."""
+    """The spec that runs `config` in `task`'s script: the variant whose flag is set, else
+    `task`."""
     return next((spec for spec in variants(task) if spec.is_chosen(config)), task)
 
 

@@ -105,7 +105,8 @@ class TaskHooks(abc.ABC):
     @abc.abstractmethod
     def feature_spec(self, is_training, path=None):
         """{name: tf.io.FixedLenFeature} of the records: of the features file at `path`, or (None)
-        of one example to build the model with. Features named in `sequence_features` are [S]."""
+        of one example to build the model with. The last axis of `sequence_features` is the
+        sequence."""
 
     def padding_feature(self, is_training, path=None):
         """One fake example ({name: list}): fills the last evaluation and prediction batch, or
