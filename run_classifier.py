@@ -11,12 +11,12 @@ from bert_tf import cli
 
 cli.load_tensorflow_quietly()
 
-from bert_tf.tasks import multi_label  # noqa: E402 (after TensorFlow's quiet start)
+from bert_tf import tasks  # noqa: E402 (after TensorFlow's quiet start)
 
 
 def cli_main():
     """Console entry point `bert-run-classifier` (--multi_label=True: several labels per text)."""
-    cli.main(multi_label.MultiLabelConfig, multi_label.run, __name__)
+    cli.main(*tasks.script("classifier"), __name__)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,12 @@ from bert_tf import cli
 
 cli.load_tensorflow_quietly()
 
-from bert_tf.tasks import feature_based  # noqa: E402 (after TensorFlow's quiet start)
+from bert_tf import tasks  # noqa: E402 (after TensorFlow's quiet start)
 
 
 def cli_main():
     """Console entry point `bert-run-ner`."""
-    cli.main(feature_based.FeatureTaggerConfig, feature_based.run, __name__)
+    cli.main(*tasks.script("tagger"), __name__)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,12 @@ from bert_tf import cli
 
 cli.load_tensorflow_quietly()
 
-from bert_tf.tasks import squad  # noqa: E402 (after TensorFlow's quiet start)
+from bert_tf import tasks  # noqa: E402 (after TensorFlow's quiet start)
 
 
 def cli_main():
     """Console entry point `bert-run-squad`."""
-    cli.main(squad.SquadConfig, squad.SPEC.run, __name__)
+    cli.main(*tasks.script("squad"), __name__)
 
 
 if __name__ == "__main__":

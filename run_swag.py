@@ -13,12 +13,12 @@ from bert_tf import cli
 
 cli.load_tensorflow_quietly()
 
-from bert_tf.tasks import multiple_choice  # noqa: E402 (after TensorFlow's quiet start)
+from bert_tf import tasks  # noqa: E402 (after TensorFlow's quiet start)
 
 
 def cli_main():
     """Console entry point `bert-run-swag`."""
-    cli.main(multiple_choice.MultipleChoiceConfig, multiple_choice.SPEC.run, __name__)
+    cli.main(*tasks.script("multiple_choice"), __name__)
 
 
 if __name__ == "__main__":

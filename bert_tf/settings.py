@@ -24,14 +24,74 @@ import typing
 from absl import flags
 
 
-def setting(default, help, *, choices=None, sweep=False):
+def setting(
+    default,
+    help,
+    *,
+    choices=None,
+    sweep=False,
+    recorded=False,
+    recorded_default=dataclasses.MISSING,
+):
     """A dataclass field that declares a flag: its default, its help text and, for an enum, its choices.
 
     sweep: the flag takes one value or several, comma-separated; with several the parsed field
-    holds a tuple of them (a hyper-parameter sweep, bert_tf/tasks/sweep.py).
+      holds a tuple of them (a hyper-parameter sweep, bert_tf/tasks/sweep.py).
+    recorded: the run's value is also its task's part of task.json (`recorded_settings`), which
+      its export and a later --init_checkpoint read back.
+    recorded_default: what a task.json that lacks the setting (or holds null) reads as, when that
+      is not the flag's default.
     """
-    metadata = {"help": help, "choices": choices, "sweep": sweep}
+    metadata = {"help": help, "choices": choices, "sweep": sweep, "recorded": recorded}
+    if recorded_default is not dataclasses.MISSING:
+        metadata["recorded_default"] = recorded_default
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def derived(default, doc):
+    """A field that is no flag: the run derives its value (from its data, ...) and records it in
+    task.json as `setting(..., recorded=True)` does; `doc` says what it is."""
+    return dataclasses.field(default=default, metadata={"doc": doc, "recorded": True})
+
+
+def recorded_fields(config_class):
+    """The fields of `config_class` recorded in task.json (`setting(recorded=True)`, `derived`)."""
+    return [field for field in dataclasses.fields(config_class) if field.metadata.get("recorded")]
+
+
+def recorded_settings(config_class, name):
+    """The dataclass of `config_class`'s recorded fields (a task's part of task.json), or None.
+
+    Each field keeps its type, and its default is `recorded_default` or the flag's: a task.json that
+    lacks it, or holds null, reads as that default. A value outside a setting's choices is a
+    ValueError.
+    """
+    fields = recorded_fields(config_class)
+    if not fields:
+        return None
+    hints = typing.get_type_hints(config_class)
+    defaults = {f.name: f.metadata.get("recorded_default", f.default) for f in fields}
+    choices = {f.name: f.metadata["choices"] for f in fields if f.metadata.get("choices")}
+
+    def __post_init__(self):
+        for key, default in defaults.items():
+            if getattr(self, key) is None:
+                setattr(self, key, default)
+        for key, allowed in choices.items():
+            value = getattr(self, key)
+            if value is not None and value not in allowed:
+                raise ValueError(f"{key} {value!r} is none of {', '.join(allowed)}")
+
+    settings_class = dataclasses.make_dataclass(
+        name,
+        [(f.name, hints[f.name], dataclasses.field(default=defaults[f.name])) for f in fields],
+        namespace={
+            "__post_init__": __post_init__,
+            "__doc__": f"The recorded settings of {config_class.__name__}: its part of task.json.",
+        },
+    )
+    settings_class.__module__ = config_class.__module__
+    return settings_class
 
 
 class _Change:

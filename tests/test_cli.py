@@ -32,12 +32,19 @@ def test_console_command_helpshort_lists_its_flags(command, flags):
         assert f"--{flag}:" in listed, f"{command} --helpshort does not list --{flag}"
 
 
-# Every script with its settings dataclass: --helpshort must list each of its flags.
+# The fine-tuning scripts by the task they run (bert_tf.tasks.script): a variant's flags are its
+# task's script's.
+FINE_TUNING_SCRIPTS = {
+    "classifier": "run_classifier.py",
+    "squad": "run_squad.py",
+    "tagger": "run_ner.py",
+    "multiple_choice": "run_swag.py",
+}
+# Every registered task and variant with flags (TaskSpec.config_class).
+FINE_TUNING_TASKS = ["classifier", "multi_label", "squad", "tagger", "feature_tagger"]
+FINE_TUNING_TASKS += ["multiple_choice"]
+# Every other script with its settings dataclass: --helpshort must list each of its flags.
 SCRIPTS = [
-    ("run_classifier.py", "bert_tf.tasks.classification", "ClassifierConfig"),
-    ("run_squad.py", "bert_tf.tasks.squad", "SquadConfig"),
-    ("run_ner.py", "bert_tf.tasks.feature_based", "FeatureTaggerConfig"),
-    ("run_swag.py", "bert_tf.tasks.multiple_choice", "MultipleChoiceConfig"),
     ("run_pretraining.py", "bert_tf.tasks.pretraining", "PretrainingConfig"),
     ("create_pretraining_data.py", "bert_tf.data.pretraining.writer", "CreateConfig"),
     ("extract_features.py", "bert_tf.tasks.encoder", "ExtractConfig"),
@@ -61,7 +68,7 @@ def helpshort():
             text=True,
             env=env,
         )  # fmt: skip
-        for script, _, _ in SCRIPTS
+        for script in [*(script for script, _, _ in SCRIPTS), *FINE_TUNING_SCRIPTS.values()]
     }
     return {script: process.communicate(timeout=300) for script, process in started.items()}
 
@@ -73,6 +80,29 @@ def test_helpshort_lists_every_flag_of_the_script(helpshort, script, module, con
     from bert_tf.settings import flag_fields
 
     fields = flag_fields(getattr(importlib.import_module(module), config))
+    stdout, stderr = helpshort[script]
+    listed = stdout.replace("--[no]", "--")
+    missing = [field.name for field in fields if f"--{field.name}:" not in listed]
+    assert not missing, f"{script} --helpshort does not list {missing}\n{stderr[-2000:]}"
+    assert len(fields) >= 3
+
+
+def test_every_registered_task_with_flags_is_checked_here():
+    from bert_tf.tasks import TASKS
+
+    assert sorted(name for name, spec in TASKS.items() if spec.config_class) == sorted(
+        FINE_TUNING_TASKS
+    )
+
+
+@pytest.mark.parametrize("model_type", FINE_TUNING_TASKS)
+def test_helpshort_lists_every_flag_of_each_task_and_variant(helpshort, model_type):
+    from bert_tf.settings import flag_fields
+    from bert_tf.tasks import TASKS
+
+    spec = TASKS[model_type]
+    script = FINE_TUNING_SCRIPTS[(spec.variant_of or spec).name]
+    fields = flag_fields(spec.config_class)
     stdout, stderr = helpshort[script]
     listed = stdout.replace("--[no]", "--")
     missing = [field.name for field in fields if f"--{field.name}:" not in listed]

@@ -22,7 +22,7 @@ from bert_tf.data.feature_cache import file_identity
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, serving_signatures, write_saved_model
-from bert_tf.settings import setting
+from bert_tf.settings import derived, setting
 from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
@@ -96,32 +96,6 @@ def classification_loss(outputs, features, num_examples, is_regression, class_we
     return tf.reduce_sum(per_example) / num_examples
 
 
-@dataclasses.dataclass
-class ClassifierSettings:
-    """The classifier's part of task.json: its data and its window rules.
-
-    Attributes:
-      is_pair, is_regression: two texts per example; a score instead of labels.
-      doc_stride: with windows (--doc_stride), pieces between the starts of two windows, else None.
-      window_combination: how a text's windows combine ("weighted_mean", "mean", "max"); "mean"
-        for a run that recorded none (the rule before weighted_mean).
-    """
-
-    is_pair: bool = False
-    is_regression: bool = False
-    doc_stride: int | None = None
-    window_combination: str = "mean"
-
-    def __post_init__(self):
-        if self.window_combination is None:  # a task.json's null
-            self.window_combination = "mean"
-        if self.window_combination not in WINDOW_COMBINATIONS:
-            raise ValueError(
-                f"window_combination {self.window_combination!r} is none of "
-                f"{', '.join(WINDOW_COMBINATIONS)}"
-            )
-
-
 # ---------------------------------------------------------------------------------- the export
 
 
@@ -173,6 +147,7 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
         "(--window_combination). Single-text tasks. Default: cut texts, as the original; a run "
         "that does not train, or resumes, takes the windows of the checkpoint's run (its "
         "task.json), as its export does.",
+        recorded=True,
     )
     class_weights: str = setting(
         "none",
@@ -188,7 +163,11 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
         "the checkpoint's run's (its task.json) when the run does not train or resumes, else "
         "weighted_mean.",
         choices=WINDOW_COMBINATIONS,
+        recorded=True,
+        recorded_default="mean",  # a run that recorded none had the rule before weighted_mean
     )
+    is_pair: bool = derived(False, "Two texts per example (the task's data).")
+    is_regression: bool = derived(False, "A score per example instead of labels (the task's).")
 
     def check(self):
         super().check()
@@ -223,6 +202,9 @@ class ClassifierRun(FineTuningRun):
                 "pairs"
             )
         self.is_regression = self.processor.is_regression
+        self.config = dataclasses.replace(
+            self.config, is_pair=self.processor.is_pair, is_regression=self.is_regression
+        )
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
         self.class_weights = self._class_weights()
@@ -294,9 +276,18 @@ class ClassifierRun(FineTuningRun):
             raise InputError("no labels: the training data holds none (or pass --labels=a,b,c)")
         return labels
 
+    def _processor_split(self, split):
+        """(its examples, its source files): the processor's readers of "train", "dev" or "test"."""
+        p = self.processor
+        return {
+            "train": (p.get_train_examples, p.train_source),
+            "dev": (p.get_dev_examples, p.dev_source),
+            "test": (p.get_test_examples, p.test_source),
+        }[split]
+
     def read_split(self, split):
         """The InputExamples of the "train", "dev" or "test" data."""
-        examples = getattr(self.processor, f"get_{split}_examples")(self.config.data_dir)
+        examples = self._processor_split(split)[0](self.config.data_dir)
         if not examples:
             raise InputError(f"the {split} data holds no example")
         return examples
@@ -313,7 +304,7 @@ class ClassifierRun(FineTuningRun):
 
     def feature_settings(self, step):
         config = self.config
-        sources = getattr(self.processor, f"{self.splits[step]}_source")
+        sources = self._processor_split(self.splits[step])[1]
         settings = {
             "format": self.feature_format,
             "task_name": config.task_name,
@@ -375,11 +366,6 @@ class ClassifierRun(FineTuningRun):
             self.config.max_seq_length, self.is_regression, self.windows
         )
 
-    def padding_feature(self, is_training, path=None):
-        return data_features.padding_feature(
-            self.config.max_seq_length, self.is_regression, self.windows
-        )
-
     def text_logits(self, path, info, batch_size, feature_keys=()):
         """{"logits" [T, L], features...}: one row per text, its windows combined when windowing."""
         if not self.windows:
@@ -397,7 +383,7 @@ class ClassifierRun(FineTuningRun):
         first = np.unique(result["text_index"], return_index=True)[1]  # a text's first window
         return {"logits": combined, **{name: result[name][first] for name in feature_keys}}
 
-    # ------------------------------------------------------------------ model and loop
+    # ------------------------------------------------------------------ the loss and the steps
 
     def loss(self, outputs, features, normalizers):
         return {
@@ -405,17 +391,6 @@ class ClassifierRun(FineTuningRun):
                 outputs, features, normalizers["examples"], self.is_regression, self.class_weights
             )
         }
-
-    def head_info(self):
-        return {
-            "labels": self.labels,
-            "is_pair": self.processor.is_pair,
-            "is_regression": self.is_regression,
-            "doc_stride": self.config.doc_stride,
-            "window_combination": self.config.window_combination,
-        }
-
-    # ------------------------------------------------------------------ the steps
 
     def evaluate(self):
         path, info = self.features("eval")
@@ -461,8 +436,8 @@ SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     run_class=ClassifierRun,
+    config_class=ClassifierConfig,
     export_model=export_model,
-    settings_class=ClassifierSettings,
     google_head="output_weights",
     # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
     info_from_google_head=lambda shape: {
@@ -470,3 +445,4 @@ SPEC = TaskSpec(
         "is_pair": True,
     },
 )
+ClassifierRun.spec = SPEC

@@ -93,10 +93,16 @@ class RunConfig(Settings):
             raise InputError("--output_dir is required")
         io.check_writable_folder(self.output_dir, "--output_dir")
 
+    def asked_steps(self):
+        """The steps the --do_* flags ask for, of "train" and "eval"."""
+        return tuple(
+            step for step, asked in (("train", self.do_train), ("eval", self.do_eval)) if asked
+        )
+
     def batch_sizes(self):
         """{step: global batch} of the steps the flags ask for ("train", "eval", ...)."""
         sizes = {"train": self.train_batch_size, "eval": self.eval_batch_size}
-        return {step: size for step, size in sizes.items() if getattr(self, f"do_{step}")}
+        return {step: size for step, size in sizes.items() if step in self.asked_steps()}
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -167,6 +173,10 @@ class FineTuningConfig(RunConfig):
             raise InputError(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
         if self.num_train_epochs <= 0:
             raise InputError(f"--num_train_epochs must be positive, got {self.num_train_epochs}")
+
+    def asked_steps(self):
+        """The steps the --do_* flags ask for, of "train", "eval" and "predict"."""
+        return super().asked_steps() + (("predict",) if self.do_predict else ())
 
     def batch_sizes(self):
         sizes = super().batch_sizes()

@@ -40,14 +40,14 @@ from bert_tf.data.encoder_features import (
 )
 from bert_tf.data.feature_cache import SETTINGS_SUFFIX
 from bert_tf.errors import InputError
+from bert_tf.export import ID_FEATURES
 from bert_tf.modeling import BertModel, _as_bert_config, _SavesBertConfig
 from bert_tf.settings import setting
 from bert_tf.tasks import tagging, tagging_serving
-from bert_tf.tasks.heads import BertHead
+from bert_tf.tasks.feature_head import DEFAULT_LSTM_SIZE, GOOGLE_SCOPE, FeatureHead
 from bert_tf.tasks.spec import TaskSpec
 
 MODEL_TYPE = "feature_tagger"
-GOOGLE_SCOPE = "cls/feature_tagging/"
 FEATURE_LAYERS = (
     "embeddings",
     "second_to_last_hidden",
@@ -56,8 +56,6 @@ FEATURE_LAYERS = (
     "concat_last_four",
     "weighted_sum_all",
 )
-# The paper's head: "a randomly initialized two-layer 768-dimensional BiLSTM".
-DEFAULT_LSTM_SIZE = 768
 # Encoder blocks a choice needs: "last four" of fewer blocks is a misuse, not a shorter sum.
 _LAYERS_NEEDED = {"second_to_last_hidden": 2, "weighted_sum_last_four": 4, "concat_last_four": 4}
 
@@ -107,111 +105,6 @@ def _combination(feature_layers):
     return (
         feature_layers.split("_")[0] if feature_layers.startswith(("weighted", "concat")) else None
     )
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class FeatureHead(keras.layers.Layer):
-    """The layers' combination, dropout, two BiLSTM layers, then a BertHead over the labels.
-
-    Inputs: layers [B, S, K, H] (any float dtype), input_mask int [B, S] (1 = real position).
-    Outputs: float32 logits [B, S, L].
-    """
-
-    def __init__(
-        self,
-        num_labels,
-        num_layers,
-        hidden_size,
-        combination=None,
-        lstm_size=DEFAULT_LSTM_SIZE,
-        google_scope=GOOGLE_SCOPE,
-        dropout_rate=0.0,
-        **kwargs,
-    ):
-        """
-        Args:
-          num_labels: L.
-          num_layers, hidden_size: K and H of the input.
-          combination: "weighted" (scalar mix), "concat", or None (K = 1: the layer itself).
-          lstm_size: units of each direction of each BiLSTM layer (its output is 2 x lstm_size).
-          google_scope: prefix of the head's names in a Google-format checkpoint.
-          dropout_rate: on the combined features and on the BiLSTM's output.
-        """
-        super().__init__(**kwargs)
-        self.num_labels, self.num_layers, self.hidden_size = num_labels, num_layers, hidden_size
-        self.combination, self.lstm_size = combination, lstm_size
-        self.google_scope, self.dropout_rate = google_scope, dropout_rate
-        policy = self.dtype_policy
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=policy)
-        # Two attributes, not a list: tf.train.Checkpoint does not see into Keras' tracked lists.
-        self.bilstm_0, self.bilstm_1 = (
-            keras.layers.Bidirectional(
-                keras.layers.LSTM(lstm_size, return_sequences=True, dtype=policy),
-                name=f"bilstm_{i}",
-                dtype=policy,
-            )
-            for i in range(2)
-        )
-        self.output_layer = BertHead(
-            num_labels, 2 * lstm_size, google_scope, dropout_rate, name="output", dtype=policy
-        )
-        # The BiLSTM's output carries its mask; the logits at masked positions are never read.
-        self.output_layer.supports_masking = True
-
-    def build(self, input_shape=None):
-        if self.combination == "weighted":
-            self.layer_weights = self.add_weight(
-                shape=(self.num_layers,), initializer="zeros", name="layer_weights"
-            )
-            self.gamma = self.add_weight(shape=(), initializer="ones", name="gamma")
-        width = self.hidden_size * (self.num_layers if self.combination == "concat" else 1)
-        self.bilstm_0.build((None, None, width))
-        self.bilstm_1.build((None, None, 2 * self.lstm_size))
-        self.output_layer.build()
-        self.built = True
-
-    def combine(self, layers):
-        """[B, S, K, H] -> the BiLSTM's input: [B, S, H], or [B, S, K * H] for "concat"."""
-        layers = tf.cast(layers, self.compute_dtype)
-        if self.combination == "weighted":
-            weights = tf.cast(tf.nn.softmax(self.layer_weights), self.compute_dtype)  # [K]
-            mixed = tf.einsum("bskh,k->bsh", layers, weights)
-            return tf.cast(self.gamma, self.compute_dtype) * mixed
-        if self.combination == "concat":
-            shape = tf.shape(layers)
-            return tf.reshape(layers, [shape[0], shape[1], self.num_layers * self.hidden_size])
-        return layers[:, :, 0]
-
-    def call(self, layers, input_mask, training=None):
-        mask = tf.cast(input_mask, tf.bool)  # [B, S]
-        hidden = self.dropout(self.combine(layers), training=training)
-        hidden = self.bilstm_0(hidden, mask=mask, training=training)  # [B, S, 2 * lstm_size]
-        hidden = self.bilstm_1(hidden, mask=mask, training=training)
-        return self.output_layer(hidden, training=training)  # [B, S, L]
-
-    def google_variables(self):
-        """{name in a Google-format checkpoint: variable}, every one under google_scope."""
-        scope, names = self.google_scope, {}
-        if self.combination == "weighted":
-            names[f"{scope}scalar_mix/layer_weights"] = self.layer_weights
-            names[f"{scope}scalar_mix/gamma"] = self.gamma
-        for i, bilstm in enumerate((self.bilstm_0, self.bilstm_1)):
-            for direction, lstm in (("fw", bilstm.forward_layer), ("bw", bilstm.backward_layer)):
-                for part in ("kernel", "recurrent_kernel", "bias"):
-                    names[f"{scope}bilstm_{i}/{direction}/{part}"] = getattr(lstm.cell, part)
-        return {**names, **self.output_layer.google_variables()}
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "num_labels": self.num_labels,
-            "num_layers": self.num_layers,
-            "hidden_size": self.hidden_size,
-            "combination": self.combination,
-            "lstm_size": self.lstm_size,
-            "google_scope": self.google_scope,
-            "dropout_rate": self.dropout_rate,
-        }
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -280,15 +173,6 @@ class FeatureTagger(_SavesBertConfig, keras.Model):
         }
 
 
-@dataclasses.dataclass
-class FeatureTaggerSettings(tagging.TaggerSettings):
-    """The feature-based tagger's part of task.json: the tagger's, plus the layers its head reads
-    and its BiLSTM's size (run_ner.py --feature_layers, --lstm_size)."""
-
-    feature_layers: str | None = None
-    lstm_size: int | None = None
-
-
 def build_model(bert_config, info):
     """The feature-based tagger of a run's TaskInfo (labels, feature_layers, lstm_size)."""
     # A TaskInfo that records no choice (none of a feature-based run's) reads the last layer.
@@ -321,11 +205,13 @@ class FeatureTaggerConfig(tagging.TaggerConfig):
         "sums learn one softmax-normalised weight per layer and a scale (ELMo's scalar mix); "
         "weighted_sum_all mixes every transformer layer, not the embeddings. Unset: fine-tune.",
         choices=FEATURE_LAYERS,
+        recorded=True,
     )
     lstm_size: int = setting(
         DEFAULT_LSTM_SIZE,
         "--feature_layers: units of each direction of each of the two BiLSTM layers (the paper's "
         "768-dimensional BiLSTM; a layer's output is 2 x this).",
+        recorded=True,
     )
     encoder_features_dir: str | None = setting(
         None,
@@ -374,14 +260,6 @@ class FeatureTaggerRun(tagging.TaggerRun):
                     )
         super().validate()
 
-    def head_info(self):
-        config = self.config
-        return {
-            **super().head_info(),
-            "feature_layers": config.feature_layers,
-            "lstm_size": config.lstm_size,
-        }
-
     # ------------------------------------------------------------------ the cached layers
 
     def frozen_encoder(self):
@@ -425,10 +303,7 @@ class FeatureTaggerRun(tagging.TaggerRun):
         (path, settings), (token_path, token_info) = self.cache_file(split)
         tf.io.gfile.makedirs(os.path.dirname(path))
         bert = self.frozen_encoder()[0]
-        input_specs = {
-            name: tf.TensorSpec([None, None], tf.int32)
-            for name in ("input_ids", "input_mask", "segment_ids")
-        }
+        input_specs = {name: tf.TensorSpec([None, None], tf.int32) for name in ID_FEATURES}
         encode = tf.function(
             lambda inputs: tf.cast(encoder_layers(bert, inputs, self.layer_indices), tf.float32),
             input_signature=[input_specs],
@@ -463,18 +338,22 @@ class FeatureTaggerRun(tagging.TaggerRun):
         return {name: value[None] for name, value in window.items()}
 
 
-def run(config):
-    """run_ner.py's steps: the feature-based approach when --feature_layers is set, else fine-tuning
-    (the tagger's run); a sweep when a sweep flag lists several values."""
-    return (SPEC if config.feature_layers else tagging.SPEC).run(config)
-
-
 SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     run_class=FeatureTaggerRun,
-    settings_class=FeatureTaggerSettings,
+    config_class=FeatureTaggerConfig,
     export_model=tagging_serving.export_model,
     google_head=f"{GOOGLE_SCOPE}output_weights",
     info_from_google_head=_info_from_google_head,
+    variant_of=tagging.SPEC,
+    chosen_by="feature_layers",
 )
+FeatureTaggerRun.spec = SPEC
+
+
+def run(config):
+    """run_ner.py's run for callers of this module (tests, bench/): the feature-based approach when
+    --feature_layers is set, else fine-tuning (the tagger's), as bert_tf.tasks.script("tagger")
+    chooses; a sweep when a sweep flag lists several values."""
+    return (SPEC if SPEC.is_chosen(config) else tagging.SPEC).run(config)

@@ -3,10 +3,11 @@
 It owns the tokenizer, which data each step reads (the split map), the data checks before any work, the
 features template (the task's own settings plus the shared cache key: vocab, casing, max_seq_length,
 through bert_tf/data/feature_cache.py), the Trainer, the steps (train, evaluate, predict, export) and
-task.json. A task's run (tasks/classification.py, ...) says only what is its own: its reader, its
-features, loss, metrics and outputs.
+task.json. A task's run (tasks/classification.py, ...) says only what is its own, in the hooks of
+tasks/hooks.py (TaskHooks): its reader, its features, loss, metrics and outputs.
 """
 
+import dataclasses
 import json
 import os
 
@@ -26,6 +27,7 @@ from bert_tf.distribute import resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
 from bert_tf.sigterm import doing
+from bert_tf.tasks.hooks import TaskHooks
 from bert_tf.tasks.run import Run
 from bert_tf.tasks.run_files import (
     LABELS_FILE,
@@ -43,7 +45,6 @@ from bert_tf.training import Task
 BEST_CHECKPOINT = "best_checkpoint"
 BEST_METRIC_FILE = "dev_metric.json"
 EVAL_RESULTS_FILES = ("eval_results.txt", "eval_results.json")
-STEPS = ("train", "eval", "predict")
 
 
 def num_train_steps(config, num_train_examples):
@@ -65,33 +66,16 @@ def dummy_batch(feature_spec, feature):
     }
 
 
-class FineTuningRun(Run):
+class FineTuningRun(Run, TaskHooks):
     """What one run of every fine-tuning script shares: the checks, the data, the Trainer, the steps.
 
-    A task's run subclasses it and provides:
-      spec: its bert_tf.tasks.spec.TaskSpec (set by the TaskSpec that names the run class);
-        head_info() -> the TaskInfo fields of its head (labels, ...).
-      read_split(split) -> the data of one of `splits`' values, read and checked (errors name the
-        file and line); check_split(step, data): what else a step needs of it (labels, ...).
-      feature_settings(step) -> what the step's features depend on besides the vocab, casing and
-        max_seq_length (format, inputs, ...); make_records(step) -> (serialized records, info), with
-        info["num_real_examples"]; feature_summary(info) -> what the log says of them.
-      feature_spec(is_training, path=None), padding_feature(is_training, path=None): the records'
-        tf.io spec and one fake example ({name: list}), of the features file at `path` (None: of one
-        example to build the model with).
-      loss(outputs, features, normalizers) -> {"loss": ...}; normalizers(features) if the loss
-        divides by something else than the examples.
-      evaluate(), predict_test(): the steps' work.
+    A task's run subclasses it and fills the hooks of tasks/hooks.py's TaskHooks (its data, features,
+    loss and steps); everything else (the features cache, the Trainer, --eval_every_steps, task.json,
+    the export) is here.
     """
 
-    # Features whose last axis is the sequence: length bucketing cuts them to a batch's longest input.
-    sequence_features = ("input_ids", "input_mask", "segment_ids")
-    # The key of evaluate()'s results that ranks runs (a sweep's best/, --eval_every_steps' best).
-    metric_name = "eval_accuracy"
     # What every dev prediction of the last evaluation was, when they were all one (evaluation_done).
     collapsed = None
-    # The data each step reads: the split names of the task's files.
-    splits = {"train": "train", "eval": "dev", "predict": "test"}
 
     def __init__(self, config):
         super().__init__(config)
@@ -112,19 +96,24 @@ class FineTuningRun(Run):
     def build_model(self):
         return self.spec.build_model(self.bert_config, self.task_info())
 
-    def head_info(self):
-        """The TaskInfo fields of the task's head and data (labels, windows, ...); none by default."""
-        return {}
-
     def task_info(self):
-        """What rebuilds this run's model and export: task.json's content."""
-        config = self.config
+        """What rebuilds this run's model and export: task.json's content, the task's part being
+        the recorded settings of its config (TaskSpec.settings_class)."""
+        config, settings_class = self.config, self.spec.settings_class
+        settings = None
+        if settings_class is not None:
+            values = {
+                field.name: getattr(config, field.name)
+                for field in dataclasses.fields(settings_class)
+            }
+            settings = settings_class(**values)
         return TaskInfo(
             model_type=self.spec.name,
             bert_config=self.bert_config,
             do_lower_case=config.do_lower_case,
             max_seq_length=config.max_seq_length,
-            **self.head_info(),
+            labels=self.labels,
+            settings=settings,
         )
 
     def checkpoint_task_info(self):
@@ -148,10 +137,6 @@ class FineTuningRun(Run):
 
     # ------------------------------------------------------------------ data
 
-    def read_split(self, split):
-        """The data of `split` (one of `splits`' values), read and checked; the task's own."""
-        raise NotImplementedError
-
     def data(self, split):
         """read_split(split), read once."""
         if split not in self._data:
@@ -162,26 +147,10 @@ class FineTuningRun(Run):
         """The data "train", "eval" or "predict" reads."""
         return self.data(self.splits[step])
 
-    def check_split(self, step, data):
-        """What else `step` needs of its data, read by step_data (labels, ...); nothing by default."""
-
     def check_data(self):
         """Reads and checks the data of the steps the flags ask for, before any work."""
-        for step in STEPS:
-            if getattr(self.config, f"do_{step}"):
-                self.check_split(step, self.step_data(step))
-
-    def feature_settings(self, step):
-        """What the step's features depend on, besides the vocab, casing and max_seq_length."""
-        raise NotImplementedError
-
-    def make_records(self, step):
-        """(serialized records, info) of the step's features; info holds "num_real_examples"."""
-        raise NotImplementedError
-
-    def feature_summary(self, info):
-        """What the log says of a features file, from its info."""
-        return f"{info['num_records']} records"
+        for step in self.config.asked_steps():
+            self.check_split(step, self.step_data(step))
 
     def features(self, step):
         """Writes (or reuses) the step's features file; returns (path, info).
@@ -211,10 +180,6 @@ class FineTuningRun(Run):
         """Everything the run will read, checked before its first step."""
         self.check_data()
         self.check_init_checkpoint(needs_head=not self.config.do_train)
-
-    def normalizers(self, features):
-        """The loss's denominators: the examples of the batch (summed over replicas by the loop)."""
-        return {"examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
 
     def task(self, train_path=None):
         """The training.Task over the training features at `train_path`."""

@@ -20,7 +20,7 @@ from absl import logging
 from bert_tf import metrics
 from bert_tf.data.classification import multi_label as data_multi_label
 from bert_tf.errors import InputError
-from bert_tf.settings import setting
+from bert_tf.settings import derived, setting
 from bert_tf.tasks import classification
 from bert_tf.tasks.run_files import write_task_info
 from bert_tf.tasks.spec import TaskSpec
@@ -59,13 +59,6 @@ class BertMultiLabelClassifier(classification.BertClassifier):
         over = probabilities > tf.constant(thresholds_of(info), tf.float32)  # [B, L]
         names = tf.ragged.boolean_mask(tf.broadcast_to(labels, tf.shape(over)), over)
         return {"probabilities": probabilities, "labels": names.to_tensor(default_value="")}
-
-
-@dataclasses.dataclass
-class MultiLabelSettings(classification.ClassifierSettings):
-    """The classifier's part of task.json, and each label's threshold (None: 0.5 each)."""
-
-    thresholds: list | None = None
 
 
 def thresholds_of(info):
@@ -167,6 +160,9 @@ class MultiLabelConfig(classification.ClassifierConfig):
         "--multi_label with --do_eval: pick each label's threshold that maximizes its F1 on dev, "
         "record them in task.json; prediction and the export then use them.",
     )
+    thresholds: list | None = derived(
+        None, "Each label's threshold (--threshold, tuned, or the checkpoint's run's); None: 0.5."
+    )
 
     def check(self):
         super().check()
@@ -195,7 +191,12 @@ class MultiLabelRun(classification.ClassifierRun):
 
     def __init__(self, config):
         super().__init__(config)
-        self.thresholds = self._thresholds()
+        self.config = dataclasses.replace(self.config, thresholds=self._thresholds())
+
+    @property
+    def thresholds(self):
+        """Each label's threshold: the config's, as the run settled it (recorded in task.json)."""
+        return self.config.thresholds
 
     def make_processor(self, config):
         return data_multi_label.MultiLabelProcessor(
@@ -230,9 +231,6 @@ class MultiLabelRun(classification.ClassifierRun):
             lambda: [example.label for example in self.step_data("train")],
         )
 
-    def head_info(self):
-        return {**super().head_info(), "thresholds": self.thresholds}
-
     def label_value(self, example):
         return data_multi_label.multi_hot(example.label, self.label_map)
 
@@ -248,10 +246,6 @@ class MultiLabelRun(classification.ClassifierRun):
             spec["text_index"] = tf.io.FixedLenFeature([], tf.int64)
         return spec
 
-    def padding_feature(self, is_training, path=None):
-        feature = data_multi_label.padding_feature(self.config.max_seq_length, len(self.labels))
-        return {**feature, "text_index": 0} if self.windows else feature
-
     def loss(self, outputs, features, normalizers):
         return {
             "loss": multi_label_loss(outputs, features, normalizers["examples"], self.class_weights)
@@ -262,7 +256,8 @@ class MultiLabelRun(classification.ClassifierRun):
         result = self.text_logits(path, info, self.config.eval_batch_size, ["label_ids"])
         probabilities = _sigmoid(result["logits"])
         if self.config.tune_thresholds:
-            self.thresholds = tune_thresholds(probabilities, result["label_ids"])
+            tuned = tune_thresholds(probabilities, result["label_ids"])
+            self.config = dataclasses.replace(self.config, thresholds=tuned)
             shown = ", ".join(
                 f"{label}={t:.4g}" for label, t in zip(self.labels, self.thresholds, strict=True)
             )
@@ -311,13 +306,16 @@ SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     run_class=MultiLabelRun,
-    settings_class=MultiLabelSettings,
+    config_class=MultiLabelConfig,
     export_model=classification.export_model,
     google_head="output_weights",
+    variant_of=classification.SPEC,
+    chosen_by="multi_label",
 )
+MultiLabelRun.spec = SPEC
 
 
 def run(config):
-    """run_classifier.py: the multi-label run with --multi_label=True, else the classifier's (a sweep
-    when a sweep flag lists several values)."""
-    return (SPEC if config.multi_label else classification.SPEC).run(config)
+    """run_classifier.py's run for callers of this module (tests, bench/): the multi-label run with
+    --multi_label=True, else the classifier's, as bert_tf.tasks.script("classifier") chooses."""
+    return (SPEC if SPEC.is_chosen(config) else classification.SPEC).run(config)

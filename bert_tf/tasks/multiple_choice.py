@@ -19,7 +19,7 @@ from bert_tf import io, metrics
 from bert_tf.data import swag
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
-from bert_tf.export import serving_module, write_saved_model
+from bert_tf.export import ID_FEATURES, serving_module, write_saved_model
 from bert_tf.settings import setting
 from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
@@ -28,7 +28,6 @@ from bert_tf.tasks.spec import TaskSpec
 
 MODEL_TYPE = "multiple_choice"
 GOOGLE_SCOPE = "cls/multiple_choice/"
-_ID_FEATURES = ("input_ids", "input_mask", "segment_ids")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -55,9 +54,7 @@ class BertMultipleChoice(BertTaskModel):
         shape = tf.shape(inputs["input_ids"])  # [B, C, S]
         # Every choice is one BERT input: [B, C, S] -> [B * C, S].
         flat = {
-            name: tf.reshape(inputs[name], [-1, shape[2]])
-            for name in _ID_FEATURES
-            if name in inputs
+            name: tf.reshape(inputs[name], [-1, shape[2]]) for name in ID_FEATURES if name in inputs
         }
         logits = tf.reshape(self.logits(flat, training=training), shape[:2])  # [B, C]
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
@@ -101,7 +98,7 @@ def pack_choices(preprocessor, context, choices):
     # A choice without pieces packs as a single text, as the data module (and the original) packs it.
     pair = preprocessor.pack([context_ids, choice_ids])  # [B * C, S']
     length = tf.shape(pair["input_ids"])[1]
-    return {name: tf.reshape(pair[name], [shape[0], shape[1], length]) for name in _ID_FEATURES}
+    return {name: tf.reshape(pair[name], [shape[0], shape[1], length]) for name in ID_FEATURES}
 
 
 def export_model(model, info, vocab_file, export_dir, version=None):
@@ -131,7 +128,7 @@ def export_model(model, info, vocab_file, export_dir, version=None):
         tf.TensorSpec([None], tf.string, name="context"),
         tf.TensorSpec([None, None], tf.string, name="choices"),
     ]
-    ids_specs = [tf.TensorSpec([None, None, None], tf.int32, name=name) for name in _ID_FEATURES]
+    ids_specs = [tf.TensorSpec([None, None, None], tf.int32, name=name) for name in ID_FEATURES]
     signatures = {
         "serving_default": tf.function(serve, input_signature=text_specs),
         "preprocess": tf.function(preprocess, input_signature=text_specs),
@@ -210,10 +207,6 @@ class MultipleChoiceRun(FineTuningRun):
         num_choices = self._num_choices[path] if path else 1
         return swag.multiple_choice_feature_spec(num_choices, self.config.max_seq_length)
 
-    def padding_feature(self, is_training, path=None):
-        num_choices = self._num_choices[path] if path else 1
-        return swag.multiple_choice_padding_feature(num_choices, self.config.max_seq_length)
-
     # ------------------------------------------------------------------ model and loop
 
     def loss(self, outputs, features, normalizers):
@@ -254,7 +247,9 @@ SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     run_class=MultipleChoiceRun,
+    config_class=MultipleChoiceConfig,
     export_model=export_model,
     google_head=f"{GOOGLE_SCOPE}output_weights",
     info_from_google_head=lambda shape: {},
 )
+MultipleChoiceRun.spec = SPEC

@@ -20,11 +20,8 @@ TASK_FILE = "task.json"
 LABELS_FILE = "labels.txt"
 
 
-# The keys of task.json before each task's own settings had their own part: they read as the part's.
-_FLAT_KEYS = ("is_pair", "is_regression", "doc_stride", "window_combination", "thresholds")
-_FLAT_KEYS += ("version_2_with_negative", "max_query_length", "n_best_size", "max_answer_length")
-_FLAT_KEYS += ("null_score_diff_threshold",)
-# {model_type: the dataclass of its own settings}: each TaskSpec registers its task's.
+# {model_type: the dataclass of its own settings (TaskSpec.settings_class)}: the registry,
+# bert_tf.tasks, fills it.
 TASK_SETTINGS = {}
 _SHARED = ("model_type", "bert_config", "do_lower_case", "max_seq_length", "labels")
 
@@ -101,7 +98,7 @@ class TaskInfo:
         settings_class = TASK_SETTINGS.get(model_type)
         own = {field.name for field in dataclasses.fields(settings_class)} if settings_class else ()
         task_settings = dict(values.get(model_type) or {}) if settings_class else {}
-        known = {*_SHARED, *_FLAT_KEYS, *own, *([model_type] if settings_class else [])}
+        known = {*_SHARED, *_flat_keys(), *own, *([model_type] if settings_class else [])}
         unknown = sorted(set(values) - known)
         if unknown:
             raise InputError(f"{where}: unknown keys {unknown} (known: {sorted(known)})")
@@ -117,6 +114,12 @@ class TaskInfo:
             return cls(**shared, **task_settings)
         except (TypeError, ValueError) as error:
             raise InputError(f"{where}: {error}") from None
+
+
+def _flat_keys():
+    """Every task's own settings: the task.json of a version before each task had its own part held
+    them all flat (they read as the part's)."""
+    return {field.name for cls in TASK_SETTINGS.values() for field in dataclasses.fields(cls)}
 
 
 def write_task_info(folder, info):

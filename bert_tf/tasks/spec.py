@@ -3,7 +3,7 @@
 import dataclasses
 from collections.abc import Callable
 
-from bert_tf.tasks.run_files import TASK_SETTINGS
+from bert_tf.settings import recorded_settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,10 +19,14 @@ class TaskSpec:
         "cls/squad/output_weights"), or None for the encoder.
       info_from_google_head: (shape of that output_weights) -> a TaskInfo's head settings (dict),
         for a Google checkpoint that has no task.json beside it.
-      settings_class: the dataclass of the task's own settings in task.json (its part of a TaskInfo,
-        run_files.TASK_SETTINGS), or None.
-      run_class: the task's FineTuningRun subclass (tasks/finetuning.py), whose `spec` becomes this
-        spec; None for the encoder.
+      run_class: the task's FineTuningRun subclass (tasks/finetuning.py), whose `spec` is this
+        spec (the task module assigns it); None for the encoder.
+      config_class: the settings dataclass of its script (tasks/config.py's FineTuningConfig and
+        the task's own flags); None for the encoder.
+      variant_of, chosen_by: a variant (multi-label, feature-based) runs in the script of the task
+        `variant_of` when its flag `chosen_by` is set (bert_tf.tasks.script); else None.
+      settings_class: derived from config_class: the dataclass of its recorded settings (the
+        task's part of task.json, run_files.TaskInfo), or None.
     """
 
     name: str
@@ -31,13 +35,22 @@ class TaskSpec:
     google_head: str | None = None
     info_from_google_head: Callable | None = None
     run_class: type | None = None
-    settings_class: type | None = None
+    config_class: type | None = None
+    variant_of: "TaskSpec | None" = None
+    chosen_by: str | None = None
+    settings_class: type | None = dataclasses.field(init=False, default=None)
 
     def __post_init__(self):
-        if self.settings_class is not None:
-            TASK_SETTINGS[self.name] = self.settings_class
-        if self.run_class is not None:
-            self.run_class.spec = self
+        if (self.variant_of is None) != (self.chosen_by is None):
+            raise TypeError(f"task {self.name!r}: a variant needs both variant_of and chosen_by")
+        if self.config_class is not None:
+            settings_name = self.config_class.__name__.replace("Config", "Settings")
+            settings_class = recorded_settings(self.config_class, settings_name)
+            object.__setattr__(self, "settings_class", settings_class)
+
+    def is_chosen(self, config):
+        """Whether this variant's flag is set in `config` (always False for a task)."""
+        return self.chosen_by is not None and bool(getattr(config, self.chosen_by))
 
     def run(self, config):
         """Runs the task's script as `config` says; returns {"train", "eval", "predict", "export"}

@@ -74,19 +74,6 @@ class BertSquad(BertTaskModel):
         return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
 
 
-@dataclasses.dataclass
-class SquadSettings:
-    """SQuAD's part of task.json: its windowing and n-best limits (run_squad.py's flags), which
-    the export's squad_serving.QaSettings takes with the shared max_seq_length."""
-
-    version_2_with_negative: bool = False
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    null_score_diff_threshold: float = 0.0
-
-
 def squad_loss(outputs, features, num_examples):
     """Summed (start + end cross-entropy) / 2 over the batch, / num_examples (the global batch).
 
@@ -137,28 +124,20 @@ def export_model(model, info, vocab_file, export_dir, version=None):
 
 
 @dataclasses.dataclass(kw_only=True)
-class SquadConfig(FineTuningConfig):
-    """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384) plus SQuAD's own."""
+class SquadConfig(FineTuningConfig, squad_serving.SquadFlags):
+    """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384), the windowing and
+    n-best ones (squad_serving.SquadFlags) and where the data comes from."""
 
-    max_seq_length = changed(384, help="Longest WordPiece sequence: question, window and 3 tokens.")
+    max_seq_length = changed(
+        squad_serving.MAX_SEQ_LENGTH,
+        help="Longest WordPiece sequence: question, window and 3 tokens.",
+    )
     train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
     predict_file: str | None = setting(
         None, "SQuAD json for predictions, e.g. dev-v1.1.json or dev-v2.0.json."
     )
-    doc_stride: int = setting(128, "Wordpieces between the starts of a long context's windows.")
-    max_query_length: int = setting(
-        64, "Question wordpieces kept; longer questions are cut to this."
-    )
-    n_best_size: int = setting(
-        20, "Starts and ends considered per window, and answers in nbest_predictions."
-    )
-    max_answer_length: int = setting(30, "Longest answer, in wordpieces.")
     verbose_logging: bool = setting(
         False, "Log why an answer could not be mapped back onto its words."
-    )
-    version_2_with_negative: bool = setting(False, "SQuAD 2.0: some questions have no answer.")
-    null_score_diff_threshold: float = setting(
-        0.0, 'SQuAD 2.0: answer "" when null score - best answer score exceeds this.'
     )
     tfds_name: str | None = setting(
         None, "Read TensorFlow Datasets squad/v1.1 or squad/v2.0 instead of files."
@@ -302,21 +281,6 @@ class SquadRun(FineTuningRun):
             spec["is_real_example"] = tf.io.FixedLenFeature([], tf.int64, default_value=1)
         return spec
 
-    def padding_feature(self, is_training, path=None):
-        """A fake feature (unique id 0): fills the last prediction batch, or builds the model."""
-        max_seq_length = self.config.max_seq_length
-        feature = {
-            "unique_ids": 0,
-            "input_ids": [0] * max_seq_length,
-            "input_mask": [0] * max_seq_length,
-            "segment_ids": [0] * max_seq_length,
-        }
-        if is_training:
-            feature.update(start_positions=0, end_positions=0, is_impossible=0)
-        else:
-            feature["is_real_example"] = 0
-        return feature
-
     # ------------------------------------------------------------------ model and loop
 
     def loss(self, outputs, features, normalizers):
@@ -408,11 +372,6 @@ class SquadRun(FineTuningRun):
             outcome["predict"] = self.predict_test()
         return outcome
 
-    def head_info(self):
-        names = ("version_2_with_negative", "doc_stride", "max_query_length", "n_best_size")
-        names += ("max_answer_length", "null_score_diff_threshold")
-        return {name: getattr(self.config, name) for name in names}
-
 
 def dataset_json_of(examples, version_2_with_negative):
     """A SQuAD json dict of prediction examples (their gold answer texts), for the evaluation."""
@@ -434,10 +393,11 @@ SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     run_class=SquadRun,
-    settings_class=SquadSettings,
+    config_class=SquadConfig,
     export_model=export_model,
     google_head=f"{GOOGLE_SCOPE}output_weights",
     # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
     # it is exported with the original's defaults as a SQuAD 1.1 model.
-    info_from_google_head=lambda shape: {"max_seq_length": 384, "doc_stride": 128},
+    info_from_google_head=lambda shape: {"max_seq_length": squad_serving.MAX_SEQ_LENGTH},
 )
+SquadRun.spec = SPEC

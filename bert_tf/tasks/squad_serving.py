@@ -42,6 +42,8 @@ import dataclasses
 import tensorflow as tf
 
 from bert_tf.errors import InputError
+from bert_tf.export import ID_FEATURES
+from bert_tf.settings import Settings, setting
 
 # Runs of the original's paragraph whitespace (bert_tf.data.squad._PARAGRAPH_WHITESPACE).
 _PARAGRAPH_WHITESPACE_RUN = "[ \t\r\n\u202f]+"
@@ -49,17 +51,44 @@ _PARAGRAPH_WHITESPACE_RUN = "[ \t\r\n\u202f]+"
 _NO_NULL_SCORE = 1000000.0
 
 
-@dataclasses.dataclass(frozen=True)
-class QaSettings:
-    """The windowing and span-selection settings of run_squad.py (the original's defaults)."""
+# run_squad.py's --max_seq_length (the original's): the export's too when its task.json has none.
+MAX_SEQ_LENGTH = 384
 
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
+
+@dataclasses.dataclass
+class SquadFlags(Settings):
+    """run_squad.py's windowing and n-best settings, each declared once: its flags (squad.SquadConfig
+    derives from this), its part of task.json (recorded) and the export's (QaSettings)."""
+
+    doc_stride: int = setting(
+        128, "Wordpieces between the starts of a long context's windows.", recorded=True
+    )
+    max_query_length: int = setting(
+        64, "Question wordpieces kept; longer questions are cut to this.", recorded=True
+    )
+    n_best_size: int = setting(
+        20,
+        "Starts and ends considered per window, and answers in nbest_predictions.",
+        recorded=True,
+    )
+    max_answer_length: int = setting(30, "Longest answer, in wordpieces.", recorded=True)
+    version_2_with_negative: bool = setting(
+        False, "SQuAD 2.0: some questions have no answer.", recorded=True
+    )
+    null_score_diff_threshold: float = setting(
+        0.0, 'SQuAD 2.0: answer "" when null score - best answer score exceeds this.', recorded=True
+    )
+
+
+@dataclasses.dataclass
+class _SequenceLength:
+    max_seq_length: int = MAX_SEQ_LENGTH
+
+
+@dataclasses.dataclass
+class QaSettings(SquadFlags, _SequenceLength):
+    """The windowing and span-selection settings of the export: max_seq_length, then SquadFlags'
+    (the original's defaults)."""
 
     def __post_init__(self):
         """run_squad.py's rules, checked for its flags and for an export's task.json alike.
@@ -408,10 +437,7 @@ def qa_signatures(preprocessor, logits_fn, settings):
         )
         return {"start_logits": start_logits, "end_logits": end_logits}
 
-    ids = [
-        tf.TensorSpec([None, None], tf.int32, name=name)
-        for name in ("input_ids", "input_mask", "segment_ids")
-    ]
+    ids = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ID_FEATURES]
     return {
         "serving_default": tf.function(serving_default, input_signature=texts),
         "preprocess": tf.function(preprocess, input_signature=texts),

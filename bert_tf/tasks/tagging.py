@@ -67,13 +67,6 @@ class BertTagger(BertTaskModel):
         return {**super().get_config(), "num_labels": self.num_labels}
 
 
-@dataclasses.dataclass
-class TaggerSettings:
-    """The tagger's part of task.json: the window stride (None: (max_seq_length - 2) // 2)."""
-
-    doc_stride: int | None = None
-
-
 def tagging_loss(outputs, features, num_words):
     """Cross-entropy summed over the labelled pieces (label_mask) / num_words, the global count."""
     logits = tf.cast(outputs["logits"], tf.float32)  # [B, S, L]
@@ -110,6 +103,7 @@ class TaggerConfig(FineTuningConfig):
         None,
         "A sentence longer than max_seq_length - 2 wordpieces is split into overlapping windows "
         "starting this many pieces apart (default: (max_seq_length - 2) // 2).",
+        recorded=True,
     )
 
     def check(self):
@@ -126,6 +120,8 @@ class TaggerRun(FineTuningRun):
     """One run_ner.py invocation: features, training, evaluation, prediction and export."""
 
     metric_name = "eval_f1"  # entity F1 (token accuracy for labels that are not chunks)
+    # A fake window: no word, no sentence (as conll.tagging_padding_feature).
+    padding_values = {"word_ids": -1, "sentence_index": -1}
 
     def __init__(self, config):
         super().__init__(config)
@@ -192,9 +188,6 @@ class TaggerRun(FineTuningRun):
     def feature_spec(self, is_training, path=None):
         return conll.tagging_feature_spec(self.config.max_seq_length)
 
-    def padding_feature(self, is_training, path=None):
-        return conll.tagging_padding_feature(self.config.max_seq_length)
-
     # ------------------------------------------------------------------ model and loop
 
     def loss(self, outputs, features, normalizers):
@@ -255,9 +248,6 @@ class TaggerRun(FineTuningRun):
             )
         return predicted
 
-    def head_info(self):
-        return {"labels": self.labels, "doc_stride": self.config.doc_stride}
-
 
 def evaluation_results(gold, predicted, labels):
     """eval_results.txt's scores of word-level labels (one list per sentence).
@@ -285,9 +275,10 @@ SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     run_class=TaggerRun,
-    settings_class=TaggerSettings,
+    config_class=TaggerConfig,
     export_model=tagging_serving.export_model,
     google_head=f"{GOOGLE_SCOPE}output_weights",
     # Label names are not in a Google checkpoint: "0", "1", ... (or a labels.txt beside it).
     info_from_google_head=lambda shape: {"labels": [str(i) for i in range(shape[0])]},
 )
+TaggerRun.spec = SPEC

@@ -9,7 +9,7 @@ B = batch, S = sequence length, L = number of labels, K = windows of a text, W =
 
 import tensorflow as tf
 
-from bert_tf.export import serving_module, write_saved_model
+from bert_tf.export import ID_FEATURES, serving_module, write_saved_model
 from bert_tf.tasks.run_files import LABELS_FILE, labels_text
 
 
@@ -195,10 +195,7 @@ def tagging_outputs(model, labels, features):
       come from the position word_ids marks for it.
     """
     shape = tf.shape(features["input_ids"])  # [B, K, S]
-    flat = {
-        name: tf.reshape(features[name], [-1, shape[2]])
-        for name in ("input_ids", "input_mask", "segment_ids", "word_ids")
-    }
+    flat = {name: tf.reshape(features[name], [-1, shape[2]]) for name in (*ID_FEATURES, "word_ids")}
     # The model runs on the real windows only (a batch's texts may have very different lengths).
     real = tf.where(tf.reduce_any(flat["input_mask"] > 0, axis=1))[:, 0]  # [R]
     model_inputs = {name: tf.gather(flat[name], real) for name in flat if name != "word_ids"}
@@ -239,7 +236,7 @@ def export_model(model, info, vocab_file, export_dir, version=None):
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
     ids_specs = [
         tf.TensorSpec([None, None, None], tf.int32, name=name)
-        for name in ("input_ids", "input_mask", "segment_ids", "word_ids")
+        for name in (*ID_FEATURES, "word_ids")
     ]
     # Each part is traced once and called by the signatures that need it (tracing is most of the
     # export's time).

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import metrics
+from bert_tf.export import ID_FEATURES
 
 # How a classifier combines a text's windows (combine_windows).
 WINDOW_COMBINATIONS = ("weighted_mean", "mean", "max")
@@ -49,10 +50,8 @@ def window_signatures(preprocessor, model, info, outputs_of):
     """serving_default (text_a), preprocess (text_a -> the windows and text_index) and serve_ids
     (the windows -> outputs) of a classifier that combines its windows (combine_windows' rules)."""
     text_spec = [tf.TensorSpec([None], tf.string, name="text_a")]
-    ids_specs = [
-        tf.TensorSpec([None, None], tf.int32, name=name)
-        for name in ("input_ids", "input_mask", "segment_ids")
-    ] + [tf.TensorSpec([None], tf.int32, name="text_index")]
+    ids_specs = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ID_FEATURES]
+    ids_specs.append(tf.TensorSpec([None], tf.int32, name="text_index"))
 
     @tf.function(input_signature=text_spec)
     def preprocess(text_a):
