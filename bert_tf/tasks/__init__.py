@@ -11,6 +11,7 @@ bert_tf/data/), added to TASKS.
 from bert_tf.errors import InputError
 from bert_tf.tasks import (
     classification,
+    embedding,
     encoder,
     feature_based,
     multi_label,
@@ -29,6 +30,7 @@ TASKS = {
         tagging.SPEC,
         feature_based.SPEC,
         multiple_choice.SPEC,
+        embedding.SPEC,
     )
 }
 
