@@ -259,6 +259,23 @@ def test_export_saved_model_rebuilds_the_runs_embedder_from_task_json(trained, t
     )
 
 
+@pytest.mark.slow
+def test_a_learning_rate_sweep_ranks_its_runs_by_dev_mrr(tmp_path):
+    write_pairs(tmp_path / "data")
+    config = embedding_config(
+        tmp_path / "data", tmp_path / "sweep", do_train=True, do_eval=True,
+        learning_rate=(1e-6, 2e-3), num_train_epochs=2.0,
+    )  # fmt: skip
+    outcome = embedding.SPEC.run(config)
+    runs = outcome["runs"]
+    assert len(runs) == 2 and {run["metric"] for run in runs.values()} == {"eval_mrr@10"}
+    values = sorted(run["value"] for run in runs.values())
+    assert outcome["best"]["value"] == values[-1] > values[0]
+    assert outcome["best"]["settings"]["learning_rate"] == 2e-3
+    task = json.loads((tmp_path / "sweep" / "best" / "task.json").read_text())
+    assert task["model_type"] == "embedding"
+
+
 def test_the_checkpoints_embedding_json_sets_the_pooling_unless_the_flags_do(tmp_path):
     from bert_tf.checkpoints import save_google_checkpoint
     from bert_tf.modeling import BertConfig, BertModel
@@ -353,3 +370,18 @@ def test_run_embedding_py_reports_a_bad_row_in_one_line(tmp_path):
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: {data / 'train.tsv'}:2: a row holds an anchor"), last
+
+
+def test_run_embedding_py_helpshort_lists_every_flag():
+    from bert_tf.settings import flag_fields
+
+    env = {key: value for key, value in SUBPROCESS_ENV.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run(
+        [sys.executable, str(REPO_DIR / "run_embedding.py"), "--helpshort"],
+        capture_output=True, text=True, timeout=300, env=env, check=False,
+    )  # fmt: skip
+    listed = result.stdout.replace("--[no]", "--")
+    fields = [field.name for field in flag_fields(embedding.EmbeddingConfig)]
+    assert {"data_dir", "pooling", "normalize", "similarity_scale", "export_dir"} <= set(fields)
+    missing = [name for name in fields if f"--{name}:" not in listed]
+    assert not missing, result.stderr[-2000:]
