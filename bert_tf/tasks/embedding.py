@@ -295,6 +295,12 @@ class EmbeddingRun(FineTuningRun):
             else self.config.normalize,
         )
         logging.info("Embeddings: %s (%s)", settings, source)
+        for name in ("max_seq_length", "do_lower_case"):  # the tokenizer's: flags, not defaults
+            if name in recorded and recorded[name] != getattr(self.config, name):
+                logging.warning(
+                    "--%s=%s, but %s has %s=%s: the vectors differ from the model's own",
+                    name, getattr(self.config, name), source, name, recorded[name],
+                )  # fmt: skip
         return settings
 
     def _recorded_settings(self):
