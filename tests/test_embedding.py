@@ -385,3 +385,72 @@ def test_run_embedding_py_helpshort_lists_every_flag():
     assert {"data_dir", "pooling", "normalize", "similarity_scale", "export_dir"} <= set(fields)
     missing = [name for name in fields if f"--{name}:" not in listed]
     assert not missing, result.stderr[-2000:]
+
+
+# ------------------------------------------------------------------ a sentence-transformers folder
+
+
+def _st_folder(tmp_path, modules, pooling, sentence_bert=None):
+    modules = [
+        {"idx": i, "name": str(i), "path": path, "type": f"sentence_transformers.models.{kind}"}
+        for i, (kind, path) in enumerate(modules)
+    ]
+    (tmp_path / "modules.json").write_text(json.dumps(modules))
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+    if sentence_bert is not None:
+        (tmp_path / "sentence_bert_config.json").write_text(json.dumps(sentence_bert))
+    return str(tmp_path)
+
+
+def _modes(**true):
+    modes = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens")
+    return {f"pooling_mode_{mode}": mode in true for mode in modes} | {
+        "word_embedding_dimension": 64
+    }
+
+
+@pytest.mark.parametrize(
+    "mode, pooling", [("cls_token", "cls"), ("max_tokens", "max"), ("mean_tokens", "mean")]
+)
+def test_a_sentence_transformers_folder_gives_its_pooling(tmp_path, mode, pooling):
+    from bert_tf.modeling import BertConfig
+    from bert_tf.sentence_transformers_folder import sentence_transformers_settings
+
+    folder = _st_folder(
+        tmp_path, [("Transformer", ""), ("Pooling", "1_Pooling")], _modes(**{mode: True}),
+        {"max_seq_length": 100, "do_lower_case": False},
+    )  # fmt: skip
+    settings = sentence_transformers_settings(folder, BertConfig.from_json_file(TINY_CONFIG))
+    assert settings == {
+        "pooling": pooling, "normalize": False, "max_seq_length": 100, "do_lower_case": False,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "modules, pooling, sentence_bert, message",
+    [
+        ([("Transformer", ""), ("Pooling", "1_Pooling"), ("Dense", "2_Dense")],
+         _modes(mean_tokens=True), None, r"modules\.json: module 'Dense' is not supported"),
+        ([("Transformer", ""), ("Pooling", "1_Pooling")],
+         _modes(mean_sqrt_len_tokens=True), None, r"config\.json: pooling .* is not supported"),
+        ([("Transformer", ""), ("Pooling", "1_Pooling")],
+         _modes(mean_tokens=True, max_tokens=True), None, r"exactly one of"),
+        ([("Transformer", ""), ("Normalize", "2_Normalize")],
+         _modes(mean_tokens=True), None, r"needs exactly one Pooling module"),
+        ([("Transformer", ""), ("Pooling", "1_Pooling")],
+         _modes(mean_tokens=True), {"max_seq_length": 512}, r"max_seq_length=512 must be"),
+        ([("Transformer", ""), ("Pooling", "1_Pooling")],
+         _modes(mean_tokens=True), {"do_lower_case": True}, r"do_lower_case lower-cases"),
+    ],
+)  # fmt: skip
+def test_what_this_bert_cannot_compute_is_refused(
+    tmp_path, modules, pooling, sentence_bert, message
+):
+    from bert_tf.modeling import BertConfig
+    from bert_tf.sentence_transformers_folder import sentence_transformers_settings
+
+    folder = _st_folder(tmp_path, modules, pooling, sentence_bert)
+    with pytest.raises(ValueError, match=message):
+        sentence_transformers_settings(folder, BertConfig.from_json_file(TINY_CONFIG))
