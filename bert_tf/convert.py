@@ -7,6 +7,10 @@ writes bert_config.json, vocab.txt and bert_model.ckpt.{index,data-00000-of-0000
 bert_tf.checkpoints.load_google_checkpoint, --init_checkpoint and the original TF1 code. Pretraining
 heads (cls.predictions / cls.seq_relationship) are converted when the file has both.
 
+A sentence-transformers folder (with modules.json) also gets embedding.json beside bert_config.json:
+its pooling, normalisation, max_seq_length and casing (bert_tf/sentence_transformers_folder.py), which
+export_saved_model.py --model_type=embedding and run_embedding.py read.
+
 The Google names come from bert_tf.checkpoints.google_variable_names and the file is written by
 save_google_checkpoint: this script only knows how Hugging Face spells each of those names.
 """
@@ -24,6 +28,7 @@ from bert_tf import io
 from bert_tf.checkpoints import google_variable_names, save_google_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import SIZE_FIELDS, BertConfig, BertModel, BertPretrainingModel
+from bert_tf.sentence_transformers_folder import EMBEDDING_FILE, sentence_transformers_settings
 from bert_tf.settings import setting
 
 # Hugging Face hidden_act -> ours. HF's "gelu" is the exact erf form ("gelu_exact" here); the original
@@ -99,8 +104,9 @@ def convert(hf_model_dir, output_dir, overwrite=False):
     bert_config = bert_config_from_hf(_read_json(paths["config.json"]), paths["config.json"])
     _check_vocab(paths["vocab.txt"], bert_config.vocab_size)
     _log_lower_case(hf_model_dir)
+    embedding = sentence_transformers_settings(hf_model_dir, bert_config)
     model, unused = _model_from_hf(bert_config, paths["model.safetensors"])
-    _write_release(model, bert_config, paths["vocab.txt"], output_dir)
+    _write_release(model, bert_config, paths["vocab.txt"], output_dir, embedding)
     logging.info(
         "Converted %s (%s) into %s",
         hf_model_dir,
@@ -133,8 +139,9 @@ def _model_from_hf(bert_config, safetensors_path):
     return model, unused
 
 
-def _write_release(model, bert_config, vocab_path, output_dir):
-    """Writes the release into a temporary folder beside output_dir, then moves it there."""
+def _write_release(model, bert_config, vocab_path, output_dir, embedding=None):
+    """Writes the release (and embedding.json, if `embedding`) into a temporary folder beside
+    output_dir, then moves it there."""
     parent = os.path.dirname(output_dir)
     os.makedirs(parent, exist_ok=True)
     # Not tempfile.mkdtemp: its folder is private (0700) and would stay so once renamed to output_dir.
@@ -145,6 +152,9 @@ def _write_release(model, bert_config, vocab_path, output_dir):
         with open(os.path.join(temp_dir, "bert_config.json"), "w", encoding="utf-8") as f:
             f.write(bert_config.to_json_string())
         shutil.copyfile(vocab_path, os.path.join(temp_dir, "vocab.txt"))
+        if embedding is not None:
+            text = json.dumps(embedding, indent=2, sort_keys=True) + "\n"
+            io.write_text(os.path.join(temp_dir, EMBEDDING_FILE), text)
         _publish(temp_dir, output_dir)
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -380,7 +390,8 @@ def _publish(temp_dir, output_dir):
         return
     # --overwrite: a stale checkpoint file (a .meta, another shard) would not match the new weights.
     for name in os.listdir(output_dir):
-        if name.startswith("bert_model.ckpt."):
+        # An embedding.json of an earlier sentence-transformers conversion does not describe this one.
+        if name.startswith("bert_model.ckpt.") or name == EMBEDDING_FILE:
             os.remove(os.path.join(output_dir, name))
     for name in os.listdir(temp_dir):
         os.replace(os.path.join(temp_dir, name), os.path.join(output_dir, name))

@@ -85,6 +85,7 @@ KINDS = {
         {},
         {"text": TEXTS},
     ),
+    "embedding": (dict(pooling="mean", normalize=True), {}, {"text_a": TEXTS, "text_b": TEXTS_B}),
     "multiple_choice": (
         dict(),
         {},

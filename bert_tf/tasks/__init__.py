@@ -15,6 +15,7 @@ import dataclasses
 from bert_tf.errors import InputError
 from bert_tf.tasks import (
     classification,
+    embedding,
     encoder,
     feature_based,
     multi_label,
@@ -34,6 +35,7 @@ TASKS = {
         tagging.SPEC,
         feature_based.SPEC,
         multiple_choice.SPEC,
+        embedding.SPEC,
     )
 }
 

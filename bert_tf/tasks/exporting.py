@@ -20,7 +20,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy
 from bert_tf.settings import setting
-from bert_tf.tasks import TASKS, get_task
+from bert_tf.tasks import TASKS, embedding, get_task
 from bert_tf.tasks.run_files import (
     TaskInfo,
     check_objective_matches,
@@ -125,8 +125,12 @@ def export_checkpoint(config):
     info = info or TaskInfo(model_type="encoder")
     inferred = get_task(info.model_type).name
     model_type = config.model_type or inferred
-    if model_type not in (inferred, "encoder"):
+    # An encoder's checkpoint also exports as embeddings, pooled as its embedding.json says.
+    embeds_encoder = (inferred, model_type) == ("encoder", "embedding")
+    if model_type not in (inferred, "encoder") and not embeds_encoder:
         raise InputError(f"--model_type={model_type}, but {prefix} holds a {inferred} checkpoint")
+    if embeds_encoder:
+        info = embedding.encoder_info(prefix, info)
     options = {"encoder_layers": True} if config.encoder_layers else {}
     if options and model_type != "encoder":
         raise InputError(f"--encoder_layers applies to encoder exports only, not {model_type}")
