@@ -19,12 +19,12 @@ from bert_tf import cli
 
 cli.load_tensorflow_quietly()
 
-from bert_tf.tasks import embedding  # noqa: E402 (after TensorFlow's quiet start)
+from bert_tf import tasks  # noqa: E402 (after TensorFlow's quiet start)
 
 
 def cli_main():
     """Console entry point `bert-run-embedding`."""
-    cli.main(embedding.EmbeddingConfig, embedding.SPEC.run, __name__)
+    cli.main(*tasks.script("embedding"), __name__)
 
 
 if __name__ == "__main__":

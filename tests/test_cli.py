@@ -39,10 +39,11 @@ FINE_TUNING_SCRIPTS = {
     "squad": "run_squad.py",
     "tagger": "run_ner.py",
     "multiple_choice": "run_swag.py",
+    "embedding": "run_embedding.py",
 }
 # Every registered task and variant with flags (TaskSpec.config_class).
 FINE_TUNING_TASKS = ["classifier", "multi_label", "squad", "tagger", "feature_tagger"]
-FINE_TUNING_TASKS += ["multiple_choice"]
+FINE_TUNING_TASKS += ["multiple_choice", "embedding"]
 # Every other script with its settings dataclass: --helpshort must list each of its flags.
 SCRIPTS = [
     ("run_pretraining.py", "bert_tf.tasks.pretraining", "PretrainingConfig"),

@@ -290,17 +290,17 @@ def test_the_checkpoints_embedding_json_sets_the_pooling_unless_the_flags_do(tmp
     run = embedding.EmbeddingRun(
         embedding_config(data, tmp_path / "out", do_train=True, init_checkpoint=init)
     )
-    assert run.settings == embedding.EmbeddingSettings(pooling="cls", normalize=False)
+    assert (run.task_info().pooling, run.task_info().normalize) == ("cls", False)
     run = embedding.EmbeddingRun(
         embedding_config(
             data, tmp_path / "out", do_train=True, init_checkpoint=init, pooling="max",
             normalize=True,
         )
     )  # fmt: skip
-    assert run.settings == embedding.EmbeddingSettings(pooling="max", normalize=True)
+    assert (run.task_info().pooling, run.task_info().normalize) == ("max", True)
     assert (run.build_model().pooling, run.build_model().normalize) == ("max", True)
     run = embedding.EmbeddingRun(embedding_config(data, tmp_path / "out2", do_train=True))
-    assert run.settings == embedding.EmbeddingSettings(pooling="mean", normalize=True)
+    assert (run.task_info().pooling, run.task_info().normalize) == ("mean", True)
 
 
 def test_registry_builds_an_embedder_with_the_encoders_names_only():
@@ -370,21 +370,6 @@ def test_run_embedding_py_reports_a_bad_row_in_one_line(tmp_path):
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: {data / 'train.tsv'}:2: a row holds an anchor"), last
-
-
-def test_run_embedding_py_helpshort_lists_every_flag():
-    from bert_tf.settings import flag_fields
-
-    env = {key: value for key, value in SUBPROCESS_ENV.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
-    result = subprocess.run(
-        [sys.executable, str(REPO_DIR / "run_embedding.py"), "--helpshort"],
-        capture_output=True, text=True, timeout=300, env=env, check=False,
-    )  # fmt: skip
-    listed = result.stdout.replace("--[no]", "--")
-    fields = [field.name for field in flag_fields(embedding.EmbeddingConfig)]
-    assert {"data_dir", "pooling", "normalize", "similarity_scale", "export_dir"} <= set(fields)
-    missing = [name for name in fields if f"--{name}:" not in listed]
-    assert not missing, result.stderr[-2000:]
 
 
 # ------------------------------------------------------------------ a sentence-transformers folder

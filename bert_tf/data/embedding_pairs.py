@@ -134,11 +134,3 @@ def serialize_feature(feature):
     """A feature dict -> serialized tf.train.Example bytes, as feature_spec says."""
     num_texts, max_seq_length = len(feature["input_ids"]), len(feature["input_ids"][0])
     return serialize_values(feature, feature_spec(num_texts, max_seq_length))
-
-
-def padding_feature(num_texts, max_seq_length):
-    """A fake example that fills the last evaluation batch: all zeros, is_real_example 0."""
-    feature = {
-        name: [[0] * max_seq_length for _ in range(num_texts)] for name in _SEQUENCE_FEATURES
-    }
-    return {**feature, "is_real_example": 0}

@@ -188,18 +188,9 @@ def retrieval_metrics(anchors, candidates, scale=DEFAULT_SCALE):
 # ---------------------------------------------------------------------------------- the export
 
 
-@dataclasses.dataclass
-class EmbeddingSettings:
-    """The embedding task's part of task.json: how token vectors become the text's vector."""
-
-    pooling: str = "mean"
-    normalize: bool = True
-
-
 def build_model(bert_config, info):
-    """The embedder of `info`'s pooling and normalisation (EmbeddingSettings' defaults without)."""
-    settings = info.settings or EmbeddingSettings()
-    return BertEmbedder(bert_config, pooling=settings.pooling, normalize=settings.normalize)
+    """The embedder of `info`'s pooling and normalisation (task.json's, or the flags' defaults)."""
+    return BertEmbedder(bert_config, pooling=info.pooling, normalize=info.normalize)
 
 
 def export_model(model, info, vocab_file, export_dir, version=None):
@@ -251,15 +242,20 @@ class EmbeddingConfig(FineTuningConfig):
         'train.jsonl, dev.jsonl of {"anchor", "positive", "negative" (optional)}) and test.txt '
         '(one text to embed per line; or test.jsonl of {"text"}).',
     )
+    # Recorded in task.json as the run settled them (EmbeddingRun: the flag, else the checkpoint's).
     pooling: str | None = setting(
         None,
         "How token vectors become the text's: mean, cls or max. Default: --init_checkpoint's "
         "(its run's task.json, or a converted model's embedding.json), else mean.",
         choices=POOLINGS,
+        recorded=True,
+        recorded_default="mean",
     )
     normalize: bool | None = setting(
         None,
         "L2-normalize the text vectors. Default: --init_checkpoint's (as --pooling), else true.",
+        recorded=True,
+        recorded_default=True,
     )
     similarity_scale: float = setting(
         DEFAULT_SCALE,
@@ -283,25 +279,25 @@ class EmbeddingRun(FineTuningRun):
     def __init__(self, config):
         super().__init__(config)
         self._num_texts = {}  # {features path: T}
-        self.settings = self._settings()
+        self._settle_pooling()
 
-    def _settings(self):
-        """EmbeddingSettings of the flags, else of the checkpoint the run starts from."""
+    def _settle_pooling(self):
+        """Sets the config's pooling and normalize: the flags', else the checkpoint's, else mean
+        and normalized (what task.json records and the model is built with)."""
         recorded, source = self._recorded_settings()
-        settings = EmbeddingSettings(
-            pooling=self.config.pooling or recorded.get("pooling", "mean"),
-            normalize=recorded.get("normalize", True)
-            if self.config.normalize is None
-            else self.config.normalize,
+        config = self.config
+        pooling = config.pooling or recorded.get("pooling", "mean")
+        normalize = (
+            recorded.get("normalize", True) if config.normalize is None else config.normalize
         )
-        logging.info("Embeddings: %s (%s)", settings, source)
+        self.config = dataclasses.replace(config, pooling=pooling, normalize=normalize)
+        logging.info("Embeddings: %s pooling, normalize=%s (%s)", pooling, normalize, source)
         for name in ("max_seq_length", "do_lower_case"):  # the tokenizer's: flags, not defaults
             if name in recorded and recorded[name] != getattr(self.config, name):
                 logging.warning(
                     "--%s=%s, but %s has %s=%s: the vectors differ from the model's own",
                     name, getattr(self.config, name), source, name, recorded[name],
                 )  # fmt: skip
-        return settings
 
     def _recorded_settings(self):
         """({"pooling", "normalize"} of the checkpoint the run starts from, or {}, where from)."""
@@ -314,9 +310,6 @@ class EmbeddingRun(FineTuningRun):
             if recorded is not None:
                 return recorded, os.path.join(folder, EMBEDDING_FILE)
         return {}, "the flags and defaults"
-
-    def head_info(self):
-        return dataclasses.asdict(self.settings)
 
     # ------------------------------------------------------------------ data
 
@@ -356,10 +349,6 @@ class EmbeddingRun(FineTuningRun):
         num_texts = self._num_texts[path] if path else 2
         return embedding_pairs.feature_spec(num_texts, self.config.max_seq_length)
 
-    def padding_feature(self, is_training, path=None):
-        num_texts = self._num_texts[path] if path else 2
-        return embedding_pairs.padding_feature(num_texts, self.config.max_seq_length)
-
     # ------------------------------------------------------------------ model and loop
 
     def loss(self, outputs, features, normalizers):
@@ -394,5 +383,6 @@ SPEC = TaskSpec(
     build_model=build_model,
     export_model=export_model,
     run_class=EmbeddingRun,
-    settings_class=EmbeddingSettings,
+    config_class=EmbeddingConfig,
 )
+EmbeddingRun.spec = SPEC
