@@ -382,6 +382,7 @@ SPEC = TaskSpec(
     name=MODEL_TYPE,
     build_model=build_model,
     export_model=export_model,
+    info_from_encoder=encoder_info,
     run_class=EmbeddingRun,
     config_class=EmbeddingConfig,
 )

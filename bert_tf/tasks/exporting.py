@@ -20,7 +20,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy
 from bert_tf.settings import setting
-from bert_tf.tasks import TASKS, embedding, get_task
+from bert_tf.tasks import TASKS, get_task
 from bert_tf.tasks.run_files import (
     TaskInfo,
     check_objective_matches,
@@ -125,16 +125,16 @@ def export_checkpoint(config):
     info = info or TaskInfo(model_type="encoder")
     inferred = get_task(info.model_type).name
     model_type = config.model_type or inferred
-    # An encoder's checkpoint also exports as embeddings, pooled as its embedding.json says.
-    embeds_encoder = (inferred, model_type) == ("encoder", "embedding")
-    if model_type not in (inferred, "encoder") and not embeds_encoder:
+    spec = get_task(model_type)
+    # An encoder's checkpoint also exports as a task that adds no weights (embeddings).
+    from_encoder = inferred == "encoder" and spec.info_from_encoder is not None
+    if model_type not in (inferred, "encoder") and not from_encoder:
         raise InputError(f"--model_type={model_type}, but {prefix} holds a {inferred} checkpoint")
-    if embeds_encoder:
-        info = embedding.encoder_info(prefix, info)
+    if from_encoder:
+        info = spec.info_from_encoder(prefix, info)
     options = {"encoder_layers": True} if config.encoder_layers else {}
     if options and model_type != "encoder":
         raise InputError(f"--encoder_layers applies to encoder exports only, not {model_type}")
-    spec = get_task(model_type)
     bert_config, config_name = _bert_config(config.bert_config_file, info, prefix)
     check_vocab(config.vocab_file, vocab_size=bert_config.vocab_size, config_name=config_name)
     info = dataclasses.replace(

@@ -19,6 +19,9 @@ class TaskSpec:
         "cls/squad/output_weights"), or None for the encoder.
       info_from_google_head: (shape of that output_weights) -> a TaskInfo's head settings (dict),
         for a Google checkpoint that has no task.json beside it.
+      info_from_encoder: (checkpoint prefix, the encoder's TaskInfo) -> this task's TaskInfo, for a
+        task whose model is an encoder's with no weights of its own (embeddings): it then exports
+        from any encoder checkpoint (export_saved_model.py --model_type); else None.
       run_class: the task's FineTuningRun subclass (tasks/finetuning.py), whose `spec` is this
         spec (the task module assigns it); None for the encoder.
       config_class: the settings dataclass of its script (tasks/config.py's FineTuningConfig and
@@ -34,6 +37,7 @@ class TaskSpec:
     export_model: Callable
     google_head: str | None = None
     info_from_google_head: Callable | None = None
+    info_from_encoder: Callable | None = None
     run_class: type | None = None
     config_class: type | None = None
     variant_of: "TaskSpec | None" = None
