@@ -11,7 +11,6 @@ import dataclasses
 import json
 import os
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -309,17 +308,10 @@ class FineTuningRun(Run, TaskHooks):
           {name: np.ndarray [N, ...]} over the file's N real examples, in file order; outputs and
           features whose last axis is the sequence are zero-padded to the longest batch.
         """
+        # The Predictor drops the padding rows and undoes length bucketing's order (example_index).
         dataset = self.dataset(path, batch_size, False, num_records=info["num_records"])
-        keys = [*feature_keys, "is_real_example"]
-        if "example_index" in dataset.element_spec:
-            keys.append("example_index")  # length bucketing sorted the examples
         with reading_cached_records([path]):
-            result = self.trainer().predict(dataset, output_keys=output_keys, feature_keys=keys)
-        if "example_index" in result:
-            order = np.argsort(result["example_index"], kind="stable")
-            result = {name: value[order] for name, value in result.items()}
-        real = result["is_real_example"].astype(bool)
-        return {name: value[real] for name, value in result.items()}
+            return self.trainer().predict(dataset, output_keys, feature_keys)
 
     def evaluation_done(self, results, predictions=None, what="prediction", hint=None):
         """Adds the global step to eval results, writes eval_results.txt and returns them; logs a
