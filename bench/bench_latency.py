@@ -26,6 +26,7 @@ not in the time). p50 and p95 over `--calls` calls per shape, after 5 untimed on
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -389,6 +390,7 @@ def main(argv):
     for process in workers.values():
         process.stdin.close()
         process.wait()
+    shutil.rmtree(work_dir)  # the export: 420 MB at BERT-base
     _print_table(times, shapes)
     print(machine.load_line())
 

@@ -161,6 +161,7 @@ def test_bench_latency_times_the_export_one_request_at_a_time(tmp_path):
         assert len(cells) == 2 and all("S=" not in cell for cell in cells), row
         assert all(0 < float(c.split(" / ")[0]) <= float(c.split(" / ")[1]) for c in cells), row
     assert "tokenization's share of bert_tf text p50" in result.stdout
+    assert not list(tmp_path.glob("bench_latency_*"))  # its export removed (420 MB at BERT-base)
 
 
 def test_texts_of_length_give_exactly_the_asked_wordpieces():
