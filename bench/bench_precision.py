@@ -18,7 +18,10 @@ from other work on the machine falls on both alike; compare the ratios.
   per layer 2 S (4 H^2 + 2 H I) for the query, key, value, attention-output, intermediate and output
   dense layers and 4 S^2 H for the attention scores and context, times L layers, plus 2 H^2 for the
   pooler (22.3 GFLOP for BERT-base at S = 128). That over the time gives each policy's GFLOP/s, and
-  its share of the same precision's matmul rate (issue 32's target: mixed_bfloat16 >= 75%).
+  its share of the same precision's matmul rate (issue 32's target: mixed_bfloat16 >= 75%). A third
+  model, mixed_bfloat16 with its Dense kernels and embedding tables stored in bfloat16
+  (bert_tf.precision.store_in_compute_dtype, as the bfloat16 export is), takes its turns too: its
+  speed, its share of the bfloat16 matmul rate, and whether its outputs are bit-identical.
 * fine-tuning: the run_classifier ClassifierRun (its Trainer, the original's random batches of 32, each
   cut to its longest input) from all-MiniLM-L6-v2 (bench/minilm.py converts it) on real sentences:
   which half of tests/fixtures/austen_sentences.txt.xz (its first or last 92 chapters, different
@@ -61,6 +64,7 @@ flags.DEFINE_string(
 
 FLAGS.set_default("models", ["mini"])
 POLICIES = ("float32", "mixed_bfloat16")
+STORED = "mixed_bfloat16, stored in bfloat16"
 SENTENCES_XZ = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     "tests", "fixtures", "austen_sentences.txt.xz",
@@ -68,37 +72,40 @@ SENTENCES_XZ = os.path.join(
 
 
 def _inference(config, batch_size=16, seq_length=128):
-    """{policy: (examples/s, pooled output, sequence output)} with the same weights under both."""
+    """{row: (examples/s, pooled output, sequence output)} with the same weights in every row: float32,
+    mixed_bfloat16, and mixed_bfloat16 with its kernels and embeddings stored in bfloat16 (STORED,
+    what export_saved_model.py --mixed_precision=mixed_bfloat16 serves)."""
     import keras
     import tensorflow as tf
 
     from bert_tf.modeling import BertModel
+    from bert_tf.precision import store_in_compute_dtype
 
     rng = np.random.default_rng(1)
     ids = tf.constant(rng.integers(1000, config.vocab_size, [batch_size, seq_length]), tf.int32)
     inputs = {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
     models = {}
-    for policy in POLICIES:
+    for row, policy in zip((*POLICIES, STORED), (*POLICIES, "mixed_bfloat16"), strict=True):
         keras.config.set_dtype_policy(policy)
-        models[policy] = BertModel(config)
-        models[policy].build()
+        models[row] = BertModel(config)
+        models[row].build()
+        models[row].set_weights(models["float32"].get_weights())
     keras.config.set_dtype_policy("float32")
-    models["mixed_bfloat16"].set_weights(models["float32"].get_weights())
+    store_in_compute_dtype(models[STORED])
     functions = {
-        policy: tf.function(lambda m=model: m(inputs, training=False))
-        for policy, model in models.items()
+        row: tf.function(lambda m=model: m(inputs, training=False)) for row, model in models.items()
     }
-    outputs = {policy: function() for policy, function in functions.items()}
+    outputs = {row: function() for row, function in functions.items()}
     seconds = machine.timed_in_turns(
         {p: lambda f=f: f()["pooled_output"].numpy() for p, f in functions.items()}, FLAGS.repeats
     )
     return {
-        policy: (
-            batch_size / float(np.median(seconds[policy])),
-            tf.cast(outputs[policy]["pooled_output"], tf.float32).numpy(),
-            tf.cast(outputs[policy]["sequence_output"], tf.float32).numpy(),
+        row: (
+            batch_size / float(np.median(seconds[row])),
+            tf.cast(outputs[row]["pooled_output"], tf.float32).numpy(),
+            tf.cast(outputs[row]["sequence_output"], tf.float32).numpy(),
         )
-        for policy in POLICIES
+        for row in models
     }
 
 
@@ -205,11 +212,43 @@ def _row(what, base, mixed, unit_digits=2, extra=""):
     return f"| {what} | {base:.{unit_digits}f} | {mixed:.{unit_digits}f} | {mixed / base:.2f}x | {extra} |"
 
 
+def _inference_rows(rates):
+    """The inference rows: examples/s, GFLOP/s and the share of each precision's matmul rate."""
+    from bert_tf.modeling import BertConfig
+
+    config = BertConfig.from_preset(FLAGS.inference_model)
+    result = _inference(config)
+    (base_speed, base_pooled, base_sequence), (speed, pooled, sequence) = (
+        result[p] for p in POLICIES
+    )
+    diff = max(np.abs(pooled - base_pooled).max(), np.abs(sequence - base_sequence).max())
+    gflop = machine.encoder_flops(config, 128) / 1e9
+    print(_row(
+        f"{FLAGS.inference_model} inference, batch 16 x 128, examples/s", base_speed, speed,
+        extra=f"max abs output diff {diff:.2e}",
+    ))  # fmt: skip
+    shares = {p: result[p][0] * gflop / rates[p] for p in POLICIES}
+    print(_row(
+        f"{FLAGS.inference_model} inference, GFLOP/s ({gflop:.1f} GFLOP per example)",
+        base_speed * gflop, speed * gflop, 0,
+        extra=f"share of the matmul rate: float32 {shares['float32']:.0%}, "
+        f"mixed_bfloat16 {shares['mixed_bfloat16']:.0%}",
+    ), flush=True)  # fmt: skip
+    stored_speed, stored_pooled, stored_sequence = result[STORED]
+    stored_share = stored_speed * gflop / rates["mixed_bfloat16"]
+    identical = np.array_equal(stored_pooled, pooled) and np.array_equal(stored_sequence, sequence)
+    print(_row(
+        f"{FLAGS.inference_model} inference, kernels and embeddings stored in bfloat16 (the "
+        "bfloat16 export's), examples/s", base_speed, stored_speed,
+        extra=f"{stored_speed * gflop:.0f} GFLOP/s, {stored_share:.0%} "
+        f"of the bfloat16 matmul rate; {stored_speed / speed:.2f}x mixed_bfloat16 cast per call; "
+        f"outputs {'bit-identical to' if identical else 'DIFFERENT from'} it",
+    ), flush=True)  # fmt: skip
+
+
 def main(argv):
     del argv
     from absl import logging
-
-    from bert_tf.modeling import BertConfig
 
     logging.set_verbosity(logging.WARNING)
     machine.set_threads(FLAGS.threads)
@@ -230,22 +269,7 @@ def main(argv):
         flush=True,
     )
 
-    config = BertConfig.from_preset(FLAGS.inference_model)
-    result = _inference(config)
-    (base_speed, base_pooled, base_sequence), (speed, pooled, sequence) = result.values()
-    diff = max(np.abs(pooled - base_pooled).max(), np.abs(sequence - base_sequence).max())
-    gflop = machine.encoder_flops(config, 128) / 1e9
-    print(_row(
-        f"{FLAGS.inference_model} inference, batch 16 x 128, examples/s", base_speed, speed,
-        extra=f"max abs output diff {diff:.2e}",
-    ))  # fmt: skip
-    shares = {p: result[p][0] * gflop / rates[p] for p in POLICIES}
-    print(_row(
-        f"{FLAGS.inference_model} inference, GFLOP/s ({gflop:.1f} GFLOP per example)",
-        base_speed * gflop, speed * gflop, 0,
-        extra=f"share of the matmul rate: float32 {shares['float32']:.0%}, "
-        f"mixed_bfloat16 {shares['mixed_bfloat16']:.0%}",
-    ), flush=True)  # fmt: skip
+    _inference_rows(rates)
 
     work_dir = FLAGS.work_dir
     os.makedirs(work_dir, exist_ok=True)

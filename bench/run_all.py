@@ -14,6 +14,8 @@ says what it measures):
   finetune   bench_finetune.py      real-length fine-tuning and prediction with the original's batches,
                                     cut to their longest input (float32, bfloat16) vs keras-hub, transformers
   inference  bench_inference.py     encoder throughput (batch 16) and batch-1 latency vs keras-hub, transformers
+  latency    bench_latency.py       one request at a time through the export (raw text and ids) vs
+                                    transformers (tokenizer included) and keras-hub, one process each
   training   bench_pretraining.py   pretraining step vs keras-hub, run twice back to back, then
                                     BERT-mini vs keras-hub and transformers on torch
   restart    bench_restart.py       a resumed pretraining run's time to its first step at global steps
@@ -61,6 +63,9 @@ STEPS = {
     ],
     "inference": [
         ("encoder inference, batch 16 and batch 1", "bench_inference.py", [], ["--model=bert_mini", "--repeats=2", "--latency_calls=5"]),
+    ],
+    "latency": [
+        ("the export, one request at a time, vs transformers and keras-hub", "bench_latency.py", [], ["--model=bert_tiny", "--calls=5"]),
     ],
     "training": [
         ("pretraining step, run 1", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),

@@ -134,3 +134,46 @@ def test_bench_serving_exports_and_times_every_path_on_the_sample_text(tmp_path)
     for row in rows:  # every path timed: p50 (p95) in ms, the overhead and the padding ratio
         assert all(cell.endswith(")") and float(cell.split()[0]) > 0 for cell in row[3:7])
         assert row[-1].rstrip(" |").endswith("x")
+
+
+def test_bench_latency_times_the_export_one_request_at_a_time(tmp_path):
+    # make bench's batch-1 step: a worker process per runner; peers not installed say "skipped".
+    repo_dir = os.path.dirname(BENCH_DIR)
+    result = subprocess.run(
+        [
+            sys.executable, os.path.join(BENCH_DIR, "bench_latency.py"), "--model=bert_tiny",
+            "--shapes=1x8,2x16", "--calls=3", "--threads=1", "--runners=bert_tf",
+            f"--input_file={os.path.join(repo_dir, 'sample_data', 'sample_text.txt')}",
+        ],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [
+        line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| bert_tf")
+    ]
+    assert [row[0] for row in rows] == [
+        "| bert_tf text (serving_default)",
+        "| bert_tf ids (serve_ids)",
+    ]
+    for row in rows:  # p50 / p95 in ms, no "(S=...)": every text had exactly the asked wordpieces
+        cells = [cell.rstrip(" |") for cell in row[1:]]
+        assert len(cells) == 2 and all("S=" not in cell for cell in cells), row
+        assert all(0 < float(c.split(" / ")[0]) <= float(c.split(" / ")[1]) for c in cells), row
+    assert "tokenization's share of bert_tf text p50" in result.stdout
+    assert not list(tmp_path.glob("bench_latency_*"))  # its export removed (420 MB at BERT-base)
+
+
+def test_texts_of_length_give_exactly_the_asked_wordpieces():
+    import bench_latency
+
+    from bert_tf.tokenization import FullTokenizer
+
+    repo_dir = os.path.dirname(BENCH_DIR)
+    tokenizer = FullTokenizer(os.path.join(repo_dir, "sample_data", "vocab.txt"))
+    words = (
+        "Unbelievably, Mr. Knightley's disposition was quite extraordinarily agreeable .".split()
+    )
+    texts = bench_latency.texts_of_length(words, tokenizer, 9, count=4)
+    assert [len(tokenizer.tokenize(text)) for text in texts] == [7, 7, 7, 7]
+    assert len(set(texts)) > 1  # consecutive words, not one text repeated

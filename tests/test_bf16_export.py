@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from unittest import mock
 
 import keras
 import numpy as np
@@ -24,6 +25,7 @@ from conftest import REPO_DIR, SUBPROCESS_ENV
 from conftest import W_WORDS as WORDS
 
 POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+CAST_PER_CALL = "mixed_bfloat16, float32 kernels cast per call"
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +54,10 @@ def exports(google_ckpt_dir, w_vocab_file, tmp_path_factory):
         paths[policy] = export_checkpoint(config)
         # The policy the model was built under does not stay set for the rest of the process.
         assert keras.config.dtype_policy().name == "float32"
+    # The bfloat16 export as it was before its kernels were stored in bfloat16: cast on every call.
+    config.export_dir, config.mixed_precision = str(folder / "export_cast"), "mixed_bfloat16"
+    with mock.patch("bert_tf.tasks.exporting.store_in_compute_dtype", lambda model: 0):
+        paths[CAST_PER_CALL] = export_checkpoint(config)
     return paths
 
 
@@ -135,6 +141,32 @@ def test_bfloat16_probabilities_are_float32_ones_within_bfloat16_rounding(served
     labels = {p: np.array(served[p]["served"]["label"][1]) for p in ("float32", "mixed_bfloat16")}
     np.testing.assert_array_equal(labels["mixed_bfloat16"][clear], labels["float32"][clear])
     assert set(labels["float32"]) <= {"0", "1", "2"}
+
+
+def _variable_dtypes(path):
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    shapes = reader.get_variable_to_shape_map()
+    return {name: (dtype.name, tuple(shapes[name])) for name, dtype in
+            reader.get_variable_to_dtype_map().items() if "VARIABLE_VALUE" in name}  # fmt: skip
+
+
+def test_bfloat16_export_stores_kernels_and_embeddings_in_bfloat16_with_identical_outputs(
+    exports, served
+):
+    # The fixture: 2 layers of q, k, v, attention output, intermediate and output kernels, the
+    # pooler's, and the word (101 x 48), token-type and position tables, now stored in bfloat16.
+    stored = _variable_dtypes(exports["mixed_bfloat16"])
+    bf16 = sorted(shape for dtype, shape in stored.values() if dtype == "bfloat16")
+    tables = [(2, 48), (40, 48), (101, 48)]
+    assert bf16 == sorted([(48, 48)] * 9 + [(48, 96)] * 2 + [(96, 48)] * 2 + tables), bf16
+    # Biases, LayerNorm and the classifier's head stay float32, and no float32 copy is left behind.
+    float32 = [shape for dtype, shape in stored.values() if dtype == "float32"]
+    assert (3, 48) in float32 and (48,) in float32 and not set(bf16) & set(float32), float32
+    assert len(stored) == len(_variable_dtypes(exports[CAST_PER_CALL]))
+    assert all(d != "bfloat16" for d, _ in _variable_dtypes(exports[CAST_PER_CALL]).values())
+    # The same rounding, done once: bit-identical outputs.
+    for key in ("probabilities", "label"):
+        assert served["mixed_bfloat16"]["served"][key] == served[CAST_PER_CALL]["served"][key], key
 
 
 def test_a_bad_mixed_precision_is_a_one_line_error_naming_the_flag(

@@ -5,8 +5,10 @@ it), else from a Google-format checkpoint's head variables (`output_weights` for
 `cls/squad/*` for SQuAD, ...: each TaskSpec's `google_head`), else the checkpoint is exported as an
 encoder. The model is filled by THE restore path (bert_tf.checkpoints), which for a task export
 requires the head: an export never serves an untrained head. With --mixed_precision the model is
-rebuilt under that Keras dtype policy (float32 variables, bfloat16 or float16 compute); the signatures,
-their inputs and their float32 outputs are those of the float32 export.
+rebuilt under that Keras dtype policy (float32 variables, bfloat16 or float16 compute), then its Dense
+kernels and embedding tables are stored in the compute dtype (bert_tf.precision.store_in_compute_dtype:
+the outputs of casting them on every call, bit for bit, without the casts); the signatures, their
+inputs and their float32 outputs are those of the float32 export.
 """
 
 import dataclasses
@@ -18,7 +20,7 @@ from absl import logging
 from bert_tf.checkpoints import is_google_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
-from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy
+from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy, store_in_compute_dtype
 from bert_tf.settings import setting
 from bert_tf.tasks import TASKS, get_task
 from bert_tf.tasks.run_files import (
@@ -158,6 +160,9 @@ def export_checkpoint(config):
         restore_init_checkpoint(model, prefix, heads="required")
     except InputError as error:
         raise InputError(f"--init_checkpoint: {error}") from None
+    if config.mixed_precision != "float32":  # the same rounding, once here instead of every call
+        stored = store_in_compute_dtype(model)
+        logging.info("Stored %d kernels and embedding tables in the compute dtype", stored)
     logging.info("Exporting %s as a %s model (%s)", prefix, model_type, config.mixed_precision)
     return spec.export_model(
         model, info, config.vocab_file, config.export_dir, config.version, **options
