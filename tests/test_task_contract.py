@@ -2,7 +2,6 @@
 tasks/hooks.py and finetuning.py (the hooks), settings.py and spec.py (each setting declared once),
 config.py, run.py, heads.py and the registry (bert_tf/tasks/__init__.py)."""
 
-import ast
 import dataclasses
 import json
 
@@ -20,7 +19,7 @@ from bert_tf.tasks.hooks import padding_of
 from bert_tf.tasks.run import load_bert_config
 from bert_tf.tasks.spec import TaskSpec
 
-from conftest import REPO_DIR, SAMPLE_DIR
+from conftest import SAMPLE_DIR
 
 REQUIRED_HOOKS = {
     "read_split",
@@ -193,33 +192,6 @@ def test_a_head_is_a_dense_layer_under_its_google_names():
     np.testing.assert_allclose(logits.numpy(), expected, rtol=1e-5, atol=1e-6)
     assert sorted(head.google_variables()) == ["cls/x/output_bias", "cls/x/output_weights"]
     assert BertHead.from_config(head.get_config()).get_config() == head.get_config()
-
-
-def _function_code_lines(node, lines):
-    """Non-blank, non-comment lines of a function, its docstring excluded."""
-    body = node.body
-    docstring = set()
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        docstring = set(range(body[0].lineno, body[0].end_lineno + 1))
-    return sum(
-        1
-        for number in range(node.lineno, node.end_lineno + 1)
-        if number not in docstring and lines[number - 1].strip()
-        if not lines[number - 1].strip().startswith("#")
-    )
-
-
-def test_no_function_of_the_tasks_is_over_60_lines_of_code():
-    long = {}
-    for path in sorted((REPO_DIR / "bert_tf" / "tasks").glob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        lines = text.splitlines()
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                count = _function_code_lines(node, lines)
-                if count > 60:
-                    long[f"{path.name}:{node.lineno} {node.name}"] = count
-    assert not long, long
 
 
 def test_two_variants_of_a_task_give_its_script_the_flags_of_both(monkeypatch):
