@@ -101,7 +101,9 @@ def convert(hf_model_dir, output_dir, overwrite=False):
     paths = _input_paths(hf_model_dir)
     output_dir = os.path.abspath(output_dir)
     _check_output_dir(output_dir, overwrite)
-    bert_config = bert_config_from_hf(_read_json(paths["config.json"]), paths["config.json"])
+    bert_config = bert_config_from_hf(
+        io.read_json_object(paths["config.json"]), paths["config.json"]
+    )
     _check_vocab(paths["vocab.txt"], bert_config.vocab_size)
     _log_lower_case(hf_model_dir)
     embedding = sentence_transformers_settings(hf_model_dir, bert_config)
@@ -333,17 +335,6 @@ def _load_tensors(path):
         raise ValueError(f"Cannot read {path} with safetensors.numpy: {e}") from e
 
 
-def _read_json(path):
-    with open(path, encoding="utf-8") as f:
-        try:
-            value = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not valid JSON: {e}") from e
-    if not isinstance(value, dict):
-        raise ValueError(f"{path} must hold a JSON object")
-    return value
-
-
 def _check_vocab(vocab_path, vocab_size):
     with open(vocab_path, encoding="utf-8") as f:
         num_tokens = sum(1 for _ in f)
@@ -359,7 +350,7 @@ def _log_lower_case(hf_model_dir):
     """Google's release keeps do_lower_case in its folder name only: say what the tokenizer used."""
     path = os.path.join(hf_model_dir, "tokenizer_config.json")
     if os.path.isfile(path):
-        do_lower_case = _read_json(path).get("do_lower_case")
+        do_lower_case = io.read_json_object(path).get("do_lower_case")
         if do_lower_case is not None:
             logging.info("%s: tokenize with --do_lower_case=%s", path, do_lower_case)
 

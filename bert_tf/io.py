@@ -382,6 +382,14 @@ def read_json(path):
         ) from None
 
 
+def read_json_object(path):
+    """read_json of a file that must hold a JSON object (a config); InputError naming it if not."""
+    value = read_json(path)
+    if not isinstance(value, dict):
+        raise InputError(f"{path} must hold a JSON object")
+    return value
+
+
 @contextlib.contextmanager
 def atomic_files(prefix):
     """Yields a temporary prefix for a writer of several files `<prefix>.*` (a TF checkpoint).

@@ -19,6 +19,7 @@ import os
 
 from absl import logging
 
+from bert_tf import io
 from bert_tf.errors import InputError
 
 EMBEDDING_FILE = "embedding.json"
@@ -29,17 +30,6 @@ _POOLING_KEYS = {
     "pooling_mode_cls_token": "cls",
     "pooling_mode_max_tokens": "max",
 }
-
-
-def _read_json(path):
-    with open(path, encoding="utf-8") as f:
-        try:
-            value = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not valid JSON: {e}") from e
-    if not isinstance(value, dict):
-        raise ValueError(f"{path} must hold a JSON object")
-    return value
 
 
 def sentence_transformers_settings(hf_model_dir, bert_config):
@@ -74,7 +64,9 @@ def sentence_transformers_settings(hf_model_dir, bert_config):
     if not os.path.isfile(pooling_path):
         raise FileNotFoundError(f"{pooling_path} does not exist ({modules_path} names it)")
     settings = {
-        "pooling": _st_pooling(_read_json(pooling_path), pooling_path, bert_config.hidden_size),
+        "pooling": _st_pooling(
+            io.read_json_object(pooling_path), pooling_path, bert_config.hidden_size
+        ),
         "normalize": "Normalize" in types,
     }
     settings.update(_st_tokenizer_settings(hf_model_dir, bert_config))
@@ -106,13 +98,13 @@ def _st_tokenizer_settings(hf_model_dir, bert_config):
     settings = {}
     tokenizer_path = os.path.join(hf_model_dir, "tokenizer_config.json")
     if os.path.isfile(tokenizer_path):
-        do_lower_case = _read_json(tokenizer_path).get("do_lower_case")
+        do_lower_case = io.read_json_object(tokenizer_path).get("do_lower_case")
         if do_lower_case is not None:
             settings["do_lower_case"] = bool(do_lower_case)
     path = os.path.join(hf_model_dir, "sentence_bert_config.json")
     if not os.path.isfile(path):
         return settings
-    config = _read_json(path)
+    config = io.read_json_object(path)
     if config.get("do_lower_case") and not settings.get("do_lower_case"):
         raise ValueError(
             f"{path}: do_lower_case lower-cases the texts but keeps their accents, which no "
@@ -137,7 +129,7 @@ def read_embedding_file(folder):
     if not os.path.isfile(path):
         return None
     try:
-        settings = _read_json(path)
+        settings = io.read_json_object(path)
     except ValueError as error:
         raise InputError(str(error)) from None
     if settings.get("pooling", "mean") not in POOLINGS:
