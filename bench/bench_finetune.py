@@ -788,6 +788,13 @@ def _runnable(names):
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
+    if not os.path.isdir(NOVELS_DIR):
+        print(
+            f"bench_finetune: the Austen novels are absent: no folder {NOVELS_DIR} (../shared/data/"
+            "austen_novels beside the repo, or set BERT_TF_SHARED_DIR to the folder holding data/)",
+            file=sys.stderr,
+        )
+        return 2
 
     threads = machine.set_threads(FLAGS.threads)
     work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_finetune_")

