@@ -278,7 +278,6 @@ class EmbeddingRun(FineTuningRun):
 
     def __init__(self, config):
         super().__init__(config)
-        self._num_texts = {}  # {features path: T}
         self._settle_pooling()
 
     def _settle_pooling(self):
@@ -339,14 +338,9 @@ class EmbeddingRun(FineTuningRun):
     def feature_summary(self, info):
         return f"{info['num_real_examples']} rows of {info['num_texts']} texts"
 
-    def features(self, step):
-        path, info = super().features(step)
-        self._num_texts[path] = info["num_texts"]
-        return path, info
-
     def feature_spec(self, is_training, path=None):
         # No weight depends on the number of texts: an anchor and a positive build the model.
-        num_texts = self._num_texts[path] if path else 2
+        num_texts = self.feature_info(path)["num_texts"] if path else 2
         return embedding_pairs.feature_spec(num_texts, self.config.max_seq_length)
 
     # ------------------------------------------------------------------ model and loop

@@ -87,6 +87,7 @@ class FineTuningRun(Run, TaskHooks):
         )
         self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
         self._data = {}
+        self._feature_infos = {}  # {features path: its info}, of the files this run wrote or read
 
     @property
     def checkpoint_heads(self):
@@ -173,7 +174,13 @@ class FineTuningRun(Run, TaskHooks):
         with doing(f"writing the {step} features {path}"):
             info = cached_records(path, settings, make_records)
         logging.info("%s: %s", path, self.feature_summary(info))
+        self._feature_infos[path] = info
         return path, info
+
+    def feature_info(self, path):
+        """The info of the features file at `path`, written or reused by this run's `features`
+        (what a feature_spec that depends on the file reads: a row's number of choices, ...)."""
+        return self._feature_infos[path]
 
     def validate(self):
         """Everything the run will read, checked before its first step."""

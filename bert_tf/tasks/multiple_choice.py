@@ -159,10 +159,6 @@ class MultipleChoiceConfig(FineTuningConfig):
 class MultipleChoiceRun(FineTuningRun):
     """One run_swag.py invocation: features, training, evaluation, prediction and export."""
 
-    def __init__(self, config):
-        super().__init__(config)
-        self._num_choices = {}  # {features path: C}
-
     # ------------------------------------------------------------------ data
 
     def read_split(self, split):
@@ -197,14 +193,9 @@ class MultipleChoiceRun(FineTuningRun):
     def feature_summary(self, info):
         return f"{info['num_real_examples']} examples of {info['num_choices']} choices"
 
-    def features(self, step):
-        path, info = super().features(step)
-        self._num_choices[path] = info["num_choices"]
-        return path, info
-
     def feature_spec(self, is_training, path=None):
         # The weights do not depend on the number of choices: one choice builds them.
-        num_choices = self._num_choices[path] if path else 1
+        num_choices = self.feature_info(path)["num_choices"] if path else 1
         return swag.multiple_choice_feature_spec(num_choices, self.config.max_seq_length)
 
     # ------------------------------------------------------------------ model and loop
