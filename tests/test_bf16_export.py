@@ -190,3 +190,40 @@ def test_a_bad_mixed_precision_is_a_one_line_error_naming_the_flag(
     errors = [line for line in result.stderr.splitlines() if "--mixed_precision" in line]
     assert len(errors) == 1 and "bf16" in errors[0] and "mixed_bfloat16" in errors[0], result.stderr
     assert not (tmp_path / "export").exists()
+
+
+def test_a_bfloat16_run_s_export_is_export_saved_model_s_export_of_its_checkpoint(tmp_path):
+    """run_classifier.py --mixed_precision=mixed_bfloat16 --export_dir stores the kernels in bfloat16
+    as export_saved_model.py does: the same variables, dtypes and outputs, bit for bit."""
+    from test_run_classifier import tsv_config, write_sentiment_tsv
+
+    from bert_tf.tasks.classification import SPEC
+
+    sentences = write_sentiment_tsv(
+        tmp_path / "data", sizes=(("train", 64), ("dev", 8), ("test", 16))
+    )
+    config = tsv_config(
+        tmp_path / "data", tmp_path / "out", do_train=True, num_train_epochs=1.0,
+        mixed_precision="mixed_bfloat16", export_dir=str(tmp_path / "run_export"),
+    )  # fmt: skip
+    run_export = SPEC.run(config)["export"]
+    script_export = export_checkpoint(
+        ExportConfig(
+            init_checkpoint=str(tmp_path / "out"),
+            vocab_file=config.vocab_file,
+            export_dir=str(tmp_path / "script_export"),
+            mixed_precision="mixed_bfloat16",
+        )  # fmt: skip
+    )
+    assert keras.config.dtype_policy().name == "float32"
+    stored = _variable_dtypes(run_export)
+    assert sorted(stored.values()) == sorted(_variable_dtypes(script_export).values())
+    # The tiny config's 2 layers: 6 kernels each, the pooler's and 3 embedding tables in bfloat16.
+    assert sum(dtype == "bfloat16" for dtype, _ in stored.values()) == 2 * 6 + 1 + 3, stored
+    text = tf.constant(sentences)
+    served = [
+        tf.saved_model.load(path).signatures["serving_default"](text_a=text)
+        for path in (run_export, script_export)
+    ]
+    np.testing.assert_array_equal(served[0]["probabilities"], served[1]["probabilities"])
+    np.testing.assert_array_equal(served[0]["label"], served[1]["label"])

@@ -25,6 +25,7 @@ from bert_tf.data.feature_cache import (
 from bert_tf.distribute import resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
+from bert_tf.precision import store_in_compute_dtype
 from bert_tf.sigterm import doing
 from bert_tf.tasks.hooks import TaskHooks
 from bert_tf.tasks.run import Run
@@ -334,11 +335,17 @@ class FineTuningRun(Run, TaskHooks):
 
     def export(self):
         """Writes the trained model as a SavedModel to --export_dir (the task's export_model), under
-        the run's --mixed_precision (the model it trained; its outputs are float32 all the same)."""
-        config = self.config
-        return self.spec.export_model(
-            self.trainer().model, self.task_info(), config.vocab_file, config.export_dir
-        )
+        the run's --mixed_precision (the model it trained; its outputs are float32 all the same).
+
+        Under a mixed policy the kernels and embedding tables are stored in the compute dtype first,
+        as export_saved_model.py does (the same rounding once instead of on every call), so the run's
+        export is that script's export of the run's checkpoint. It is the model's last use: it can
+        no longer train afterwards.
+        """
+        config, model = self.config, self.trainer().model
+        if config.mixed_precision != "float32":
+            store_in_compute_dtype(model)
+        return self.spec.export_model(model, self.task_info(), config.vocab_file, config.export_dir)
 
     def run(self):
         """The steps the flags ask for; returns {"train", "eval", "predict", "export"}: their results.
