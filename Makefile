@@ -33,8 +33,9 @@ demo: $(INSTALLED)
 # the 25 slowest tests are listed at the end, so a CI log shows where the time goes. make test (what
 # CI runs) runs every test, the slow ones too: preemption, lost and silent workers, the multi-worker
 # restart, mirrored pretraining. make test-quick leaves out the tests marked slow, for the edit loop.
-# First the TF Serving runtimes of tests/test_serving_runtimes.py: venvs under ~/.cache/bert_tf, built
-# once (about a minute each) and reused; if one cannot be built, that test says why.
+# First the TF Serving runtimes of tests/test_serving_runtimes.py: two venvs under ~/.cache/bert_tf,
+# 2.3 GB each, built once (60 s and 113 s here, 2026-11-27) and reused; if one cannot be built, that
+# test says why.
 test: $(INSTALLED)
 	$(PYTHON) scripts/serving_envs.py || true
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=25
