@@ -33,8 +33,9 @@ demo: $(INSTALLED)
 # the 25 slowest tests are listed at the end, so a CI log shows where the time goes. make test (what
 # CI runs) runs every test, the slow ones too: preemption, lost and silent workers, the multi-worker
 # restart, mirrored pretraining. make test-quick leaves out the tests marked slow, for the edit loop.
-# First the TF Serving runtimes of tests/test_serving_runtimes.py: venvs under ~/.cache/bert_tf, built
-# once (about a minute each) and reused; if one cannot be built, that test says why.
+# First the TF Serving runtimes of tests/test_serving_runtimes.py: two venvs under ~/.cache/bert_tf,
+# 2.3 GB each, built once (60 s and 113 s here, 2026-11-27) and reused; if one cannot be built, that
+# test says why.
 test: $(INSTALLED)
 	$(PYTHON) scripts/serving_envs.py || true
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=25
@@ -43,8 +44,9 @@ test-quick: $(INSTALLED)
 	$(PYTHON) scripts/serving_envs.py || true
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=25 -m "not slow"
 
-# Every step of bench/RESULTS.md in one run (the report's run took 41 min on 2 cores; the restart and
-# beam steps added since about 45 and 30 more; the peers need the extras).
+# Every step of bench/RESULTS.md in one run (the report's run took 41 min on 2 cores; the steps added
+# since took 43 (restart), 20 + 3 (beam) and 10 (latency) more in their own runs; the peers need the
+# extras).
 # BENCH_ARGS passes options to bench/run_all.py, e.g. BENCH_ARGS=--quick or BENCH_ARGS=--only=serving.
 bench: $(INSTALLED)
 	$(PYTHON) -m pip install --quiet -e '.[dev,bench,compare]'
