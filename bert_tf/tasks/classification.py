@@ -149,11 +149,13 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
         "task.json), as its export does.",
         recorded=True,
     )
-    class_weights: str = setting(
-        "none",
-        "Weights of the labels in the training loss, for imbalanced data: none, auto (inverse "
-        "frequency in the training data, n / (labels * n_label)) or one number per label, "
-        "comma-separated, in label order. Classification only; eval_loss stays unweighted.",
+    class_weights: str | None = setting(
+        None,
+        "Weights of the labels in the training loss, for imbalanced data: none, auto or one number "
+        "per label, comma-separated, in label order. auto: n / (labels * n_label) for one label "
+        "per text; with --multi_label, each label's positives weighed by n_negative / n_positive. "
+        "Default: auto with --multi_label=True (sparse labels learn nothing without it), else "
+        "none. Classification only; eval_loss stays unweighted.",
     )
     window_combination: str | None = setting(
         None,

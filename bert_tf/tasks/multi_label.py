@@ -1,7 +1,8 @@
 """Multi-label classification (`run_classifier.py --multi_label=True`): several labels per text, or none.
 
 The classifier's model with a sigmoid per label in place of the softmax, trained with binary
-cross-entropy (each label's positives weighed against its negatives by `--class_weights`). A label is
+cross-entropy (each label's positives weighed against its negatives by `--class_weights`, auto unless
+given: with sparse labels the unweighted loss is lowest with every label under 0.5). A label is
 predicted when its probability is over its threshold: `--threshold` for all, or each label's own, picked
 on dev by `--tune_thresholds` and kept in task.json for prediction and the export. Everything else (the
 tables, features cache, checkpoints, --init_checkpoint, sweeps, the export's serving contract) is the
@@ -222,14 +223,25 @@ class MultiLabelRun(classification.ClassifierRun):
             return thresholds_of(info)
         return [DEFAULT_THRESHOLD] * len(self.labels)
 
+    @property
+    def class_weights_setting(self):
+        """--class_weights as the run reads it: auto unless given (sparse labels need it)."""
+        return self.config.class_weights or "auto"
+
     def _class_weights(self):
+        """Each label's weight of its positives (logged), or None; read only when training."""
         if not self.config.do_train:
             return None
-        return data_multi_label.positive_weights(
-            self.config.class_weights,
-            self.labels,
-            lambda: [example.label for example in self.step_data("train")],
+        value = self.class_weights_setting
+        weights = data_multi_label.positive_weights(
+            value, self.labels, lambda: [example.label for example in self.step_data("train")]
         )
+        if weights is not None:
+            shown = ", ".join(
+                f"{label}={w:.4g}" for label, w in zip(self.labels, weights, strict=True)
+            )
+            logging.info("positive weights (--class_weights=%s): %s", value, shown)
+        return weights
 
     def label_value(self, example):
         return data_multi_label.multi_hot(example.label, self.label_map)
@@ -268,14 +280,21 @@ class MultiLabelRun(classification.ClassifierRun):
             probabilities, result["label_ids"], self.thresholds, self.labels
         )
         label_sets = [tuple(self._labels_over(row)) for row in probabilities]
-        hint = None
-        if self.class_weights is None:
-            # Sparse labels: binary cross-entropy is lowest when every label stays under 0.5.
-            hint = (
-                "labels this sparse need --class_weights=auto (each label's positives weighed "
-                f"against its negatives), else {metrics.LEARNING_RATE_HINT}"
+        return self.evaluation_done(results, label_sets, "label set", self._collapse_hint())
+
+    def _collapse_hint(self):
+        """What the "learned nothing" WARNING says to try."""
+        value = self.class_weights_setting
+        if value == "none":
+            # Sparse labels: unweighted binary cross-entropy is lowest with every label under 0.5.
+            return (
+                "sparse labels need --class_weights=auto (the default: each label's positives "
+                f"weighed against its negatives), else {metrics.LEARNING_RATE_HINT}"
             )
-        return self.evaluation_done(results, label_sets, "label set", hint)
+        levers = "more --num_train_epochs, another --learning_rate"
+        if not self.config.tune_thresholds:
+            levers += ", or --tune_thresholds=True (each label's threshold picked on dev)"
+        return f"the labels are weighed already (--class_weights={value}); try {levers}"
 
     def _labels_over(self, probabilities):
         pairs = zip(self.labels, zip(probabilities, self.thresholds, strict=True), strict=True)
