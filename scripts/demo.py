@@ -5,13 +5,16 @@ output shown as it comes and kept in <output_dir>/logs/<step>.log:
 
   1. pretraining_data   create_pretraining_data.py on sample_data/sample_text.txt (six chapters of Emma)
   2. pretraining        run_pretraining.py of sample_data/bert_config_tiny.json, with --do_eval
-  3. finetune_pretrained  run_classifier.py on sample_data/word_order/, from step 2's checkpoint
+  3. finetune_pretrained  run_classifier.py on sample_data/word_order/, from step 2's checkpoint,
+                        one run per fine-tuning seed (a sweep over --seed; best/ is the best on dev)
   4. finetune_random    the same command without --init_checkpoint: random weights
-  5. export             export_saved_model.py of step 3's run: a SavedModel serving raw text
+  5. export             export_saved_model.py of step 3's best/: a SavedModel serving raw text
   6. serve              scripts/classify_with_export.py, a process importing only tensorflow and
                         tensorflow_text, classifies raw sentences with the export
 
-then a summary: each step, its wall time, its key figure and where its outputs are.
+then a summary: each step, its wall time, its key figure and where its outputs are, and the comparison:
+both steps' mean dev accuracy over the seeds, their difference and its standard error over seeds, and
+"pretraining helped" only when the difference is more than twice that standard error.
 
 A finished step leaves <output_dir>/.demo/<step>.json (its command and time); a re-run reuses the step
 while that command is unchanged and its outputs exist, and redoes the steps after one it redid.
@@ -31,6 +34,7 @@ import math
 import os
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -95,6 +99,8 @@ class Size:
     # None: all of sample_data/word_order/; else the first N lines of each of its files.
     classifier_examples: int | None
     classifier_epochs: float
+    classifier_learning_rate: float
+    classifier_batch: int
 
 
 SIZES = {
@@ -103,16 +109,28 @@ SIZES = {
         pretraining_steps=1000,
         pretraining_batch=32,
         classifier_examples=None,
-        classifier_epochs=8,
+        # The loss sits at ln 2 until the model becomes sensitive to word order (both classes hold
+        # the same words): after 400 to 800 steps for seeds 1-3, so 8 epochs (750 steps) ended
+        # before most seeds got there, and 20 (1875) let all three (README's demo section).
+        classifier_epochs=20,
+        classifier_learning_rate=3e-4,
+        classifier_batch=32,
     ),
     "ci": Size(
         dupe_factor=1,
         pretraining_steps=20,
         pretraining_batch=16,
         classifier_examples=64,
-        classifier_epochs=1,
+        # Enough for the random-weights runs to fit their 64 training rows, which
+        # tests/test_demo.py classifies with an export of them (their real labels).
+        classifier_epochs=40,
+        classifier_learning_rate=3e-4,
+        classifier_batch=32,
     ),
 }
+# Fine-tuning's seeds (weights of the new head, dropout, order): each fine-tuning step trains one
+# run per seed (a run_classifier.py sweep over --seed), and the summary compares their means.
+FINETUNING_SEEDS = (1, 2, 3)
 MAX_SEQ_LENGTH = 64  # pretraining and fine-tuning: the task's sentences are at most 25 words
 
 
@@ -133,10 +151,18 @@ class Step:
 class Demo:
     """The steps of one size in one output folder, and running them."""
 
-    def __init__(self, output_dir, size, seed=12345, python=sys.executable):
+    def __init__(
+        self, output_dir, size, seed=12345, finetuning_seeds=FINETUNING_SEEDS, python=sys.executable
+    ):
+        if len(set(finetuning_seeds)) < 2:
+            raise ValueError(
+                f"fine-tuning seeds {list(finetuning_seeds)}: the comparison needs at least two "
+                "different seeds (its standard error is over seeds)"
+            )
         self.output_dir = os.path.abspath(output_dir)
         self.size = size
         self.seed = seed
+        self.finetuning_seeds = tuple(finetuning_seeds)
         self.python = python
         self.steps = self._steps()
 
@@ -171,15 +197,14 @@ class Demo:
         )  # fmt: skip
         if init_checkpoint:
             flags["init_checkpoint"] = self.shown(init_checkpoint)
+        # Several seeds make a sweep: one sub-folder per seed, and best/ (the best on dev).
         flags.update(
             do_train=True, do_eval=True, do_predict=True, max_seq_length=MAX_SEQ_LENGTH,
-            train_batch_size=32, eval_batch_size=64, predict_batch_size=64, learning_rate=3e-4,
-            num_train_epochs=self.size.classifier_epochs, seed=self.seed, log_steps=50,
+            train_batch_size=self.size.classifier_batch, eval_batch_size=64, predict_batch_size=64,
+            learning_rate=self.size.classifier_learning_rate,
+            num_train_epochs=self.size.classifier_epochs,
+            seed=",".join(str(seed) for seed in self.finetuning_seeds), log_steps=50,
             iterations_per_loop=50, save_checkpoints_steps=1000,
-            # Padded batches, as the README's run: this task leaves its plateau (loss 0.693) by
-            # chance. Cut batches draw other dropout masks, and with them seed 12345 stays at
-            # chance (so do seeds 1 and 2 padded): one seed's difference is not a measurement.
-            cut_batches_to_longest=False,
         )  # fmt: skip
         return self._python_command("run_classifier.py", **flags)
 
@@ -247,29 +272,33 @@ class Demo:
                 "run_classifier.py on word_order/, initialised from the pretrained checkpoint",
                 self._classifier_command(finetuned, os.path.join(pretraining, "bert_model.ckpt")),
                 outputs=[
-                    "classifier_pretrained/eval_results.txt",
-                    "classifier_pretrained/task.json",
+                    "classifier_pretrained/sweep_results.tsv",
+                    "classifier_pretrained/best/eval_results.txt",
+                    "classifier_pretrained/best/task.json",
                 ],
                 owned=["classifier_pretrained"],
                 after=("pretraining",),
                 resumable=True,
-                figure=lambda demo: f"dev accuracy {demo.accuracy('classifier_pretrained'):.3f}",
+                figure=lambda demo: demo.finetuning_figure("classifier_pretrained"),
             ),
             Step(
                 "finetune_random",
                 "run_classifier.py, the same command from random weights (no --init_checkpoint)",
                 self._classifier_command(random_init),
-                outputs=["classifier_random/eval_results.txt"],
+                outputs=[
+                    "classifier_random/sweep_results.tsv",
+                    "classifier_random/best/eval_results.txt",
+                ],
                 owned=["classifier_random"],
                 resumable=True,
-                figure=lambda demo: f"dev accuracy {demo.accuracy('classifier_random'):.3f}",
+                figure=lambda demo: demo.finetuning_figure("classifier_random"),
             ),
             Step(
                 "export",
-                "export_saved_model.py: the fine-tuned classifier as a SavedModel serving raw text",
+                "export_saved_model.py: the best seed's classifier as a SavedModel serving raw text",
                 self._python_command(
                     "export_saved_model.py",
-                    init_checkpoint=self.shown(finetuned),
+                    init_checkpoint=self.shown(os.path.join(finetuned, "best")),
                     export_dir=self.shown(export_dir),
                     vocab_file="sample_data/vocab.txt",
                 ),
@@ -317,8 +346,26 @@ class Demo:
             f"next-sentence accuracy {float(results['next_sentence_accuracy']):.3f}"
         )
 
-    def accuracy(self, run):
-        return float(self._read_results(run, "eval_results.txt")["eval_accuracy"])
+    def seed_accuracies(self, run):
+        """[dev accuracy of each fine-tuning seed], in seed order, from the run's own sub-folder
+        (the sweep names it after its settings; its sweep_run.json gives the seed)."""
+        folders = {}
+        for name in sorted(os.listdir(self.path(run))):
+            sweep_run = self.path(run, name, "sweep_run.json")
+            if os.path.exists(sweep_run):
+                with open(sweep_run, encoding="utf-8") as f:
+                    folders[json.load(f)["settings"]["seed"]] = name
+        missing = [seed for seed in self.finetuning_seeds if seed not in folders]
+        if missing:
+            raise ValueError(f"{self.shown(self.path(run))}: no finished run of seed(s) {missing}")
+        return [
+            float(self._read_results(run, folders[seed], "eval_results.txt")["eval_accuracy"])
+            for seed in self.finetuning_seeds
+        ]
+
+    def finetuning_figure(self, run):
+        accuracies = ", ".join(f"{accuracy:.3f}" for accuracy in self.seed_accuracies(run))
+        return f"dev accuracy {accuracies} (seeds {self.seed_list()})"
 
     def export_version(self):
         versions = [name for name in os.listdir(self.path("export")) if name.isdigit()]
@@ -345,30 +392,28 @@ class Demo:
         return result.stdout.strip()
 
     def comparison(self):
-        """The fine-tuning result in words: both dev accuracies, their difference and what it shows."""
-        pretrained = self.accuracy("classifier_pretrained")
-        random_init = self.accuracy("classifier_random")
+        """The fine-tuning result in words: the mean dev accuracies over seeds, their difference,
+        its standard error over seeds and what they show."""
+        pretrained = self.seed_accuracies("classifier_pretrained")
+        random_init = self.seed_accuracies("classifier_random")
         with open(os.path.join(self.data_dir(), "dev.tsv"), encoding="utf-8") as f:
             num_dev = sum(1 for _ in f) - 1
-        difference = pretrained - random_init
-        # Standard error of a difference of two accuracies on num_dev examples each.
+        difference = statistics.fmean(pretrained) - statistics.fmean(random_init)
+        # Two independent groups of runs: the variance of each mean is its seeds' over their count.
         stderr = math.sqrt(
-            (pretrained * (1 - pretrained) + random_init * (1 - random_init)) / max(num_dev, 1)
+            statistics.variance(pretrained) / len(pretrained)
+            + statistics.variance(random_init) / len(random_init)
         )
-        if difference > 2 * stderr:
-            verdict = (
-                "pretraining helped in this run: the gap is more than twice its standard error "
-                "(over dev examples, one seed; README says what it rests on)"
-            )
-        elif difference < -2 * stderr:
-            verdict = "random weights did better in this run"
-        else:
-            verdict = "no clear difference in this run"
         return (
-            f"dev accuracy on {num_dev} examples: {pretrained:.3f} from pretrained weights, "
-            f"{random_init:.3f} from random weights, difference {difference:+.3f} "
-            f"(standard error {stderr:.3f}): {verdict}"
+            f"dev accuracy on {num_dev} examples, mean over seeds {self.seed_list()}: "
+            f"{statistics.fmean(pretrained):.3f} from pretrained weights, "
+            f"{statistics.fmean(random_init):.3f} from random weights, difference "
+            f"{difference:+.3f} (standard error over seeds {stderr:.3f}): "
+            f"{verdict(difference, stderr)}"
         )
+
+    def seed_list(self):
+        return ", ".join(str(seed) for seed in self.finetuning_seeds)
 
     # ------------------------------------------------------------------ running
 
@@ -524,6 +569,18 @@ class Demo:
             f.write("\n".join(markdown) + f"\n\n{comparison}\n\n{total}\n")
 
 
+def verdict(difference, stderr):
+    """What a difference of mean accuracies (pretrained - random) shows, given its standard error."""
+    if difference > 2 * stderr:
+        return "pretraining helped (the difference is more than twice its standard error)"
+    if difference < -2 * stderr:
+        return "random weights did better (by more than twice the standard error)"
+    return (
+        "this does not show that pretraining helped "
+        "(the difference is within twice its standard error)"
+    )
+
+
 class StepFailed(RuntimeError):
     """A step's command exited with an error."""
 
@@ -548,7 +605,16 @@ def main(argv=None):
     parser.add_argument("--output_dir", default=os.path.join(REPO_DIR, "demo_output"))
     parser.add_argument("--size", choices=sorted(SIZES), default="demo")
     parser.add_argument(
-        "--seed", type=int, default=12345, help="seed of every step (data, initialization, order)"
+        "--seed",
+        type=int,
+        default=12345,
+        help="seed of the pretraining data and of pretraining (initialization, masks, order)",
+    )
+    parser.add_argument(
+        "--finetuning_seeds",
+        default=",".join(str(seed) for seed in FINETUNING_SEEDS),
+        help="comma-separated seeds of fine-tuning, at least two: both fine-tuning steps train "
+        "one run per seed, and the summary's standard error is over them",
     )
     parser.add_argument(
         "--force",
@@ -563,8 +629,12 @@ def main(argv=None):
         "in --output_dir (a process importing only TensorFlow answers it)",
     )
     args = parser.parse_args(argv)
-    demo = Demo(args.output_dir, SIZES[args.size], seed=args.seed)
     try:
+        seeds = [int(seed) for seed in args.finetuning_seeds.split(",") if seed.strip()]
+    except ValueError:
+        parser.error(f"--finetuning_seeds={args.finetuning_seeds}: expected integers, e.g. 1,2,3")
+    try:
+        demo = Demo(args.output_dir, SIZES[args.size], seed=args.seed, finetuning_seeds=seeds)
         if args.rest_reply:
             print(demo.rest_reply())
             return 0
