@@ -1,7 +1,7 @@
 """The whole benchmark suite in one run, written to bench/RESULTS.md: every table from one machine.
 
-    .venv/bin/python bench/run_all.py                    # every step but real (about 41 minutes in the report's run,
-                                                         # and about 45 + 30 more for the restart and beam steps)
+    .venv/bin/python bench/run_all.py                    # every step but real (41 minutes in the report's run;
+                                                         # restart 43, beam 20 + 3, latency 10 more, each in its own run)
     .venv/bin/python bench/run_all.py --quick            # tiny sizes: checks that every bench runs
     .venv/bin/python bench/run_all.py --only=finetune,precision
 
@@ -110,7 +110,11 @@ def main():
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes: a smoke test, not results"
     )
-    parser.add_argument("--real", action="store_true", help="also finetune_real.py (BBC News)")
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="also the real-data steps: finetune_real.py (BBC News) and bench_real_text.py",
+    )
     parser.add_argument(
         "--log",
         default=os.path.join(tempfile.gettempdir(), "bench_run_all.log"),
