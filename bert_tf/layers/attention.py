@@ -20,7 +20,8 @@ class SelfAttention(keras.layers.Layer):
     """Scaled dot-product self-attention over N heads, returning the heads' context concatenated.
 
     Query, key and value are separate [H, H] dense layers, as in Google's checkpoints. Softmax runs in
-    float32 under a mixed-precision policy. The output projection lives in TransformerBlock.
+    float32 under a mixed-precision policy, except in bfloat16 inference (see `call`). The output
+    projection lives in TransformerBlock.
 
     Example:
     ```python
@@ -90,14 +91,23 @@ class SelfAttention(keras.layers.Layer):
         # call and again in each of its gradients (22% more CPU time for this block, forward and
         # backward, at BERT-mini training shapes). Same products, same sums: the same numbers.
         scores = tf.matmul(query, key, transpose_b=True)  # [B, N, S, S]
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
         mask = tf.cast(input_mask, tf.float32)
         if mask.shape.rank == 3:  # [B, S, S]: a mask per query position (causal attention)
             mask = mask[:, tf.newaxis, :, :]  # [B, 1, S, S]
         else:
             mask = mask[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
-        scores += (1.0 - mask) * MASK_ADDER
-        probs = tf.cast(tf.nn.softmax(scores, axis=-1), self.compute_dtype)
+        adder = (1.0 - mask) * MASK_ADDER
+        scale = 1.0 / math.sqrt(self.head_size)
+        if self.compute_dtype == "bfloat16" and not training:
+            # oneDNN's bfloat16 softmax keeps its maximum and sum in float32 and rounds once at the
+            # end, as the float32 softmax's result is rounded here: this skips two casts and the
+            # float32 element-wise ops around it (issue 44). Training keeps float32, whose softmax
+            # gradient runs element-wise ops, each slower in bfloat16 on CPU.
+            scores = scores * tf.constant(scale, tf.bfloat16) + tf.cast(adder, tf.bfloat16)
+            probs = tf.nn.softmax(scores, axis=-1)
+        else:
+            scores = tf.cast(scores, tf.float32) * scale + adder
+            probs = tf.cast(tf.nn.softmax(scores, axis=-1), self.compute_dtype)
         probs = self.dropout(probs, training=training)
 
         context = tf.transpose(tf.matmul(probs, value), [0, 2, 1, 3])  # [B, S, N, D]
