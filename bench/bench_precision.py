@@ -22,6 +22,10 @@ from other work on the machine falls on both alike; compare the ratios.
   model, mixed_bfloat16 with its Dense kernels and embedding tables stored in bfloat16
   (bert_tf.precision.store_in_compute_dtype, as the bfloat16 export is), takes its turns too: its
   speed, its share of the bfloat16 matmul rate, and whether its outputs are bit-identical.
+* LayerNorm and softmax with bfloat16 inputs (issue 44), each op alone at the inference shape: in
+  float32 between casts (how the model ran both) and in bfloat16 with float32 statistics (LayerNorm:
+  mean and variance of the float32 values, the normalization in bfloat16; softmax: oneDNN's bfloat16
+  kernel, which the model's inference now runs), ms per call and the largest error against float64.
 * fine-tuning: the run_classifier ClassifierRun (its Trainer, the original's random batches of 32, each
   cut to its longest input) from all-MiniLM-L6-v2 (bench/minilm.py converts it) on real sentences:
   which half of tests/fixtures/austen_sentences.txt.xz (its first or last 92 chapters, different
@@ -246,6 +250,94 @@ def _inference_rows(rates):
     ), flush=True)  # fmt: skip
 
 
+def _layer_norms(x, gamma, beta, epsilon=1e-12):
+    """{variant: function of a bfloat16 [T, H] x}: LayerNorm as the model runs it under mixed_bfloat16
+    (Keras casts to float32, normalizes, casts back) and with bfloat16 inputs and float32 statistics
+    (mean and variance of the float32 values, the normalization applied in bfloat16)."""
+    import tensorflow as tf
+
+    def between_casts(x):
+        x32 = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(x32, [-1], keepdims=True)
+        return tf.cast((x32 - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta, x.dtype)
+
+    def float32_statistics(x):
+        mean, variance = tf.nn.moments(tf.cast(x, tf.float32), [-1], keepdims=True)
+        scale = tf.cast(tf.math.rsqrt(variance + epsilon), x.dtype)
+        return (x - tf.cast(mean, x.dtype)) * scale * tf.cast(gamma, x.dtype) + tf.cast(
+            beta, x.dtype
+        )
+
+    return {"float32": between_casts, "bfloat16": float32_statistics}
+
+
+def _softmaxes(scores, adder, scale):
+    """{variant: function of bfloat16 [B, N, S, S] scores}: the attention softmax in float32 between
+    casts (training's) and in bfloat16 (inference's since issue 44), bert_tf.layers.attention's two
+    paths."""
+    import tensorflow as tf
+
+    def between_casts(scores):
+        return tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) * scale + adder), scores.dtype)
+
+    def in_bfloat16(scores):
+        scaled = scores * tf.constant(scale, scores.dtype) + tf.cast(adder, scores.dtype)
+        return tf.nn.softmax(scaled)
+
+    return {"float32": between_casts, "bfloat16": in_bfloat16}
+
+
+def _norm_softmax_rows(batch_size=16, seq_length=128):
+    """Issue 44's LayerNorm and softmax with bfloat16 inputs, each op alone at the inference shape:
+    ms per call (float32 between casts, then bfloat16, taking turns), the speed-up, and the largest
+    error against float64 on the same bfloat16 inputs."""
+    import tensorflow as tf
+
+    from bert_tf.modeling import BertConfig
+
+    config = BertConfig.from_preset(FLAGS.inference_model)
+
+    rng = np.random.default_rng(2)
+    hidden, heads = config.hidden_size, config.num_attention_heads
+    x = rng.normal(0.5, 3.0, [batch_size * seq_length, hidden])
+    gamma, beta = rng.normal(1.0, 0.1, hidden), rng.normal(0.0, 0.1, hidden)
+    scores = rng.normal(0.0, 3.0, [batch_size, heads, seq_length, seq_length])
+    mask = np.ones([batch_size, 1, 1, seq_length])
+    mask[batch_size // 2 :, ..., seq_length * 3 // 4 :] = 0  # half the batch padded by a quarter
+    adder, scale = (1.0 - mask) * -10000.0, 1.0 / np.sqrt(hidden // heads)
+    x, scores = (tf.cast(tf.constant(a, tf.float32), tf.bfloat16) for a in (x, scores))
+    x64, scores64 = (tf.cast(a, tf.float64).numpy() for a in (x, scores))
+    mean, variance = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    logits = scores64 * scale + adder
+    probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+    cases = {
+        f"LayerNorm of [{batch_size * seq_length}, {hidden}] (float32 statistics)": (
+            _layer_norms(x, tf.constant(gamma, tf.float32), tf.constant(beta, tf.float32)), x,
+            (x64 - mean) / np.sqrt(variance + 1e-12) * gamma + beta,
+        ),
+        f"softmax of [{batch_size}, {heads}, {seq_length}, {seq_length}] masked scores": (
+            _softmaxes(scores, tf.constant(adder, tf.float32), scale), scores,
+            probabilities / probabilities.sum(-1, keepdims=True),
+        ),
+    }  # fmt: skip
+    for what, (variants, value, expected) in cases.items():
+        functions = {name: tf.function(f) for name, f in variants.items()}
+        errors = {
+            name: np.abs(tf.cast(f(value), tf.float64).numpy() - expected).max()
+            for name, f in functions.items()
+        }
+        seconds = machine.timed_in_turns(
+            {name: lambda f=f, v=value: f(v).numpy() for name, f in functions.items()},
+            5 * FLAGS.repeats,
+        )
+        base, mixed = (1e3 * float(np.median(seconds[name])) for name in ("float32", "bfloat16"))
+        print(
+            f"| {what}, ms per call (float32 between casts; bfloat16) | {base:.2f} | {mixed:.2f} | {base / mixed:.2f}x | largest error against "
+            f"float64: {errors['float32']:.1e} in float32, {errors['bfloat16']:.1e} in bfloat16 |",
+            flush=True,
+        )
+
+
 def main(argv):
     del argv
     from absl import logging
@@ -270,6 +362,7 @@ def main(argv):
     )
 
     _inference_rows(rates)
+    _norm_softmax_rows()
 
     work_dir = FLAGS.work_dir
     os.makedirs(work_dir, exist_ok=True)

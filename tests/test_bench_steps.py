@@ -3,6 +3,7 @@ breaks a clone's suite, not only the next `make bench` (bench_finetune and bench
 on Trainer attributes that a refactor had moved)."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -79,3 +80,31 @@ def test_bench_finetune_without_the_novels_says_so_in_one_line(tmp_path):
         .splitlines()[-1]
         .startswith("bench_finetune: the Austen novels are absent")
     ), result.stderr[-2000:]
+
+
+_NORM_SOFTMAX_ROWS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from absl import flags
+import bench_precision
+flags.FLAGS(["bench_precision.py", "--inference_model=bert_tiny", "--repeats=1"])
+bench_precision._norm_softmax_rows(batch_size=2, seq_length=16)
+"""
+
+
+def test_bench_precision_times_layer_norm_and_softmax_with_bfloat16_inputs_against_float64():
+    """Issue 44's rows of bench_precision: each op in float32 between casts and with bfloat16
+    inputs, its time and its largest error against float64. On any CPU (bfloat16 may be emulated
+    here): the errors must be bfloat16 rounding of the outputs, so a wrong formula fails."""
+    result = subprocess.run(
+        [sys.executable, "-c", _NORM_SOFTMAX_ROWS, str(BENCH_DIR)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {line.split(" of ")[0]: line.split(" | ") for line in _table_rows(result.stdout, "")}
+    assert sorted(rows) == ["| LayerNorm", "| softmax"], result.stdout
+    for what, bound in (("| LayerNorm", 0.1), ("| softmax", 0.01)):  # outputs below 8 and below 1
+        cells = rows[what]
+        assert float(cells[1]) > 0 and float(cells[2]) > 0
+        errors = [float(e) for e in re.findall(r"(\d\.\de[-+]\d+) in", cells[4])]
+        assert len(errors) == 2 and 0 < max(errors) < bound, cells
