@@ -44,9 +44,9 @@ test-quick: $(INSTALLED)
 	$(PYTHON) scripts/serving_envs.py || true
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=25 -m "not slow"
 
-# Every step of bench/RESULTS.md in one run (the report's run took 41 min on 2 cores; the steps added
-# since took 43 (restart), 20 + 3 (beam) and 10 (latency) more in their own runs; the peers need the
-# extras).
+# Every step of bench/RESULTS.md in one run (the last whole run, commit 7d8f19e, now in its appendix,
+# took 41 min on 2 cores; the steps added since took 43 (restart), 20 + 3 (beam) and 9 (latency) more
+# in their own runs; the peers need the extras).
 # BENCH_ARGS passes options to bench/run_all.py, e.g. BENCH_ARGS=--quick or BENCH_ARGS=--only=serving.
 bench: $(INSTALLED)
 	$(PYTHON) -m pip install --quiet -e '.[dev,bench,compare]'

@@ -1,7 +1,7 @@
 """The whole benchmark suite in one run, written to bench/RESULTS.md: every table from one machine.
 
-    .venv/bin/python bench/run_all.py                    # every step but real (41 minutes in the report's run;
-                                                         # restart 43, beam 20 + 3, latency 10 more, each in its own run)
+    .venv/bin/python bench/run_all.py                    # every step but real (41 minutes in the last whole run;
+                                                         # restart 43, beam 20 + 3, latency 9 more, each in its own run)
     .venv/bin/python bench/run_all.py --quick            # tiny sizes: checks that every bench runs
     .venv/bin/python bench/run_all.py --only=finetune,precision
 
