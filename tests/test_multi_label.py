@@ -351,19 +351,24 @@ def test_windows_combine_each_labels_probability_as_the_windows_predicted_alone(
     assert_served_labels(served, lines, [0.5] * len(LABELS))
 
 
+def _sparse_tables(data_dir, rate, sizes=(("train", 640), ("dev", 64)), seed=5):
+    """train/dev.tsv with each label on about `rate` of the texts (drawn with `seed`)."""
+    rng = random.Random(seed)
+    data_dir.mkdir(parents=True)
+    for split, size in sizes:
+        rows = []
+        for _ in range(size):
+            labels = tuple(label for label in LABELS if rng.random() < rate)
+            rows.append(f"{_sentence(rng, labels)}\t{','.join(labels)}\n")
+        (data_dir / f"{split}.tsv").write_text("".join(rows))
+
+
 def test_a_run_that_predicts_no_label_is_told_to_weigh_the_labels(tmp_path, caplog):
     # Each label on about 4% of the texts: unweighted binary cross-entropy is lowest with every
     # label under 0.5, so the run predicts the empty set for every dev text. The warning must name
     # the fix that makes such a run learn (issue 40), not only the learning rate.
-    rng = random.Random(5)
     data = tmp_path / "data"
-    data.mkdir()
-    for split, size in (("train", 320), ("dev", 64)):
-        rows = []
-        for _ in range(size):
-            labels = tuple(label for label in LABELS if rng.random() < 0.04)
-            rows.append(f"{_sentence(rng, labels)}\t{','.join(labels)}\n")
-        (data / f"{split}.tsv").write_text("".join(rows))
+    _sparse_tables(data, rate=0.04, sizes=(("train", 320), ("dev", 64)))
     config = ml_config(
         data, tmp_path / "out", do_train=True, do_eval=True, num_train_epochs=2.0,
         class_weights="none",
@@ -414,17 +419,6 @@ def test_class_weights_default_to_auto_with_several_labels_only(tmp_path):
     (data / "train.tsv").write_text("".join(f"text {i}\t{LABELS[i % 3]}\n" for i in range(6)))
     single = ml_config(data, tmp_path / "single", do_train=True, multi_label=False)
     assert classification.ClassifierRun(single).class_weights is None
-
-
-def _sparse_tables(data_dir, rate, sizes=(("train", 640), ("dev", 64)), seed=5):
-    rng = random.Random(seed)
-    data_dir.mkdir(parents=True)
-    for split, size in sizes:
-        rows = []
-        for _ in range(size):
-            labels = tuple(label for label in LABELS if rng.random() < rate)
-            rows.append(f"{_sentence(rng, labels)}\t{','.join(labels)}\n")
-        (data_dir / f"{split}.tsv").write_text("".join(rows))
 
 
 @pytest.mark.slow
