@@ -55,6 +55,10 @@ setup(
         # create_pretraining_data.py --beam_pipeline_options and batch_predict.py; bert_tf.beam is
         # the only package that imports it. Its protobuf pin (6.33) satisfies TensorFlow 2.21 too.
         "beam": ["apache-beam==2.77.0"],
+        # make docs and the strict site build of make test (tests/test_docs_site.py).
+        "docs": ["mkdocs==1.6.1", "mkdocs-material==9.8.1"],
+        # export_saved_model.py --litert: the LiteRT interpreter; imported only on that path.
+        "litert": ["ai-edge-litert==2.3.0"],
     },
     entry_points={
         "console_scripts": [
