@@ -47,10 +47,10 @@ test-quick: $(INSTALLED)
 # Every step of bench/RESULTS.md in one run (the last whole run, commit 7d8f19e, now in its appendix,
 # took 41 min on 2 cores; the steps added since took 43 (restart), 20 + 3 (beam) and 9 (latency) more
 # in their own runs; the peers need the extras).
-# BENCH_ARGS passes options to bench/run_all.py, e.g. BENCH_ARGS=--quick or BENCH_ARGS=--only=serving.
+# BENCH_ARGS passes options to bench.run_all, e.g. BENCH_ARGS=--quick or BENCH_ARGS=--only=serving.
 bench: $(INSTALLED)
 	$(PYTHON) -m pip install --quiet -e '.[dev,bench,compare]'
-	$(PYTHON) bench/run_all.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.run_all $(BENCH_ARGS)
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache

@@ -10,20 +10,17 @@
 
 At BERT-mini training shapes by default (batch 32, sequence 128, 4 heads of 64):
 
-    .venv/bin/python bench/bench_attention.py
-    .venv/bin/python bench/bench_attention.py --batch_size=16 --heads=12   # BERT-base heads
+    .venv/bin/python -m bench.bench_attention
+    .venv/bin/python -m bench.bench_attention --batch_size=16 --heads=12   # BERT-base heads
 """
 
-import os
-import sys
 import time
 
 import numpy as np
 import tensorflow as tf
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import machine  # noqa: E402
+from bench import machine
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("batch_size", 32, "Batch.")

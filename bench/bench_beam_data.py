@@ -7,7 +7,7 @@ cluster would take. Both commands run on the same corpus with the same flags in 
     direct_running_mode=multi_processing (Beam's FnApiRunner; 2 SDK worker processes).
 Corpora: Austen (../shared/data, 2.7 MB) as one file, 20 copies (54 MB) as one file, and 400
 copies (1.1 GB) as 20 files of 20 copies; each copy's documents in another shuffled order
-(bench_create_pretraining_data._scaled_corpus, seeds varied per file).
+(bench_create_pretraining_data.scaled_corpus, seeds varied per file).
 
 Measured for each run (a child process): wall and CPU seconds (user + system of every process of
 the tree), and peak memory sampled every 20 ms per process: the largest worker's peak RSS (Beam's
@@ -19,9 +19,9 @@ corpus; on Dataflow, Flink or Spark that is the shuffle service's and workers' d
 here), and 10 (the default) for one more 54 MB pair, which gives the per-CPU rate the projection
 uses.
 
-    .venv/bin/python bench/bench_beam_data.py                 # about 25 minutes on 2 cores
-    .venv/bin/python bench/bench_beam_data.py --scales=1,20   # without the 1.1 GB corpus
-    .venv/bin/python bench/bench_beam_data.py --quick         # 2.7 MB only: checks that it runs
+    .venv/bin/python -m bench.bench_beam_data                 # about 25 minutes on 2 cores
+    .venv/bin/python -m bench.bench_beam_data --scales=1,20   # without the 1.1 GB corpus
+    .venv/bin/python -m bench.bench_beam_data --quick         # 2.7 MB only: checks that it runs
 """
 
 import argparse
@@ -30,12 +30,11 @@ import random
 import sys
 import tempfile
 
+from bench import bench_create_pretraining_data, machine
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
-sys.path.insert(0, BENCH_DIR)
 
-import bench_create_pretraining_data  # noqa: E402
-import machine  # noqa: E402
 
 AUSTEN = os.path.join(REPO_DIR, "..", "shared", "data", "austen_sentences.txt")
 VOCAB = os.path.join(REPO_DIR, "sample_data", "vocab.txt")

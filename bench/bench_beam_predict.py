@@ -17,24 +17,22 @@ work on the machine disturbs less than the wall time.
 Each path also runs on --startup_rows rows: that time is its fixed cost, and
 (rows - startup_rows) / (time - fixed cost) its steady rate once running.
 
-    .venv/bin/python bench/bench_beam_predict.py
-    .venv/bin/python bench/bench_beam_predict.py --model=bert_tiny --rows=500     # quick
+    .venv/bin/python -m bench.bench_beam_predict
+    .venv/bin/python -m bench.bench_beam_predict --model=bert_tiny --rows=500     # quick
 """
 
 import glob
 import json
 import os
-import sys
 import tempfile
 import time
 
 from absl import app, flags
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_DIR)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import machine
 
-import machine  # noqa: E402
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
 MULTI_PROCESS = "runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"

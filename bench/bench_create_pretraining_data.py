@@ -13,8 +13,8 @@ work on the machine falls on all of them alike); wall time is measured around it
 sampling its whole process tree (workers included) every 20 ms: the sum of RSS (counts pages that
 forked workers share with their parent once per process) and the sum of PSS (shares them).
 
-    .venv/bin/python bench/bench_create_pretraining_data.py   # Austen 3 repeats; 5x, 20x corpus
-    .venv/bin/python bench/bench_create_pretraining_data.py --repeats=1 --scales=   # quick
+    .venv/bin/python -m bench.bench_create_pretraining_data   # Austen 3 repeats; 5x, 20x corpus
+    .venv/bin/python -m bench.bench_create_pretraining_data --repeats=1 --scales=   # quick
 """
 
 import argparse
@@ -29,10 +29,10 @@ import tempfile
 import threading
 import time
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import machine
 
-import machine  # noqa: E402
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 AUSTEN = os.path.join(REPO_DIR, "..", "shared", "data", "austen_sentences.txt")
 VOCAB = os.path.join(REPO_DIR, "sample_data", "vocab.txt")
@@ -275,7 +275,7 @@ print(n, length / n, predictions / n, random_next / n)
     return dict(zip(STATS, [int(out[0]), *map(float, out[1:])], strict=True))
 
 
-def _scaled_corpus(path, copies):
+def scaled_corpus(path, copies):
     """The corpus `copies` times, each copy's documents in a different shuffled order."""
     documents = open(AUSTEN, encoding="utf-8").read().strip().split("\n\n")
     rng = random.Random(0)
@@ -361,7 +361,6 @@ def main():
     parser.add_argument("--_original", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._original:
-        sys.path.insert(0, REPO_DIR)
         _original_main(*args._original)
         return
     os.environ["PYTHONPATH"] = REPO_DIR
@@ -371,7 +370,7 @@ def main():
         out = os.path.join(tmp, "big.tfrecord")
         for scale in [int(s) for s in args.scales.split(",") if s]:
             big = os.path.join(tmp, f"austen_x{scale}.txt")
-            _scaled_corpus(big, scale)
+            scaled_corpus(big, scale)
             name = f"ours, --num_workers=2, Austen x{scale} (1 run)"
             rows.append(_row(name, big, [_measure(_ours(big, out, 2))], out))
             os.remove(big)

@@ -21,7 +21,7 @@ process of --peer_python (a venv with torch and sentence-transformers: the `comp
 same texts and batch size. Each side is timed --repeats times after one warm-up pass, taking turns;
 both use --threads intra-op and inter-op threads. The peer's vectors are compared to the export's.
 
-    .venv/bin/python bench/bench_embedding.py --work_dir=/tmp/bench_embedding \\
+    .venv/bin/python -m bench.bench_embedding --work_dir=/tmp/bench_embedding \\
         --peer_python=/tmp/st-venv/bin/python
 """
 
@@ -30,17 +30,13 @@ import lzma
 import os
 import random
 import subprocess
-import sys
 import textwrap
 import time
 
 import numpy as np
 from absl import app, flags, logging
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import machine  # noqa: E402
-import minilm  # noqa: E402
+from bench import machine, minilm
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUSTEN_XZ = os.path.join(REPO_DIR, "tests", "fixtures", "austen_sentences.txt.xz")

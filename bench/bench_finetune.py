@@ -29,9 +29,9 @@ max_seq_length 128, then predicts the dev set:
     biases and LayerNorm), the original's warmup + linear decay as a LambdaLR, clipping to global norm
     1.0, its own loop; prediction over the dev set in file order, padded the same way.
 
-    .venv/bin/python bench/bench_finetune.py             # both tasks: cut, cut_bf16, keras_hub, transformers
-    .venv/bin/python bench/bench_finetune.py --runners=cut,fixed,bucketed,keras_hub,transformers
-    .venv/bin/python bench/bench_finetune.py --num_train=64 --num_dev=32 --epochs=1 --rounds=2 \
+    .venv/bin/python -m bench.bench_finetune             # both tasks: cut, cut_bf16, keras_hub, transformers
+    .venv/bin/python -m bench.bench_finetune --runners=cut,fixed,bucketed,keras_hub,transformers
+    .venv/bin/python -m bench.bench_finetune --num_train=64 --num_dev=32 --epochs=1 --rounds=2 \
         --predict_passes=2                                             # smoke test
 
 The runners take turns, so that load from other work on the machine falls on all of them alike:
@@ -69,12 +69,10 @@ import keras
 import numpy as np
 from absl import app, flags, logging
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_DIR)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import machine, minilm, stats, timing
 
-import machine  # noqa: E402
-import minilm  # noqa: E402
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
 NOVELS_DIR = os.path.join(SHARED_DIR, "data", "austen_novels")
@@ -552,13 +550,6 @@ class TransformersRunner:
         return correct / len(self.dev_examples)
 
 
-def _timed(function, *args):
-    """(wall seconds, function(*args))."""
-    start = time.perf_counter()
-    result = function(*args)
-    return time.perf_counter() - start, result
-
-
 class Turns:
     """Runs each runner's training call in its own thread, one thread at a time, taking turns.
 
@@ -639,14 +630,14 @@ def run_task(task, names, data_dir, model_dir, train, dev, work_dir):
         keras.utils.set_random_seed(FLAGS.seed)
         if name == "keras_hub":
             arguments = (train, dev, model_dir, is_pair, steps_per_round)
-            seconds, runner = _timed(KerasHubRunner, *arguments)
+            seconds, _, runner = timing.timed(KerasHubRunner, *arguments)
         elif name == "transformers":
             # Not timed: which examples run_classifier batches together, for transformers to take.
             output_dir = tempfile.mkdtemp(prefix=f"{task}_batches_", dir=work_dir)
             config = classifier_config(data_dir, output_dir, model_dir, is_pair, "cut", 1)
             batches, pieces = training_batches(config, total_steps)
             arguments = (train, dev, is_pair, batches, steps_per_round)
-            seconds, runner = _timed(TransformersRunner, *arguments)
+            seconds, _, runner = timing.timed(TransformersRunner, *arguments)
             print(
                 f"{task}: transformers trains on run_classifier's {len(batches)} batches; its "
                 f"tokenizer splits {runner.pieces_differing_from(pieces)} of {len(train)} training "
@@ -659,7 +650,7 @@ def run_task(task, names, data_dir, model_dir, train, dev, work_dir):
             config = classifier_config(
                 data_dir, output_dir, model_dir, is_pair, name, steps_per_round
             )
-            seconds, runner = _timed(BertTfRunner, config)
+            seconds, _, runner = timing.timed(BertTfRunner, config)
         runners[name] = runner
         results[name] = {"setup_seconds": seconds, "passes": []}
     rounds = Turns(runners, FLAGS.rounds).run(
@@ -673,7 +664,7 @@ def run_task(task, names, data_dir, model_dir, train, dev, work_dir):
             )
     for _ in range(FLAGS.predict_passes):
         for name, runner in runners.items():
-            seconds, accuracy = _timed(runner.predict)
+            seconds, _, accuracy = timing.timed(runner.predict)
             results[name]["passes"].append(seconds)
             results[name]["accuracy"] = accuracy
     examples_per_round = steps_per_round * FLAGS.batch_size
@@ -689,10 +680,6 @@ def run_task(task, names, data_dir, model_dir, train, dev, work_dir):
             first_pass_seconds=result["passes"][0],
         )
     return results
-
-
-def _standard_error(accuracy, count):
-    return float(np.sqrt(accuracy * (1 - accuracy) / count))
 
 
 # ---------------------------------------------------------------------------------- main
@@ -712,7 +699,7 @@ def _print_table(rows):
             f"{row['train_examples_per_sec']:.1f} | {row['best_round_examples_per_sec']:.1f} | "
             f"{row['train_seconds']:.1f} | {row['predict_examples_per_sec']:.1f} | "
             f"{row['first_pass_seconds']:.1f} | {row['accuracy']:.3f} "
-            f"({_standard_error(row['accuracy'], row['num_dev']):.3f}) |"
+            f"({stats.sampling_error(row['accuracy'], row['num_dev']):.3f}) |"
         )
 
 
@@ -734,8 +721,8 @@ def _print_ratios(rows):
                 continue
             a, b = by_runner[first], by_runner[second]
             difference_error = np.hypot(
-                _standard_error(a["accuracy"], a["num_dev"]),
-                _standard_error(b["accuracy"], b["num_dev"]),
+                stats.sampling_error(a["accuracy"], a["num_dev"]),
+                stats.sampling_error(b["accuracy"], b["num_dev"]),
             )
             print(
                 f"{task}: {first} vs {second}: training "

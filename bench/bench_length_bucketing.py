@@ -19,9 +19,9 @@ whole file: per task and variant, the mean dev accuracy over seeds with its stan
 difference from the fixed path's mean in units of the fixed path's standard error, and the median
 training examples/s (wall clock of ClassifierRun.train, tracing included, features written before).
 
-    .venv/bin/python bench/bench_length_bucketing.py --work_dir=/tmp/lb --tasks=sst2_like \\
+    .venv/bin/python -m bench.bench_length_bucketing --work_dir=/tmp/lb --tasks=sst2_like \\
         --seeds=1,2,3,4,5 --variants=fixed,window32,window4 --num_dev=1024
-    .venv/bin/python bench/bench_length_bucketing.py --work_dir=/tmp/lb --summarize_only
+    .venv/bin/python -m bench.bench_length_bucketing --work_dir=/tmp/lb --summarize_only
 
 The flags --tasks, --num_train, --num_dev, --epochs, --batch_size, --max_seq_length, --learning_rate,
 --threads and --work_dir are bench_finetune.py's (this script reuses its data).
@@ -31,17 +31,17 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 
 import numpy as np
 from absl import app, flags, logging
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import bench_finetune  # noqa: E402  (defines the shared flags, puts the repository on sys.path)
-import machine  # noqa: E402
-import minilm  # noqa: E402
+from bench import (
+    bench_finetune,  # defines the shared flags
+    machine,
+    minilm,
+    stats,
+)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("variants", ["fixed", "window32", "window4"], "fixed, or window<N> (bucketing).")
@@ -183,30 +183,29 @@ def summarize(rows):
             if row["task"] == task:
                 by_variant.setdefault(row["variant"], []).append(row)
         fixed = by_variant.get("fixed")
-        fixed_mean = statistics.fmean(r["accuracy"] for r in fixed) if fixed else None
-        fixed_error = _standard_error([r["accuracy"] for r in fixed]) if fixed else None
+        fixed_mean, fixed_error = (
+            stats.mean_and_error(r["accuracy"] for r in fixed) if fixed else (None, None)
+        )
         fixed_speed = (
             statistics.median(r["train_examples_per_sec"] for r in fixed) if fixed else None
         )
         for variant in sorted(by_variant, key=lambda v: (v != "fixed", -(bucket_window(v) or 0))):
             runs = by_variant[variant]
             accuracies = [r["accuracy"] for r in runs]
-            mean, error = statistics.fmean(accuracies), _standard_error(accuracies)
-            std = statistics.stdev(accuracies) if len(accuracies) > 1 else float("nan")
+            mean, error = stats.mean_and_error(accuracies)
+            std = statistics.stdev(accuracies) if len(accuracies) > 1 else None
             speed = statistics.median(r["train_examples_per_sec"] for r in runs)
             difference = ""
             if fixed and variant != "fixed":
-                difference = f"{mean - fixed_mean:+.4f} ({(mean - fixed_mean) / fixed_error:+.1f})"
+                in_errors = f"{(mean - fixed_mean) / fixed_error:+.1f}" if fixed_error else "no SE"
+                difference = f"{mean - fixed_mean:+.4f} ({in_errors})"
             ratio = f"{speed / fixed_speed:.2f}" if fixed else ""
             print(
-                f"| {task} | {variant} | {len(runs)} | {mean:.4f} ({error:.4f}) | {std:.4f} | "
+                f"| {task} | {variant} | {len(runs)} | {mean:.4f} ({stats.error_text(error)}) | "
+                f"{stats.error_text(std)} | "
                 f"{min(accuracies):.4f} - {max(accuracies):.4f} | {difference} | {speed:.1f} | "
                 f"{ratio} |"
             )
-
-
-def _standard_error(values):
-    return statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
 
 
 def main(argv):

@@ -25,9 +25,9 @@ but reads the corpus again (writing work_dir/bbc_news/ again) for the peer; it s
 from the saved dev logits, so a rule added since a run counts too. evaluate() (the table's first
 column) runs with --window_combination=mean.
 
-    .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --seeds=1,2,3
-    .venv/bin/python bench/bench_long_documents.py --work_dir=/tmp/long --summarize_only
-    .venv/bin/python bench/bench_long_documents.py --max_articles=200 --num_train_epochs=1 \\
+    .venv/bin/python -m bench.bench_long_documents --work_dir=/tmp/long --seeds=1,2,3
+    .venv/bin/python -m bench.bench_long_documents --work_dir=/tmp/long --summarize_only
+    .venv/bin/python -m bench.bench_long_documents --max_articles=200 --num_train_epochs=1 \\
         --seeds=1 --work_dir=/tmp/long_smoke                                  # smoke test
 
 The flags --work_dir, --num_train_epochs, --max_seq_length, --train_batch_size, --eval_batch_size,
@@ -40,17 +40,17 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import time
 
 import numpy as np
 from absl import app, flags, logging
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import finetune_real  # noqa: E402  (defines the shared flags, puts the repository on sys.path)
-import machine  # noqa: E402
-import minilm  # noqa: E402
+from bench import (
+    finetune_real,  # defines the shared flags
+    machine,
+    minilm,
+    stats,
+)
 
 FLAGS = flags.FLAGS
 MODES = ("truncated", "windows")
@@ -305,10 +305,10 @@ def _mean_cell(values):
     """'mean (standard error) [min - max]' of accuracies, as percentages ("-" for none)."""
     if not values:
         return "-"
-    mean = statistics.fmean(values)
-    error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
+    mean, error = stats.mean_and_error(values)
     return (
-        f"{100 * mean:.2f}% ({100 * error:.2f}) [{100 * min(values):.2f} - {100 * max(values):.2f}]"
+        f"{100 * mean:.2f}% ({stats.error_text(error, 2, 100)}) "
+        f"[{100 * min(values):.2f} - {100 * max(values):.2f}]"
     )
 
 

@@ -36,8 +36,8 @@ reports the minority topic's dev recall and precision, dev accuracy and macro F1
 Every run appends one JSON line to work_dir/runs.jsonl; a run already there with the same settings
 is skipped, so a stopped bench goes on where it was.
 
-    .venv/bin/python bench/bench_multi_label.py --parts=multi_label --work_dir=/tmp/multi_label
-    .venv/bin/python bench/bench_multi_label.py --parts=multi_label --ml_examples=64,32,32 \\
+    .venv/bin/python -m bench.bench_multi_label --parts=multi_label --work_dir=/tmp/multi_label
+    .venv/bin/python -m bench.bench_multi_label --parts=multi_label --ml_examples=64,32,32 \\
         --num_train_epochs=1 --ml_seeds=1 --work_dir=/tmp/multi_label_smoke         # smoke test
 
 The flags --work_dir, --num_train_epochs (part 1; this script's default 4), --max_seq_length (part
@@ -53,19 +53,19 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import time
 import warnings
 
 import numpy as np
 from absl import app, flags, logging
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import corpora  # noqa: E402
-import finetune_real  # noqa: E402  (defines the shared flags, puts the repository on sys.path)
-import machine  # noqa: E402
-import minilm  # noqa: E402
+from bench import (
+    corpora,
+    finetune_real,  # defines the shared flags
+    machine,
+    minilm,
+    stats,
+)
 
 FLAGS = flags.FLAGS
 FLAGS.set_default("num_train_epochs", 4.0)
@@ -183,7 +183,7 @@ def write_tables(data_dir, splits):
     """{split: [(label cell, text)]} as data_dir/<split>.tsv."""
     os.makedirs(data_dir, exist_ok=True)
     for split, rows in splits.items():
-        finetune_real.write_tsv(os.path.join(data_dir, f"{split}.tsv"), rows)
+        corpora.write_tsv(os.path.join(data_dir, f"{split}.tsv"), rows)
 
 
 def base_config(model_dir, output_dir, data_dir, seed):
@@ -578,13 +578,11 @@ def class_weights_part(model_dir, work_dir, train, dev, results):
 
 
 def _mean_cell(values):
-    """'mean (standard error)' ("-" for none; no error for one value)."""
+    """'mean (standard error)' ("-" for none; "none (1 run)" for one value)."""
     if not values:
         return "-"
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return f"{mean:.4f}"
-    return f"{mean:.4f} ({statistics.stdev(values) / len(values) ** 0.5:.4f})"
+    mean, error = stats.mean_and_error(values)
+    return f"{mean:.4f} ({stats.error_text(error)})"
 
 
 # ---------------------------------------------------------------------------- runs file

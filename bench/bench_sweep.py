@@ -8,8 +8,8 @@ and standard deviation, best/ the best run. This bench runs such a grid with all
 bench_finetune.py's `sst2_like` (one sentence of real length: Emma or Pride and Prejudice?) and
 prints, per combination, the seeds' dev accuracies, their mean, standard deviation and max - min.
 
-    .venv/bin/python bench/bench_sweep.py --work_dir=/tmp/sweep --num_train=1024 --num_dev=1024
-    .venv/bin/python bench/bench_sweep.py --learning_rates=1e-4 --batch_sizes=32 --epoch_values=1 \\
+    .venv/bin/python -m bench.bench_sweep --work_dir=/tmp/sweep --num_train=1024 --num_dev=1024
+    .venv/bin/python -m bench.bench_sweep --learning_rates=1e-4 --batch_sizes=32 --epoch_values=1 \\
         --sweep_seeds=1,2 --num_train=64 --num_dev=32                  # smoke test
 
 A sweep cut off is taken up again by the same command (finished combinations are skipped).
@@ -19,16 +19,15 @@ The flags --num_train, --num_dev, --max_seq_length, --threads and --work_dir are
 import csv
 import os
 import statistics
-import sys
 import time
 
 from absl import app, flags, logging
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import bench_finetune  # noqa: E402  (defines the shared flags, puts the repository on sys.path)
-import machine  # noqa: E402
-import minilm  # noqa: E402
+from bench import (
+    bench_finetune,  # defines the shared flags
+    machine,
+    minilm,
+)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("task", "sst2_like", "bench_finetune.py's task: sst2_like or mrpc_like.")

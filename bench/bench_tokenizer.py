@@ -24,8 +24,8 @@ so with a second core free its wall-clock rate can pass its CPU rate; FullTokeni
 FastBertTokenizer run on one core. Ratios per CPU second compare work done; ratios per wall
 second compare latency on this machine. Every ratio is between runners of the same run.
 
-    .venv/bin/python bench/bench_tokenizer.py                       # the tables of bench/RESULTS.md
-    .venv/bin/python bench/bench_tokenizer.py --batch_sizes=256 --repeats=1   # quick
+    .venv/bin/python -m bench.bench_tokenizer                       # the tables of bench/RESULTS.md
+    .venv/bin/python -m bench.bench_tokenizer --batch_sizes=256 --repeats=1   # quick
 """
 
 import argparse
@@ -33,11 +33,9 @@ import json
 import os
 import random
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import machine  # noqa: E402
+from bench import machine
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))

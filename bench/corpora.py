@@ -35,3 +35,9 @@ def deduplicated(rows):
             seen.add(text)
             kept.append((label, text))
     return kept, sum(len(found) > 1 for found in labels.values())
+
+
+def write_tsv(path, rows):
+    """Writes (label, text) rows as run_classifier.py's headerless `label<TAB>text` lines."""
+    with open(path, "w", encoding="utf-8") as writer:
+        writer.writelines(f"{label}\t{text}\n" for label, text in rows)

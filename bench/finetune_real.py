@@ -8,8 +8,8 @@ and 444 dev articles. all-MiniLM-L6-v2 is converted by convert_checkpoint.py and
 `bert_tf.tasks.classification.ClassifierRun` (what run_classifier.py --task_name=tsv --do_train
 --do_eval runs): an article (title and body on one line) is text_a, max_seq_length 128, 3 epochs.
 
-    .venv/bin/python bench/finetune_real.py
-    .venv/bin/python bench/finetune_real.py --max_articles=200 --num_train_epochs=1   # smoke test
+    .venv/bin/python -m bench.finetune_real
+    .venv/bin/python -m bench.finetune_real --max_articles=200 --num_train_epochs=1   # smoke test
 
 Prints dev accuracy, training and prediction examples/s and wall times as a Markdown table.
 """
@@ -17,18 +17,15 @@ Prints dev accuracy, training and prediction examples/s and wall times as a Mark
 import importlib.util
 import os
 import random
-import sys
 import tempfile
 import time
 
 from absl import app, flags, logging
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_DIR)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import corpora, machine, minilm
 
-import machine  # noqa: E402
-import minilm  # noqa: E402
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", None, "Data, features and checkpoints (default: a temp dir).")
@@ -82,11 +79,6 @@ def stratified_split(articles, dev_fraction, seed):
     return train, dev
 
 
-def write_tsv(path, rows):
-    with open(path, "w", encoding="utf-8") as writer:
-        writer.writelines(f"{label}\t{text}\n" for label, text in rows)
-
-
 def write_bbc_news(work_dir):
     """The flags' split (--max_articles sampled by --seed, then stratified by --dev_fraction) written
     as work_dir/bbc_news/train.tsv and dev.tsv; returns (that folder, train, dev)."""
@@ -96,8 +88,8 @@ def write_bbc_news(work_dir):
     train, dev = stratified_split(articles, FLAGS.dev_fraction, FLAGS.seed)
     data_dir = os.path.join(work_dir, "bbc_news")
     os.makedirs(data_dir, exist_ok=True)
-    write_tsv(os.path.join(data_dir, "train.tsv"), train)
-    write_tsv(os.path.join(data_dir, "dev.tsv"), dev)
+    corpora.write_tsv(os.path.join(data_dir, "train.tsv"), train)
+    corpora.write_tsv(os.path.join(data_dir, "dev.tsv"), dev)
     return data_dir, train, dev
 
 

@@ -10,6 +10,8 @@ import json
 import os
 import platform
 
+from bench import timing
+
 # The CPU features that change which matmul kernels run, in /proc/cpuinfo's spelling.
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
@@ -133,20 +135,6 @@ def read_json_lines(path):
         return [json.loads(line) for line in reader if line.strip()]
 
 
-def timed_in_turns(calls, repeats):
-    """{name: [seconds of each repeat]}, the calls taking turns repeat after repeat (so that load from
-    other work falls on all of them alike)."""
-    import time
-
-    seconds = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            seconds[name].append(time.perf_counter() - start)
-    return seconds
-
-
 def matmul_rates(dtypes=("float32", "bfloat16"), size=2048, repeats=10):
     """{dtype: GFLOP/s of a size x size tf.matmul (2 size^3 flops) in it}: the machine's own limit.
 
@@ -162,7 +150,7 @@ def matmul_rates(dtypes=("float32", "bfloat16"), size=2048, repeats=10):
         matmul = tf.function(lambda a=a, b=b: tf.matmul(a, b))
         matmul()  # tracing
         calls[dtype] = lambda matmul=matmul: matmul().numpy()
-    seconds = timed_in_turns(calls, repeats)
+    seconds = timing.timed_in_turns(calls, repeats)
     return {dtype: 2 * size**3 / float(np.median(s)) / 1e9 for dtype, s in seconds.items()}
 
 

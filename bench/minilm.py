@@ -6,7 +6,6 @@ Google's releases.
 """
 
 import os
-import sys
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,7 +25,6 @@ def converted(work_dir):
     """Converts the model into work_dir/all-MiniLM-L6-v2 (once; reused after); returns that folder."""
     output_dir = os.path.join(work_dir, "all-MiniLM-L6-v2")
     if not os.path.exists(os.path.join(output_dir, "bert_model.ckpt.index")):
-        sys.path.insert(0, REPO_DIR)
         import convert_checkpoint
 
         convert_checkpoint.convert(hf_model_dir(), output_dir, overwrite=True)

@@ -7,20 +7,16 @@ learning-rate schedule, on the same split (the same --<set>_sizes flags give the
 prints one JSON line per seed. If transformers then lands on ours' accuracy, the gap in
 bench_real_text's table is the optimizer's bias correction, a property of the original's recipe.
 
-    /tmp/serving-venv/bin/python bench/real_text_adam_check.py --sets=rotten_tomatoes \\
+    /tmp/serving-venv/bin/python -m bench.real_text_adam_check --sets=rotten_tomatoes \\
         --rotten_tomatoes_sizes=400,200,500 --learning_rate=5e-5 --epochs=3 --seeds=1,2
 """
 
 import json
 import math
-import os
-import sys
 
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import bench_real_text  # noqa: E402  (its flags: --sets, --<set>_sizes, --seeds, --work_dir, ...)
+from bench import bench_real_text  # its flags: --sets, --<set>_sizes, --seeds, --work_dir, ...
 
 FLAGS = flags.FLAGS
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (ours' chosen setting).")
@@ -50,8 +46,8 @@ def without_bias_correction(corrected):
 
 def main(argv):
     del argv
-    bench_real_text._transformers_optimizer = without_bias_correction(
-        bench_real_text._transformers_optimizer
+    bench_real_text.transformers_optimizer = without_bias_correction(
+        bench_real_text.transformers_optimizer
     )
     bench_real_text.machine.set_threads(FLAGS.threads)
     for name in FLAGS.sets:

@@ -1,9 +1,9 @@
 """The whole benchmark suite in one run, written to bench/RESULTS.md: every table from one machine.
 
-    .venv/bin/python bench/run_all.py                    # every step but real (41 minutes in the last whole run;
+    .venv/bin/python -m bench.run_all                    # every step but real (41 minutes in the last whole run;
                                                          # restart 43, beam 20 + 3, latency 9 more, each in its own run)
-    .venv/bin/python bench/run_all.py --quick            # tiny sizes: checks that every bench runs
-    .venv/bin/python bench/run_all.py --only=finetune,precision
+    .venv/bin/python -m bench.run_all --quick            # tiny sizes: checks that every bench runs
+    .venv/bin/python -m bench.run_all --only=finetune,precision
 
 Benchmarks, in the order of README's performance table (each script also runs alone; its docstring
 says what it measures):
@@ -41,55 +41,52 @@ import sys
 import tempfile
 import time
 
+from bench import machine, report
+from bert_tf import io
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
 
-sys.path.insert(0, BENCH_DIR)
-sys.path.insert(0, REPO_DIR)
-import machine  # noqa: E402
-import report  # noqa: E402
-
-from bert_tf import io  # noqa: E402
 
 # name -> [(label, script, full-size arguments, --quick arguments)]
 STEPS = {
     "pretraining_data": [
-        ("create_pretraining_data", "bench_create_pretraining_data.py", [], ["--repeats=1", "--scales="]),
+        ("create_pretraining_data", "bench.bench_create_pretraining_data", [], ["--repeats=1", "--scales="]),
     ],
     "beam": [
-        ("create_pretraining_data on Beam beside the pool, 2.7 MB to 1.1 GB", "bench_beam_data.py", [], ["--quick"]),
-        ("batch_predict.py on Beam against a direct loop over the export", "bench_beam_predict.py", [], ["--model=bert_tiny", "--rows=500"]),
+        ("create_pretraining_data on Beam beside the pool, 2.7 MB to 1.1 GB", "bench.bench_beam_data", [], ["--quick"]),
+        ("batch_predict.py on Beam against a direct loop over the export", "bench.bench_beam_predict", [], ["--model=bert_tiny", "--rows=500"]),
     ],
     "finetune": [
-        ("run_classifier fine-tuning and prediction, real lengths", "bench_finetune.py", ["--num_train=1024", "--num_dev=256", "--epochs=1", "--rounds=4", "--predict_passes=3"], ["--num_train=64", "--num_dev=32", "--epochs=1", "--rounds=2", "--predict_passes=2"]),
+        ("run_classifier fine-tuning and prediction, real lengths", "bench.bench_finetune", ["--num_train=1024", "--num_dev=256", "--epochs=1", "--rounds=4", "--predict_passes=3"], ["--num_train=64", "--num_dev=32", "--epochs=1", "--rounds=2", "--predict_passes=2"]),
     ],
     "inference": [
-        ("encoder inference, batch 16 and batch 1", "bench_inference.py", [], ["--model=bert_mini", "--repeats=2", "--latency_calls=5"]),
+        ("encoder inference, batch 16 and batch 1", "bench.bench_inference", [], ["--model=bert_mini", "--repeats=2", "--latency_calls=5"]),
     ],
     "latency": [
-        ("the export, one request at a time, vs transformers and keras-hub", "bench_latency.py", [], ["--model=bert_tiny", "--calls=5"]),
+        ("the export, one request at a time, vs transformers and keras-hub", "bench.bench_latency", [], ["--model=bert_tiny", "--calls=5"]),
     ],
     "training": [
-        ("pretraining step, run 1", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
-        ("pretraining step, run 2", "bench_pretraining.py", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
-        ("pretraining step with transformers", "bench_pretraining.py", ["--models=mini", "--runners=bert_tf,keras_hub,transformers", "--jit_compile=no", "--steps=10", "--rounds=2"], ["--models=mini", "--runners=bert_tf,transformers", "--jit_compile=no", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
+        ("pretraining step, run 1", "bench.bench_pretraining", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
+        ("pretraining step, run 2", "bench.bench_pretraining", ["--steps=10", "--rounds=2"], ["--models=mini", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
+        ("pretraining step with transformers", "bench.bench_pretraining", ["--models=mini", "--runners=bert_tf,keras_hub,transformers", "--jit_compile=no", "--steps=10", "--rounds=2"], ["--models=mini", "--runners=bert_tf,transformers", "--jit_compile=no", "--steps=2", "--rounds=1", "--warmup_steps=1"]),
     ],
     "restart": [
-        ("resume to the first step, global step 10 to 100,000", "bench_restart.py", [], ["--quick"]),
+        ("resume to the first step, global step 10 to 100,000", "bench.bench_restart", [], ["--quick"]),
     ],
     "attention": [
-        ("attention block forms", "bench_attention.py", [], ["--calls=2", "--rounds=1"]),
+        ("attention block forms", "bench.bench_attention", [], ["--calls=2", "--rounds=1"]),
     ],
     "serving": [
-        ("tokenizers, tokens/s", "bench_tokenizer.py", ["--repeats=3"], ["--batch_sizes=256", "--repeats=1"]),
-        ("raw-text exports: the tokenizer's cost, padding", "bench_serving.py", ["--calls=30"], ["--models=bert_mini", "--calls=5"]),
+        ("tokenizers, tokens/s", "bench.bench_tokenizer", ["--repeats=3"], ["--batch_sizes=256", "--repeats=1"]),
+        ("raw-text exports: the tokenizer's cost, padding", "bench.bench_serving", ["--calls=30"], ["--models=bert_mini", "--calls=5"]),
     ],
     "precision": [
-        ("mixed_bfloat16 against float32", "bench_precision.py", [], ["--inference_model=bert_tiny", "--repeats=2", "--steps=2", "--rounds=1", "--finetune_train=64", "--finetune_dev=32", "--finetune_steps=2", "--finetune_rounds=1"]),
+        ("mixed_bfloat16 against float32", "bench.bench_precision", [], ["--inference_model=bert_tiny", "--repeats=2", "--steps=2", "--rounds=1", "--finetune_train=64", "--finetune_dev=32", "--finetune_steps=2", "--finetune_rounds=1"]),
     ],
     "real": [
-        ("all-MiniLM-L6-v2 on BBC News", "finetune_real.py", [], ["--max_articles=100", "--num_train_epochs=1"]),
-        ("accuracy on real text: ours, bag of words, transformers", "bench_real_text.py", ["--work_dir=/tmp/bench_real_text", "--rotten_tomatoes_sizes=400,200,500", "--tweets_sizes=400,200,500", "--imdb_sizes=80,64,200", "--learning_rates=5e-5", "--epoch_values=3", "--threads=1"], ["--work_dir=/tmp/bench_real_text_quick", "--rotten_tomatoes_sizes=64,32,32", "--tweets_sizes=64,32,32", "--imdb_sizes=8,8,8", "--learning_rates=5e-5", "--epoch_values=1", "--seeds=1,2"]),
+        ("all-MiniLM-L6-v2 on BBC News", "bench.finetune_real", [], ["--max_articles=100", "--num_train_epochs=1"]),
+        ("accuracy on real text: ours, bag of words, transformers", "bench.bench_real_text", ["--work_dir=/tmp/bench_real_text", "--rotten_tomatoes_sizes=400,200,500", "--tweets_sizes=400,200,500", "--imdb_sizes=80,64,200", "--learning_rates=5e-5", "--epoch_values=3", "--threads=1"], ["--work_dir=/tmp/bench_real_text_quick", "--rotten_tomatoes_sizes=64,32,32", "--tweets_sizes=64,32,32", "--imdb_sizes=8,8,8", "--learning_rates=5e-5", "--epoch_values=1", "--seeds=1,2"]),
     ],
 }  # fmt: skip
 
@@ -136,7 +133,7 @@ def main():
 
     failed, steps = [], []
     run = dict(
-        command=" ".join([_shown(sys.executable), _shown(__file__), *sys.argv[1:]]),
+        command=" ".join([_shown(sys.executable), "-m", "bench.run_all", *sys.argv[1:]]),
         started=_utc(), commit=report.commit(REPO_DIR), versions=report.versions(),
         machine=machine.header(with_tensorflow=False), load_before=machine.load_line(),
     )  # fmt: skip
@@ -149,8 +146,8 @@ def main():
 
         say(f"bench/run_all.py {'--quick ' if args.quick else ''}started {time.ctime()}")
         for name in names:
-            for label, script, full, quick in STEPS[name]:
-                command = [sys.executable, os.path.join(BENCH_DIR, script)]
+            for label, module, full, quick in STEPS[name]:
+                command = [sys.executable, "-m", module]
                 command += quick if args.quick else full
                 load_before = machine.load_line()
                 say(f"\n## {label}\n$ {' '.join(command)}\n{load_before} (before)")

@@ -13,12 +13,11 @@ from conftest import REPO_DIR
 
 
 def _run(code):
-    """The JSON printed last by `code`, run with bench/ on sys.path and the script's flags parsed."""
+    """The JSON printed last by `code`, run from the repository with the bench's flags parsed."""
     prelude = textwrap.dedent(
-        f"""
+        """
         import json, sys
-        sys.path.insert(0, {str(REPO_DIR / "bench")!r})
-        import bench_real_text as bench
+        from bench import bench_real_text as bench
         bench.FLAGS(["bench_real_text.py"])
         """
     )

@@ -6,10 +6,11 @@ import re
 import subprocess
 import sys
 
-BENCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
-sys.path.insert(0, BENCH_DIR)
+from bench import report
 
-import report  # noqa: E402
+from conftest import REPO_DIR, SUBPROCESS_ENV
+
+BENCH_DIR = os.path.join(REPO_DIR, "bench")
 
 STDOUT = """CPU: Some CPU, 2 logical cores
 load average 1.00 / 1.00 / 1.00 (1 / 5 / 15 min)
@@ -69,17 +70,18 @@ def test_a_run_rewrites_its_part_and_keeps_the_appendix(tmp_path):
     assert report.appendix(str(tmp_path / "absent.md")) == ""
 
     # The whole writer, as `make bench` runs it, on a step that prints a table without TensorFlow.
-    step = tmp_path / "bench_fake.py"
+    step = tmp_path / "bench_fake.py"  # run as `python -m bench_fake`, from PYTHONPATH
     step.write_text(
         "print('| x | y |')\nprint('|---|---|')\nprint('| 1 | 2 |')\nprint('ratio 2.0x')\n"
     )
     code = (
-        "import sys; sys.argv = sys.argv[:1] + sys.argv[2:]; import run_all; "
-        f"run_all.STEPS = {{'fake': [('a fake step', {str(step)!r}, [], [])]}}; "
+        "import sys; sys.argv = sys.argv[:1] + sys.argv[2:]; from bench import run_all; "
+        "run_all.STEPS = {'fake': [('a fake step', 'bench_fake', [], [])]}; "
         "sys.exit(run_all.main())"
     )
     command = [sys.executable, "-c", code, "-", f"--results={results}", f"--log={tmp_path / 'log'}"]
-    subprocess.run(command, cwd=BENCH_DIR, check=True, timeout=60, capture_output=True)
+    env = {**SUBPROCESS_ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_DIR)])}
+    subprocess.run(command, cwd=REPO_DIR, env=env, check=True, timeout=60, capture_output=True)
     text = results.read_text()
     assert "an old run's tables" not in text
     assert text.endswith(old_appendix)
@@ -88,7 +90,7 @@ def test_a_run_rewrites_its_part_and_keeps_the_appendix(tmp_path):
     # --quick is a smoke run: the report stays as it was.
     before = results.read_text()
     subprocess.run(
-        command + ["--quick"], cwd=BENCH_DIR, check=True, timeout=60, capture_output=True
+        command + ["--quick"], cwd=REPO_DIR, env=env, check=True, timeout=60, capture_output=True
     )
     assert results.read_text() == before
 
@@ -119,12 +121,12 @@ def test_bench_serving_exports_and_times_every_path_on_the_sample_text(tmp_path)
     repo_dir = os.path.dirname(BENCH_DIR)
     result = subprocess.run(
         [
-            sys.executable, os.path.join(BENCH_DIR, "bench_serving.py"), "--models=bert_tiny",
+            sys.executable, "-m", "bench.bench_serving", "--models=bert_tiny",
             "--batch_sizes=1,4", "--calls=5", "--threads=1",
             f"--input_file={os.path.join(repo_dir, 'sample_data', 'sample_text.txt')}",
         ],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**os.environ, "TMPDIR": str(tmp_path)},  # its exports go to a temporary folder
+        env={**SUBPROCESS_ENV, "TMPDIR": str(tmp_path)},  # its exports go to a temporary folder
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [
@@ -141,12 +143,12 @@ def test_bench_latency_times_the_export_one_request_at_a_time(tmp_path):
     repo_dir = os.path.dirname(BENCH_DIR)
     result = subprocess.run(
         [
-            sys.executable, os.path.join(BENCH_DIR, "bench_latency.py"), "--model=bert_tiny",
+            sys.executable, "-m", "bench.bench_latency", "--model=bert_tiny",
             "--shapes=1x8,2x16", "--calls=3", "--threads=1", "--runners=bert_tf",
             f"--input_file={os.path.join(repo_dir, 'sample_data', 'sample_text.txt')}",
         ],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**os.environ, "TMPDIR": str(tmp_path)},
+        env={**SUBPROCESS_ENV, "TMPDIR": str(tmp_path)},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [
@@ -165,8 +167,7 @@ def test_bench_latency_times_the_export_one_request_at_a_time(tmp_path):
 
 
 def test_texts_of_length_give_exactly_the_asked_wordpieces():
-    import bench_latency
-
+    from bench import bench_latency
     from bert_tf.tokenization import FullTokenizer
 
     repo_dir = os.path.dirname(BENCH_DIR)

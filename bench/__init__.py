@@ -1,0 +1,5 @@
+"""The benchmarks, run as a package from the repository's root: `python -m bench.run_all` (every step) or
+`python -m bench.bench_latency` (one). Shared helpers: `machine` (what a table ran on), `timing` (how a
+call is timed), `stats` (means and standard errors), `report` (RESULTS.md), `corpora` and `minilm`
+(the data and the model the real-text benches read).
+"""
