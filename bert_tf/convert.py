@@ -48,7 +48,27 @@ _BERT_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(BertConfig)
 _NOT_WEIGHTS = re.compile(
     r"(bert\.)?embeddings\.position_ids|cls\.predictions\.decoder\.(weight|bias)"
 )
+# The Google names that follow no pattern: the pretraining heads and the task heads
+# (bert_tf/tasks/heads.py), each with the Hugging Face names that hold it, the first the one
+# transformers writes. Their weights are [units, H] in both formats (Google's output_weights is
+# multiplied transposed, like a torch Linear weight), so they are copied as they are.
+HEAD_NAMES = {
+    "cls/predictions/output_bias": ["cls.predictions.bias", "cls.predictions.decoder.bias"],
+    "cls/seq_relationship/output_weights": ["cls.seq_relationship.weight"],
+    "cls/seq_relationship/output_bias": ["cls.seq_relationship.bias"],
+    "output_weights": ["classifier.weight"],  # run_classifier.py (one text, pairs, multi-label)
+    "output_bias": ["classifier.bias"],
+    "cls/squad/output_weights": ["qa_outputs.weight"],  # run_squad.py: start and end
+    "cls/squad/output_bias": ["qa_outputs.bias"],
+    "cls/tagging/output_weights": ["classifier.weight"],  # run_ner.py
+    "cls/tagging/output_bias": ["classifier.bias"],
+    "cls/multiple_choice/output_weights": ["classifier.weight"],  # run_swag.py: one score
+    "cls/multiple_choice/output_bias": ["classifier.bias"],
+}
 _INPUT_FILES = ("config.json", "vocab.txt", "model.safetensors")
+
+
+OUTPUT_FORMATS = ("google", "huggingface", "keras_hub")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -56,25 +76,52 @@ class ConvertConfig:
     """convert_checkpoint.py's settings."""
 
     hf_model_dir: str | None = setting(
-        None, "Hugging Face BERT folder: config.json, vocab.txt, model.safetensors."
+        None,
+        "Hugging Face BERT folder (config.json, vocab.txt, model.safetensors) or keras-hub preset "
+        "folder (metadata.json, model.weights.h5) to convert into a Google-format release.",
     )
     output_dir: str | None = setting(
         None,
-        "Folder for the Google-format release (bert_config.json, vocab.txt, bert_model.ckpt.*); "
-        "created; must be absent or empty unless --overwrite.",
+        "Folder to write (the release, or the --output_format folder); created; must be absent or "
+        "empty unless --overwrite.",
     )
     overwrite: bool = setting(
         False,
         "Write into a non-empty --output_dir: replaces the release files there (and stale "
         "bert_model.ckpt.* files), keeps any other file. Default False.",
     )
+    output_format: str = setting(
+        "google",
+        "google: --hf_model_dir into a Google-format release (the default); huggingface or "
+        "keras_hub: --init_checkpoint into a transformers folder or a keras-hub preset.",
+        choices=OUTPUT_FORMATS,
+    )
+    init_checkpoint: str | None = setting(
+        None,
+        "--output_format=huggingface|keras_hub: a checkpoint prefix, a release folder or a "
+        "fine-tuning run's output_dir (its task.json gives the task and labels).",
+    )
+    vocab_file: str | None = setting(None, "--output_format=huggingface|keras_hub: vocab.txt.")
+    bert_config_file: str | None = setting(
+        None, "Default: the run's task.json, else bert_config.json beside the checkpoint."
+    )
+    do_lower_case: bool | None = setting(
+        None, "Default: the run's (task.json), a converted model's (embedding.json), else True."
+    )
 
 
 def run(config):
     """convert_checkpoint.py: converts as `config` says; bad input is an InputError naming it."""
-    for name in ("hf_model_dir", "output_dir"):
-        if not getattr(config, name):
-            raise InputError(f"--{name} is required")
+    if config.output_format not in OUTPUT_FORMATS:
+        raise InputError(f"--output_format must be one of {OUTPUT_FORMATS}")
+    if not config.output_dir:
+        raise InputError("--output_dir is required")
+    if config.output_format != "google":
+        from bert_tf.model_out import convert_out
+
+        return convert_out(config)
+    if not config.hf_model_dir:
+        raise InputError("--hf_model_dir is required")
     try:
         return convert(config.hf_model_dir, config.output_dir, overwrite=config.overwrite)
     except (FileNotFoundError, FileExistsError) as error:
@@ -226,7 +273,7 @@ def google_values_from_hf(tensors, targets, source):
         _check_decoder_is_tied(tensors, prefix, source)
     values, missing, used = {}, [], set()
     for google_name, variable in targets.items():
-        candidates, is_linear = _hf_names(google_name, prefix)
+        candidates, is_linear = hf_names(google_name, prefix)
         hf_name = next((name for name in candidates if name in tensors), None)
         if hf_name is None:
             missing.append(candidates[0])
@@ -273,20 +320,16 @@ def _check_decoder_is_tied(tensors, prefix, source):
             )
 
 
-def _hf_names(google_name, prefix):
+def hf_names(google_name, prefix):
     """The Hugging Face names that may hold a Google variable, and whether it is a torch Linear weight.
+
+    The first name is the one transformers writes (bert_tf/huggingface_out.py writes it too).
 
     bert/encoder/layer_3/attention/self/query/kernel -> {prefix}encoder.layer.3.attention.self.query.weight;
     LayerNorm gamma/beta are weight/bias (gamma/beta in older files); embedding tables end in ".weight".
     """
-    special = {
-        "cls/predictions/output_bias": ["cls.predictions.bias", "cls.predictions.decoder.bias"],
-        # [2, H] in both formats: Google's output_weights is multiplied transposed, like a Linear weight.
-        "cls/seq_relationship/output_weights": ["cls.seq_relationship.weight"],
-        "cls/seq_relationship/output_bias": ["cls.seq_relationship.bias"],
-    }
-    if google_name in special:
-        return special[google_name], False
+    if google_name in HEAD_NAMES:
+        return HEAD_NAMES[google_name], False
     scope, leaf = google_name.rsplit("/", 1)
     module = re.sub(r"layer_(\d+)", r"layer.\1", scope).replace("/", ".")
     if module.startswith("bert."):
