@@ -27,44 +27,17 @@ from absl import logging
 from bert_tf import io
 from bert_tf.checkpoints import google_variable_names, save_google_checkpoint
 from bert_tf.errors import InputError
+from bert_tf.hf_names import HIDDEN_ACTS, hf_names
 from bert_tf.modeling import SIZE_FIELDS, BertConfig, BertModel, BertPretrainingModel
 from bert_tf.sentence_transformers_folder import EMBEDDING_FILE, sentence_transformers_settings
 from bert_tf.settings import setting
 
-# Hugging Face hidden_act -> ours. HF's "gelu" is the exact erf form ("gelu_exact" here); the original
-# BERT's "gelu", ours too, is the tanh approximation, which HF calls "gelu_new" or "gelu_pytorch_tanh".
-HIDDEN_ACTS = {
-    "gelu": "gelu_exact",
-    "gelu_new": "gelu",
-    "gelu_pytorch_tanh": "gelu",
-    "relu": "relu",
-    "silu": "swish",
-    "swish": "swish",
-    "tanh": "tanh",
-}
 _BERT_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(BertConfig))
 # Tensors with no Google variable by design: the position_ids buffer (0, 1, 2, ...), and the MLM decoder,
 # tied to the word embeddings and to cls.predictions.bias.
 _NOT_WEIGHTS = re.compile(
     r"(bert\.)?embeddings\.position_ids|cls\.predictions\.decoder\.(weight|bias)"
 )
-# The Google names that follow no pattern: the pretraining heads and the task heads
-# (bert_tf/tasks/heads.py), each with the Hugging Face names that hold it, the first the one
-# transformers writes. Their weights are [units, H] in both formats (Google's output_weights is
-# multiplied transposed, like a torch Linear weight), so they are copied as they are.
-HEAD_NAMES = {
-    "cls/predictions/output_bias": ["cls.predictions.bias", "cls.predictions.decoder.bias"],
-    "cls/seq_relationship/output_weights": ["cls.seq_relationship.weight"],
-    "cls/seq_relationship/output_bias": ["cls.seq_relationship.bias"],
-    "output_weights": ["classifier.weight"],  # run_classifier.py (one text, pairs, multi-label)
-    "output_bias": ["classifier.bias"],
-    "cls/squad/output_weights": ["qa_outputs.weight"],  # run_squad.py: start and end
-    "cls/squad/output_bias": ["qa_outputs.bias"],
-    "cls/tagging/output_weights": ["classifier.weight"],  # run_ner.py
-    "cls/tagging/output_bias": ["classifier.bias"],
-    "cls/multiple_choice/output_weights": ["classifier.weight"],  # run_swag.py: one score
-    "cls/multiple_choice/output_bias": ["classifier.bias"],
-}
 _INPUT_FILES = ("config.json", "vocab.txt", "model.safetensors")
 
 
@@ -117,7 +90,7 @@ def run(config):
     if not config.output_dir:
         raise InputError("--output_dir is required")
     if config.output_format != "google":
-        from bert_tf.model_out import convert_out
+        from bert_tf.convert_out import convert_out
 
         return convert_out(config)
     if not config.hf_model_dir:
@@ -318,30 +291,6 @@ def _check_decoder_is_tied(tensors, prefix, source):
                 f"{source}: {decoder!r} differs from {original!r}; Google's BERT ties the "
                 "masked-LM output layer to the word embeddings, so an untied decoder cannot be converted"
             )
-
-
-def hf_names(google_name, prefix):
-    """The Hugging Face names that may hold a Google variable, and whether it is a torch Linear weight.
-
-    The first name is the one transformers writes (bert_tf/huggingface_out.py writes it too).
-
-    bert/encoder/layer_3/attention/self/query/kernel -> {prefix}encoder.layer.3.attention.self.query.weight;
-    LayerNorm gamma/beta are weight/bias (gamma/beta in older files); embedding tables end in ".weight".
-    """
-    if google_name in HEAD_NAMES:
-        return HEAD_NAMES[google_name], False
-    scope, leaf = google_name.rsplit("/", 1)
-    module = re.sub(r"layer_(\d+)", r"layer.\1", scope).replace("/", ".")
-    if module.startswith("bert."):
-        module = prefix + module[len("bert.") :]
-    if leaf == "kernel":
-        return [f"{module}.weight"], True
-    leaf_names = {"bias": ["bias"], "gamma": ["weight", "gamma"], "beta": ["bias", "beta"]}
-    if leaf in leaf_names:
-        return [f"{module}.{name}" for name in leaf_names[leaf]], False
-    if leaf.endswith("_embeddings"):
-        return [f"{module}.{leaf}.weight"], False
-    raise ValueError(f"No Hugging Face name is known for the Google variable {google_name!r}")
 
 
 def _has_heads(tensors):

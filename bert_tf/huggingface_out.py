@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 
-from bert_tf.convert import HIDDEN_ACTS, hf_names
+from bert_tf.hf_names import HIDDEN_ACTS, hf_names
 from bert_tf.model_out import write_folder
 from bert_tf.sentence_transformers_folder import sentence_transformers_files
 from bert_tf.tokenization import load_vocab
@@ -44,6 +44,8 @@ SPECIAL_TOKENS = {
     "cls_token": "[CLS]",
     "mask_token": "[MASK]",
 }
+# transformers builds these without the [CLS] pooler (add_pooling_layer=False), which they do not read.
+_NO_POOLER = ("tagger", "squad")
 _SAFETENSORS_METADATA = {"format": "pt"}  # what transformers' loader expects of a torch file
 
 
@@ -57,6 +59,8 @@ def hf_tensors(model):
     prefix = "" if model.kind in ("encoder", "embedding") else "bert."
     tensors = {}
     for google_name, value in model.weights.items():
+        if model.kind in _NO_POOLER and google_name.startswith("bert/pooler/"):
+            continue
         names, is_linear = hf_names(google_name, prefix)
         # Google's dense kernels are [in, out] (x @ K + b); torch.nn.Linear's weight is [out, in].
         tensors[names[0]] = np.ascontiguousarray(value.T if is_linear else value, np.float32)

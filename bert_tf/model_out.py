@@ -224,30 +224,6 @@ def _do_lower_case(flag, task_info, embedding):
     return True
 
 
-def convert_out(config):
-    """convert_checkpoint.py --output_format=huggingface | keras_hub (a convert.ConvertConfig)."""
-    if config.hf_model_dir:
-        raise InputError(
-            f"--hf_model_dir converts into Google's format (--output_format=google), not "
-            f"--output_format={config.output_format}: convert it first, then pass that folder as "
-            "--init_checkpoint"
-        )
-    try:
-        check_output_dir(config.output_dir, config.overwrite)
-    except FileExistsError as error:
-        raise InputError(str(error)) from None
-    model = read_checkpoint(
-        config.init_checkpoint, config.vocab_file, config.bert_config_file, config.do_lower_case
-    )
-    if config.output_format == "huggingface":
-        from bert_tf.huggingface_out import write_huggingface as write
-    else:
-        from bert_tf.keras_hub_preset import write_preset as write
-    write(model, config.output_dir, overwrite=config.overwrite)
-    logging.info("Wrote %s (%s) into %s", model.source, config.output_format, config.output_dir)
-    return model
-
-
 def check_output_dir(output_dir, overwrite):
     """Raises FileExistsError naming --output_dir unless it is absent, empty, or overwrite is set."""
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
