@@ -28,6 +28,7 @@ from bert_tf import io
 from bert_tf.checkpoints import google_variable_names, save_google_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.hf_names import HIDDEN_ACTS, hf_names
+from bert_tf.keras_hub_preset import is_preset, read_preset
 from bert_tf.modeling import SIZE_FIELDS, BertConfig, BertModel, BertPretrainingModel
 from bert_tf.sentence_transformers_folder import EMBEDDING_FILE, sentence_transformers_settings
 from bert_tf.settings import setting
@@ -105,7 +106,8 @@ def convert(hf_model_dir, output_dir, overwrite=False):
     """Converts a Hugging Face BERT folder into a Google-format release folder.
 
     Args:
-      hf_model_dir: folder holding config.json, vocab.txt and model.safetensors.
+      hf_model_dir: folder holding config.json, vocab.txt and model.safetensors; or a keras-hub
+        BERT preset folder (bert_tf/keras_hub_preset.py), whose encoder is converted.
       output_dir: folder to write bert_config.json, vocab.txt and bert_model.ckpt.* into; written in a
         temporary folder beside it and renamed when complete.
       overwrite: allow a non-empty output_dir; its release files are replaced, other files kept.
@@ -118,8 +120,11 @@ def convert(hf_model_dir, output_dir, overwrite=False):
       FileExistsError: if output_dir is not empty and overwrite is False.
       ValueError: naming the file and key or tensor, for a model this BERT cannot represent.
     """
-    paths = _input_paths(hf_model_dir)
     output_dir = os.path.abspath(output_dir)
+    if os.path.isdir(hf_model_dir) and is_preset(hf_model_dir):
+        _check_output_dir(output_dir, overwrite)
+        return _convert_preset(hf_model_dir, output_dir)
+    paths = _input_paths(hf_model_dir)
     _check_output_dir(output_dir, overwrite)
     bert_config = bert_config_from_hf(
         io.read_json_object(paths["config.json"]), paths["config.json"]
@@ -136,6 +141,22 @@ def convert(hf_model_dir, output_dir, overwrite=False):
         output_dir,
     )
     return unused
+
+
+def _convert_preset(preset_dir, output_dir):
+    """A keras-hub preset folder (bert_tf/keras_hub_preset.py) into a Google-format release."""
+    bert_config, weights, vocab_path, do_lower_case = read_preset(preset_dir)
+    model = BertModel(bert_config)
+    for name, variable in google_variable_names(model).items():
+        variable.assign(weights[name])
+    _write_release(model, bert_config, vocab_path, output_dir)
+    logging.info(
+        "Converted the keras-hub preset %s into %s; tokenize with --do_lower_case=%s",
+        preset_dir,
+        output_dir,
+        do_lower_case,
+    )
+    return []
 
 
 def _input_paths(hf_model_dir):

@@ -10,9 +10,10 @@ from absl import logging
 from bert_tf import model_out
 from bert_tf.errors import InputError
 from bert_tf.huggingface_out import write_huggingface
+from bert_tf.keras_hub_preset import write_preset
 
 # --output_format -> (OutgoingModel, output_dir, overwrite) -> None.
-WRITERS = {"huggingface": write_huggingface}
+WRITERS = {"huggingface": write_huggingface, "keras_hub": write_preset}
 
 
 def convert_out(config):
