@@ -205,9 +205,9 @@ def _build(kind, bert_config, info):
                 bert_config, objective="mlm_nsp" if kind == "pretraining" else "mlm"
             )
         return BertPretrainingModel(bert_config)
-    if kind in ("encoder", "embedding"):
+    if info.model_type in ("encoder", "pretraining"):  # a release (an embedding.json one too)
         return BertModel(bert_config)
-    return get_task(kind).build_model(bert_config, info)
+    return get_task(kind).build_model(bert_config, info)  # BertEmbedder for an embedding run
 
 
 def _do_lower_case(flag, task_info, embedding):

@@ -8,6 +8,7 @@ transformers'; the pretraining model also against the original TF1 code's (googl
 """
 
 import json
+import math
 import os
 import shutil
 
@@ -256,3 +257,101 @@ def test_the_google_direction_stays_the_default_and_flags_are_checked(vocab, tmp
     (tmp_path / "full" / "x").write_text("")
     with pytest.raises(InputError, match="--overwrite"):
         export(models.GOOGLE_CKPT_DIR, vocab, tmp_path / "full")
+
+
+# --- A run of run_classifier.py, end to end -------------------------------------------------------
+
+
+def hf_classifier_probabilities(folder, input_ids, segment_ids, input_mask):
+    """Softmax of BertForSequenceClassification's logits, transcribed in float64 numpy from the folder's
+    config.json and model.safetensors: x @ W.T + b, GELU by config.json's hidden_act, LayerNorm 1e-12."""
+    config = json.loads((folder / "config.json").read_text())
+    w = {k: v.astype(np.float64) for k, v in load_file(str(folder / "model.safetensors")).items()}
+    gelus = {
+        "gelu_new": lambda x: 0.5 * x * (1 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3))),
+        "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+    }
+    gelu = gelus[config["hidden_act"]]
+
+    def linear(x, name):
+        return x @ w[f"{name}.weight"].T + w[f"{name}.bias"]
+
+    def layer_norm(x, name):
+        mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-12) * w[f"{name}.weight"] + w[f"{name}.bias"]
+
+    batch, seq = input_ids.shape
+    heads = config["num_attention_heads"]
+    x = layer_norm(
+        w["bert.embeddings.word_embeddings.weight"][input_ids]
+        + w["bert.embeddings.position_embeddings.weight"][:seq]
+        + w["bert.embeddings.token_type_embeddings.weight"][segment_ids],
+        "bert.embeddings.LayerNorm",
+    )
+    mask_bias = (1.0 - input_mask[:, None, None, :]) * -1e30  # [B, 1, 1, S]
+    for i in range(config["num_hidden_layers"]):
+        p = f"bert.encoder.layer.{i}"
+        q, k, v = (
+            linear(x, f"{p}.attention.self.{n}")
+            .reshape(batch, seq, heads, -1)
+            .transpose(0, 2, 1, 3)
+            for n in ("query", "key", "value")
+        )  # [B, N, S, D]
+        scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(q.shape[-1]) + mask_bias
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        context = (probs / probs.sum(-1, keepdims=True)) @ v
+        context = context.transpose(0, 2, 1, 3).reshape(batch, seq, -1)
+        x = layer_norm(
+            linear(context, f"{p}.attention.output.dense") + x, f"{p}.attention.output.LayerNorm"
+        )
+        inner = gelu(linear(x, f"{p}.intermediate.dense"))
+        x = layer_norm(linear(inner, f"{p}.output.dense") + x, f"{p}.output.LayerNorm")
+    logits = linear(np.tanh(linear(x[:, 0], "bert.pooler.dense")), "classifier")
+    logits = np.exp(logits - logits.max(-1, keepdims=True))
+    return logits / logits.sum(-1, keepdims=True)
+
+
+@pytest.mark.slow
+def test_a_run_classifier_run_converts_to_a_folder_that_predicts_its_test_results(tmp_path):
+    from bert_tf.tasks.classification import SPEC, ClassifierConfig
+
+    from conftest import SAMPLE_DIR
+
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(0)
+    words = ["good", "bad", "film", "the", "was", "very", "Great", "awful", "plot", "actors"]
+    for split, size in (("train", 48), ("test", 6)):
+        rows = []
+        for _ in range(size):
+            text = " ".join(rng.choice(words, 6))
+            rows.append(
+                text if split == "test" else f"{text}\t{'pos' if 'good' in text else 'neg'}"
+            )
+        (data / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    SPEC.run(
+        ClassifierConfig(
+            bert_config_file=str(SAMPLE_DIR / "bert_config_tiny.json"),
+            vocab_file=str(SAMPLE_DIR / "vocab.txt"), output_dir=str(tmp_path / "run"),
+            task_name="tsv", data_dir=str(data), text_a_column="0", label_column="1",
+            max_seq_length=16, train_batch_size=16, learning_rate=1e-3, num_train_epochs=1.0,
+            do_train=True, do_predict=True, seed=1,
+        )
+    )  # fmt: skip
+    folder = export(tmp_path / "run", str(SAMPLE_DIR / "vocab.txt"), tmp_path / "hf")
+    config = json.loads((folder / "config.json").read_text())
+    labels = (tmp_path / "run" / "labels.txt").read_text().split()
+    assert config["id2label"] == {str(i): label for i, label in enumerate(labels)}
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert (tokenizer_config["do_lower_case"], tokenizer_config["model_max_length"]) == (True, 16)
+    tokenizer = FullTokenizer(str(folder / "vocab.txt"), do_lower_case=True)
+    texts = (data / "test.tsv").read_text().splitlines()
+    input_ids = np.zeros([len(texts), 16], np.int64)
+    for i, text in enumerate(texts):
+        row = tokenizer.convert_tokens_to_ids(["[CLS]", *tokenizer.tokenize(text)[:14], "[SEP]"])
+        input_ids[i, : len(row)] = row
+    probabilities = hf_classifier_probabilities(
+        folder, input_ids, np.zeros_like(input_ids), (input_ids != 0).astype(np.float64)
+    )
+    expected = np.loadtxt(tmp_path / "run" / "test_results.tsv", ndmin=2)
+    np.testing.assert_allclose(probabilities, expected, rtol=0, atol=1e-4)  # float32 run, 6 digits
