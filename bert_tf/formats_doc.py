@@ -59,8 +59,8 @@ _IN_AND_OUT = [
         "keras-hub preset",
         "`convert_checkpoint.py --init_checkpoint=RUN_OR_RELEASE --vocab_file=vocab.txt "
         "--output_format=keras_hub --output_dir=OUT`",
-        "BertBackbone / BertTextClassifier.from_preset outputs against ours; a preset round trip "
-        "bit for bit (test_keras_hub_preset.py)",
+        "BertBackbone / BertTextClassifier / BertTextEmbedder.from_preset outputs against ours "
+        "and sentence-transformers'; a preset round trip bit for bit (test_keras_hub_preset.py)",
     ),
 ]
 
@@ -124,8 +124,9 @@ def formats_markdown():
         + "\n",
         "An embedding model also gets `modules.json`, `1_Pooling/config.json` and "
         "`sentence_bert_config.json`. keras-hub presets: `BertTextClassifier` for `classifier` and "
-        "`multi_label`, `BertBackbone` for the encoder, embedding and pretraining models (the "
-        "pretraining heads are not written); other heads are refused.\n",
+        "`multi_label`, `BertTextEmbedder` (its pooling and normalisation) for `embedding`, "
+        "`BertBackbone` for the encoder and the pretraining models (the pretraining heads are not "
+        "written); other heads are refused.\n",
         "Refused, in one line, before anything is written:\n",
         "\n".join(f"- {_code(kind)}: {why}." for kind, why in refused.items()) + "\n",
         "## hidden_act\n",

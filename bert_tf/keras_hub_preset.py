@@ -11,8 +11,9 @@ Writing builds the backbone (and BertTextClassifier) with keras-hub and saves it
 Reading (`read_preset`) needs only json and h5py: keras-hub is imported on the writing path alone.
 keras-hub's BERT computes the original's tanh GELU with LayerNorm epsilon 1e-12, as ours; an encoder
 with another activation is refused. Heads: BertTextClassifier (classifier, regression, multi-label:
-logits, activation None); a pretraining checkpoint goes out as its backbone alone; other heads have no
-keras-hub class and are refused.
+logits, activation None); BertTextEmbedder (an embedding model's pooling and normalisation); a
+pretraining checkpoint goes out as its backbone alone; other heads have no keras-hub class and are
+refused.
 
 H = hidden size, N = attention heads, D = H / N.
 """
@@ -79,7 +80,7 @@ def _check_expressible(model):
     if model.kind not in _CLASSIFIERS + _BACKBONE_ONLY:
         raise InputError(
             f"--init_checkpoint={model.source} cannot be converted: keras-hub has no BERT class for "
-            f"a {model.kind} head (it has BertBackbone and BertTextClassifier); use "
+            f"a {model.kind} head (it has BertBackbone, BertTextClassifier and BertTextEmbedder); use "
             "--output_format=huggingface"
         )
     if model.bert_config.hidden_act != "gelu":
@@ -129,6 +130,16 @@ def _save_with_keras_hub(model, folder):
         lowercase=model.do_lower_case,
         strip_accents=model.do_lower_case,
     )
+    if model.kind == "embedding":  # no weights of its own: the pooling and normalisation
+        keras_hub.models.BertTextEmbedder(
+            backbone,
+            preprocessor=keras_hub.models.BertTextEmbedderPreprocessor(
+                tokenizer, sequence_length=model.max_seq_length
+            ),
+            pooling_mode=model.embedding["pooling"],
+            normalize=model.embedding["normalize"],
+        ).save_to_preset(folder)
+        return
     if model.kind not in _CLASSIFIERS:
         backbone.save_to_preset(folder)
         tokenizer.save_to_preset(folder)

@@ -153,3 +153,21 @@ def test_a_head_keras_hub_has_no_class_for_is_refused_before_writing(tmp_path):
     with pytest.raises(InputError, match="keras-hub has no BERT class for a squad head"):
         export(checkpoint, vocab, tmp_path / "preset")
     assert not (tmp_path / "preset").exists()
+
+
+def test_an_embedding_model_is_a_bert_text_embedder_with_sentence_transformers_embeddings(
+    keras_hub, tmp_path
+):
+    encoder = BertModel(models.bert_config())
+    load_google_checkpoint(
+        encoder, str(models.GOOGLE_CKPT_DIR / "bert_model.ckpt"), allow_missing_heads=True
+    )
+    release = models.write_embedding_release(tmp_path / "release", encoder)
+    folder = export(release, models.write_vocab(tmp_path), tmp_path / "preset")
+    embedder = keras_hub.models.BertTextEmbedder.from_preset(str(folder))
+    assert (embedder.pooling_mode, embedder.normalize) == ("mean", True)
+    embeddings = embedder.predict(models.EMBEDDING_TEXTS, verbose=0)
+    # sentence-transformers' embeddings of the same encoder (huggingface_heads/outputs.npz): unit
+    # vectors, measured below 1e-6 apart; another pooling or no normalisation is off by 1e-1.
+    with np.load(models.OUTPUTS) as recorded:
+        np.testing.assert_allclose(embeddings, recorded["embeddings"], rtol=0, atol=1e-5)
