@@ -5,6 +5,8 @@ bert_tf/huggingface_out.py and bert_tf/keras_hub_preset.py write it. docs/format
 in and out.
 """
 
+import importlib.util
+
 from absl import logging
 
 from bert_tf import model_out
@@ -23,6 +25,11 @@ def convert_out(config):
             f"--hf_model_dir converts into Google's format (--output_format=google), not "
             f"--output_format={config.output_format}: convert it first, then pass that folder as "
             "--init_checkpoint"
+        )
+    if config.output_format == "keras_hub" and importlib.util.find_spec("keras_hub") is None:
+        raise InputError(
+            "--output_format=keras_hub writes with keras-hub, which is not installed: pip install "
+            "keras-hub (the compare extra)"
         )
     try:
         model_out.check_output_dir(config.output_dir, config.overwrite)

@@ -30,7 +30,7 @@ from bert_tf.sentence_transformers_folder import read_embedding_file
 from bert_tf.tasks import get_task
 from bert_tf.tasks.exporting import _infer_from_google
 from bert_tf.tasks.run_files import TaskInfo, read_task_info
-from bert_tf.tokenization import check_vocab
+from bert_tf.tokenization import check_vocab, validate_case_matches_checkpoint
 
 # The kinds of model that go out: the tasks of bert_tf.tasks that formats elsewhere can express, and
 # the pretraining model with both heads ("pretraining") or with the masked-LM head only ("masked_lm").
@@ -124,7 +124,7 @@ def read_checkpoint(init_checkpoint, vocab_file, bert_config_file=None, do_lower
     weights = {
         name: np.array(v.numpy(), np.float32) for name, v in google_variable_names(model).items()
     }
-    lower = _do_lower_case(do_lower_case, task_info, embedding)
+    lower = _do_lower_case(do_lower_case, task_info, embedding, prefix)
     max_seq_length = task_info.max_seq_length if task_info else bert_config.max_position_embeddings
     if embedding is not None:
         max_seq_length = embedding.get("max_seq_length", max_seq_length)
@@ -210,13 +210,20 @@ def _build(kind, bert_config, info):
     return get_task(kind).build_model(bert_config, info)  # BertEmbedder for an embedding run
 
 
-def _do_lower_case(flag, task_info, embedding):
+def _do_lower_case(flag, task_info, embedding, prefix):
+    """--do_lower_case, else the run's, a converted model's, a Google release's by its folder name
+    (cased_L-12_H-768_A-12), else True (the original's default), with a warning."""
     if flag is not None:
+        validate_case_matches_checkpoint(flag, prefix)  # the original refuses a contradiction
         return flag
     if task_info is not None:
         return task_info.do_lower_case
     if embedding is not None and "do_lower_case" in embedding:
         return embedding["do_lower_case"]
+    try:
+        validate_case_matches_checkpoint(True, prefix)
+    except InputError:
+        return False  # a cased Google release
     logging.warning(
         "No task.json or embedding.json says how to tokenize: do_lower_case=True (the original's "
         "default); pass --do_lower_case=false for a cased model"

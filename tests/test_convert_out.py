@@ -355,3 +355,13 @@ def test_a_run_classifier_run_converts_to_a_folder_that_predicts_its_test_result
     )
     expected = np.loadtxt(tmp_path / "run" / "test_results.tsv", ndmin=2)
     np.testing.assert_allclose(probabilities, expected, rtol=0, atol=1e-4)  # float32 run, 6 digits
+
+
+def test_the_tokenizer_casing_of_a_cased_google_release_comes_from_its_folder_name(vocab, tmp_path):
+    release = tmp_path / "cased_L-12_H-768_A-12"
+    shutil.copytree(models.GOOGLE_CKPT_DIR, release)
+    folder = export(release, vocab, tmp_path / "hf")
+    assert json.loads((folder / "tokenizer_config.json").read_text())["do_lower_case"] is False
+    with pytest.raises(InputError, match="is the cased release"):
+        export(release, vocab, tmp_path / "hf2", do_lower_case=True)
+    assert not (tmp_path / "hf2").exists()
