@@ -102,7 +102,9 @@ def tokenizer_files(model):
     """{file name: text}: vocab.txt, tokenizer_config.json and special_tokens_map.json.
 
     transformers' BertTokenizer with do_lower_case (and strip_accents None: it strips accents when it
-    lower-cases) splits text as bert_tf.tokenization.FullTokenizer does.
+    lower-cases) splits text as bert_tf.tokenization.FullTokenizer does: on the 475 texts of
+    tests/fixtures/tokenization, for either casing, all but a word of 101 to 200 characters (one
+    [UNK] in transformers, word pieces in the original) and one text of random control characters.
     """
     with open(model.vocab_file, encoding="utf-8") as f:
         vocab = f.read()
@@ -116,6 +118,8 @@ def tokenizer_files(model):
         "do_basic_tokenize": True,
         "model_max_length": model.max_seq_length,
         "clean_up_tokenization_spaces": False,
+        # A "[SEP]" written in the text is text, as in the original's tokenizer and ours.
+        "split_special_tokens": True,
         **special,
     }
     return {

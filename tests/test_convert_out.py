@@ -180,6 +180,7 @@ def test_an_embedding_model_is_a_sentence_transformers_folder(encoder, recorded,
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
     assert tokenizer_config["do_lower_case"] is True  # embedding.json's
     assert tokenizer_config["model_max_length"] == 16
+    assert tokenizer_config["split_special_tokens"] is True  # "[SEP]" in a text is text, as ours
     pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
     assert pooling["pooling_mode_mean_tokens"] is True
     # transformers' fast tokenizer gave FullTokenizer's ids ("W7" lower-cased too).
