@@ -45,7 +45,7 @@ SPECIAL_TOKENS = {
     "mask_token": "[MASK]",
 }
 # transformers builds these without the [CLS] pooler (add_pooling_layer=False), which they do not read.
-_NO_POOLER = ("tagger", "squad")
+_NO_POOLER = ("tagger", "squad", "masked_lm")
 _SAFETENSORS_METADATA = {"format": "pt"}  # what transformers' loader expects of a torch file
 
 

@@ -7,6 +7,7 @@ model's weights (so it is the file transformers ran), and the model's own output
 transformers'; the pretraining model also against the original TF1 code's (google_ckpt_tiny/reference.npz).
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -17,7 +18,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from bert_tf.checkpoints import google_variable_names, restore_init_checkpoint
+from bert_tf.checkpoints import (
+    google_variable_names,
+    restore_init_checkpoint,
+    save_google_checkpoint,
+)
 from bert_tf.convert import ConvertConfig, convert, google_values_from_hf, run
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel, BertPretrainingModel
@@ -366,3 +371,18 @@ def test_the_tokenizer_casing_of_a_cased_google_release_comes_from_its_folder_na
     with pytest.raises(InputError, match="is the cased release"):
         export(release, vocab, tmp_path / "hf2", do_lower_case=True)
     assert not (tmp_path / "hf2").exists()
+
+
+def test_a_checkpoint_with_the_masked_lm_head_alone_is_bert_for_masked_lm(vocab, tmp_path):
+    # The ablation --objective=mlm: no next-sentence head, so BertForPreTraining cannot hold it.
+    model = BertPretrainingModel(dataclasses.replace(models.bert_config(), objective="mlm"))
+    restore_init_checkpoint(model, str(models.GOOGLE_CKPT_DIR / "bert_model.ckpt"))
+    release = tmp_path / "release"
+    release.mkdir()
+    save_google_checkpoint(model, str(release / "bert_model.ckpt"))
+    (release / "bert_config.json").write_text(models.bert_config().to_json_string())
+    folder = export(release, vocab, tmp_path / "hf")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["BertForMaskedLM"]
+    assert_holds_the_weights(folder, model, pooler=False)  # BertForMaskedLM has no pooler
+    assert "bert.pooler.dense.weight" not in load_file(str(folder / "model.safetensors"))
