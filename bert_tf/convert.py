@@ -95,6 +95,11 @@ def run(config):
 
         return convert_out(config)
     if not config.hf_model_dir:
+        if config.init_checkpoint:
+            raise InputError(
+                "--init_checkpoint converts out: pass --output_format=huggingface or keras_hub "
+                "(--output_format=google converts --hf_model_dir in)"
+            )
         raise InputError("--hf_model_dir is required")
     try:
         return convert(config.hf_model_dir, config.output_dir, overwrite=config.overwrite)
@@ -150,6 +155,8 @@ def _convert_preset(preset_dir, output_dir):
     for name, variable in google_variable_names(model).items():
         variable.assign(weights[name])
     _write_release(model, bert_config, vocab_path, output_dir)
+    if os.path.isfile(os.path.join(preset_dir, "task.weights.h5")):
+        logging.warning("%s: the task's head (task.weights.h5) is not converted", preset_dir)
     logging.info(
         "Converted the keras-hub preset %s into %s; tokenize with --do_lower_case=%s",
         preset_dir,

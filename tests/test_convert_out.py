@@ -251,6 +251,8 @@ def test_a_head_transformers_cannot_express_is_refused_in_one_line_before_writin
 def test_the_google_direction_stays_the_default_and_flags_are_checked(vocab, tmp_path):
     with pytest.raises(InputError, match="--hf_model_dir is required"):
         run(ConvertConfig(output_dir=str(tmp_path / "out")))
+    with pytest.raises(InputError, match="pass --output_format=huggingface or keras_hub"):
+        run(ConvertConfig(init_checkpoint=str(models.GOOGLE_CKPT_DIR), output_dir=str(tmp_path)))
     with pytest.raises(InputError, match="--vocab_file is required"):
         run(
             ConvertConfig(
