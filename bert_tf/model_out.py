@@ -241,11 +241,13 @@ def check_output_dir(output_dir, overwrite):
         )
 
 
-def write_folder(files, output_dir, overwrite):
+def write_folder(files, output_dir, overwrite, replaces=()):
     """Writes {relative path: str or bytes} into output_dir, all or nothing.
 
     Everything is written into a temporary folder beside output_dir and moved there when complete;
-    with `overwrite`, the files and folders of the same names there are replaced, others kept.
+    with `overwrite`, the files and folders of the same names there are replaced, those named in
+    `replaces` removed (the format's other files: a stale modules.json would make a classifier's
+    folder a sentence-transformers one), others kept.
 
     Raises:
       FileExistsError: naming output_dir, when it is not empty and overwrite is False.
@@ -264,10 +266,13 @@ def write_folder(files, output_dir, overwrite):
         if not os.path.isdir(output_dir) or not os.listdir(output_dir):
             os.replace(temp_dir, output_dir)
             return
-        for name in os.listdir(temp_dir):
+        for name in {*os.listdir(temp_dir), *replaces}:
             target = os.path.join(output_dir, name)
             if os.path.isdir(target):
                 shutil.rmtree(target)
-            os.replace(os.path.join(temp_dir, name), target)
+            elif os.path.exists(target):
+                os.remove(target)
+            if os.path.exists(os.path.join(temp_dir, name)):
+                os.replace(os.path.join(temp_dir, name), target)
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)

@@ -388,3 +388,17 @@ def test_a_checkpoint_with_the_masked_lm_head_alone_is_bert_for_masked_lm(vocab,
     assert config["architectures"] == ["BertForMaskedLM"]
     assert_holds_the_weights(folder, model, pooler=False)  # BertForMaskedLM has no pooler
     assert "bert.pooler.dense.weight" not in load_file(str(folder / "model.safetensors"))
+
+
+def test_overwrite_replaces_a_sentence_transformers_folder_by_a_classifier_s(
+    encoder, vocab, tmp_path
+):
+    release = models.write_embedding_release(tmp_path / "release", encoder)
+    folder = export(release, vocab, tmp_path / "hf")
+    (folder / "README.md").write_text("kept")
+    _, checkpoint = models.write_task_checkpoint("classifier", tmp_path / "run")
+    export(checkpoint, vocab, folder, overwrite=True)
+    # No modules.json left behind to make the classifier's folder a sentence-transformers one.
+    assert sorted(os.listdir(folder)) == sorted([*HF_FILES, "README.md"])
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"]
