@@ -27,21 +27,12 @@ from absl import logging
 from bert_tf import io
 from bert_tf.checkpoints import google_variable_names, save_google_checkpoint
 from bert_tf.errors import InputError
+from bert_tf.hf_names import HIDDEN_ACTS, hf_names
+from bert_tf.keras_hub_preset import is_preset, read_preset
 from bert_tf.modeling import SIZE_FIELDS, BertConfig, BertModel, BertPretrainingModel
 from bert_tf.sentence_transformers_folder import EMBEDDING_FILE, sentence_transformers_settings
 from bert_tf.settings import setting
 
-# Hugging Face hidden_act -> ours. HF's "gelu" is the exact erf form ("gelu_exact" here); the original
-# BERT's "gelu", ours too, is the tanh approximation, which HF calls "gelu_new" or "gelu_pytorch_tanh".
-HIDDEN_ACTS = {
-    "gelu": "gelu_exact",
-    "gelu_new": "gelu",
-    "gelu_pytorch_tanh": "gelu",
-    "relu": "relu",
-    "silu": "swish",
-    "swish": "swish",
-    "tanh": "tanh",
-}
 _BERT_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(BertConfig))
 # Tensors with no Google variable by design: the position_ids buffer (0, 1, 2, ...), and the MLM decoder,
 # tied to the word embeddings and to cls.predictions.bias.
@@ -51,30 +42,65 @@ _NOT_WEIGHTS = re.compile(
 _INPUT_FILES = ("config.json", "vocab.txt", "model.safetensors")
 
 
+OUTPUT_FORMATS = ("google", "huggingface", "keras_hub")
+
+
 @dataclasses.dataclass(kw_only=True)
 class ConvertConfig:
     """convert_checkpoint.py's settings."""
 
     hf_model_dir: str | None = setting(
-        None, "Hugging Face BERT folder: config.json, vocab.txt, model.safetensors."
+        None,
+        "Hugging Face BERT folder (config.json, vocab.txt, model.safetensors) or keras-hub preset "
+        "folder (metadata.json, model.weights.h5) to convert into a Google-format release.",
     )
     output_dir: str | None = setting(
         None,
-        "Folder for the Google-format release (bert_config.json, vocab.txt, bert_model.ckpt.*); "
-        "created; must be absent or empty unless --overwrite.",
+        "Folder to write (the release, or the --output_format folder); created; must be absent or "
+        "empty unless --overwrite.",
     )
     overwrite: bool = setting(
         False,
         "Write into a non-empty --output_dir: replaces the release files there (and stale "
         "bert_model.ckpt.* files), keeps any other file. Default False.",
     )
+    output_format: str = setting(
+        "google",
+        "google: --hf_model_dir into a Google-format release (the default); huggingface or "
+        "keras_hub: --init_checkpoint into a transformers folder or a keras-hub preset.",
+        choices=OUTPUT_FORMATS,
+    )
+    init_checkpoint: str | None = setting(
+        None,
+        "--output_format=huggingface|keras_hub: a checkpoint prefix, a release folder or a "
+        "fine-tuning run's output_dir (its task.json gives the task and labels).",
+    )
+    vocab_file: str | None = setting(None, "--output_format=huggingface|keras_hub: vocab.txt.")
+    bert_config_file: str | None = setting(
+        None, "Default: the run's task.json, else bert_config.json beside the checkpoint."
+    )
+    do_lower_case: bool | None = setting(
+        None, "Default: the run's (task.json), a converted model's (embedding.json), else True."
+    )
 
 
 def run(config):
     """convert_checkpoint.py: converts as `config` says; bad input is an InputError naming it."""
-    for name in ("hf_model_dir", "output_dir"):
-        if not getattr(config, name):
-            raise InputError(f"--{name} is required")
+    if config.output_format not in OUTPUT_FORMATS:
+        raise InputError(f"--output_format must be one of {OUTPUT_FORMATS}")
+    if not config.output_dir:
+        raise InputError("--output_dir is required")
+    if config.output_format != "google":
+        from bert_tf.convert_out import convert_out
+
+        return convert_out(config)
+    if not config.hf_model_dir:
+        if config.init_checkpoint:
+            raise InputError(
+                "--init_checkpoint converts out: pass --output_format=huggingface or keras_hub "
+                "(--output_format=google converts --hf_model_dir in)"
+            )
+        raise InputError("--hf_model_dir is required")
     try:
         return convert(config.hf_model_dir, config.output_dir, overwrite=config.overwrite)
     except (FileNotFoundError, FileExistsError) as error:
@@ -85,7 +111,8 @@ def convert(hf_model_dir, output_dir, overwrite=False):
     """Converts a Hugging Face BERT folder into a Google-format release folder.
 
     Args:
-      hf_model_dir: folder holding config.json, vocab.txt and model.safetensors.
+      hf_model_dir: folder holding config.json, vocab.txt and model.safetensors; or a keras-hub
+        BERT preset folder (bert_tf/keras_hub_preset.py), whose encoder is converted.
       output_dir: folder to write bert_config.json, vocab.txt and bert_model.ckpt.* into; written in a
         temporary folder beside it and renamed when complete.
       overwrite: allow a non-empty output_dir; its release files are replaced, other files kept.
@@ -98,8 +125,11 @@ def convert(hf_model_dir, output_dir, overwrite=False):
       FileExistsError: if output_dir is not empty and overwrite is False.
       ValueError: naming the file and key or tensor, for a model this BERT cannot represent.
     """
-    paths = _input_paths(hf_model_dir)
     output_dir = os.path.abspath(output_dir)
+    if os.path.isdir(hf_model_dir) and is_preset(hf_model_dir):
+        _check_output_dir(output_dir, overwrite)
+        return _convert_preset(hf_model_dir, output_dir)
+    paths = _input_paths(hf_model_dir)
     _check_output_dir(output_dir, overwrite)
     bert_config = bert_config_from_hf(
         io.read_json_object(paths["config.json"]), paths["config.json"]
@@ -116,6 +146,24 @@ def convert(hf_model_dir, output_dir, overwrite=False):
         output_dir,
     )
     return unused
+
+
+def _convert_preset(preset_dir, output_dir):
+    """A keras-hub preset folder (bert_tf/keras_hub_preset.py) into a Google-format release."""
+    bert_config, weights, vocab_path, do_lower_case = read_preset(preset_dir)
+    model = BertModel(bert_config)
+    for name, variable in google_variable_names(model).items():
+        variable.assign(weights[name])
+    _write_release(model, bert_config, vocab_path, output_dir)
+    if os.path.isfile(os.path.join(preset_dir, "task.weights.h5")):
+        logging.warning("%s: the task's head (task.weights.h5) is not converted", preset_dir)
+    logging.info(
+        "Converted the keras-hub preset %s into %s; tokenize with --do_lower_case=%s",
+        preset_dir,
+        output_dir,
+        do_lower_case,
+    )
+    return []
 
 
 def _input_paths(hf_model_dir):
@@ -226,7 +274,7 @@ def google_values_from_hf(tensors, targets, source):
         _check_decoder_is_tied(tensors, prefix, source)
     values, missing, used = {}, [], set()
     for google_name, variable in targets.items():
-        candidates, is_linear = _hf_names(google_name, prefix)
+        candidates, is_linear = hf_names(google_name, prefix)
         hf_name = next((name for name in candidates if name in tensors), None)
         if hf_name is None:
             missing.append(candidates[0])
@@ -271,34 +319,6 @@ def _check_decoder_is_tied(tensors, prefix, source):
                 f"{source}: {decoder!r} differs from {original!r}; Google's BERT ties the "
                 "masked-LM output layer to the word embeddings, so an untied decoder cannot be converted"
             )
-
-
-def _hf_names(google_name, prefix):
-    """The Hugging Face names that may hold a Google variable, and whether it is a torch Linear weight.
-
-    bert/encoder/layer_3/attention/self/query/kernel -> {prefix}encoder.layer.3.attention.self.query.weight;
-    LayerNorm gamma/beta are weight/bias (gamma/beta in older files); embedding tables end in ".weight".
-    """
-    special = {
-        "cls/predictions/output_bias": ["cls.predictions.bias", "cls.predictions.decoder.bias"],
-        # [2, H] in both formats: Google's output_weights is multiplied transposed, like a Linear weight.
-        "cls/seq_relationship/output_weights": ["cls.seq_relationship.weight"],
-        "cls/seq_relationship/output_bias": ["cls.seq_relationship.bias"],
-    }
-    if google_name in special:
-        return special[google_name], False
-    scope, leaf = google_name.rsplit("/", 1)
-    module = re.sub(r"layer_(\d+)", r"layer.\1", scope).replace("/", ".")
-    if module.startswith("bert."):
-        module = prefix + module[len("bert.") :]
-    if leaf == "kernel":
-        return [f"{module}.weight"], True
-    leaf_names = {"bias": ["bias"], "gamma": ["weight", "gamma"], "beta": ["bias", "beta"]}
-    if leaf in leaf_names:
-        return [f"{module}.{name}" for name in leaf_names[leaf]], False
-    if leaf.endswith("_embeddings"):
-        return [f"{module}.{leaf}.weight"], False
-    raise ValueError(f"No Hugging Face name is known for the Google variable {google_name!r}")
 
 
 def _has_heads(tensors):

@@ -123,6 +123,42 @@ def _st_tokenizer_settings(hf_model_dir, bert_config):
     return settings
 
 
+def sentence_transformers_files(embedding, hidden_size, max_seq_length):
+    """The files that make a Hugging Face BERT folder a sentence-transformers one (the way out).
+
+    Args:
+      embedding: {"pooling": one of POOLINGS, "normalize": bool}.
+      hidden_size: the encoder's H.
+      max_seq_length: the longest input in word pieces (longer texts are cut).
+
+    Returns:
+      {relative path: JSON text}: modules.json (Transformer, Pooling and, with normalize, Normalize),
+      1_Pooling/config.json and sentence_bert_config.json.
+    """
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": f"{_MODULES}Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": f"{_MODULES}Pooling"},
+    ]
+    if embedding["normalize"]:
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": f"{_MODULES}Normalize"}
+        )
+    pooling = {"word_embedding_dimension": hidden_size}
+    pooling.update({key: embedding["pooling"] == value for key, value in _POOLING_KEYS.items()})
+    # sentence-transformers' do_lower_case lower-cases before the tokenizer; the tokenizer's own
+    # do_lower_case (tokenizer_config.json) is the one that matches ours.
+    sentence_bert = {"max_seq_length": max_seq_length, "do_lower_case": False}
+    return {
+        "modules.json": _json(modules),
+        "1_Pooling/config.json": _json(pooling),
+        "sentence_bert_config.json": _json(sentence_bert),
+    }
+
+
+def _json(value):
+    return json.dumps(value, indent=2) + "\n"
+
+
 def read_embedding_file(folder):
     """The embedding.json of a converted sentence-transformers folder (a dict), or None."""
     path = os.path.join(folder, EMBEDDING_FILE)
