@@ -297,8 +297,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     import subprocess
     import time
 
-    if "time" not in _SESSION_START or hasattr(config, "workerinput"):
-        return  # an xdist worker: the controller prints the line
+    if "time" not in _SESSION_START or hasattr(config, "workerinput") or config.option.collectonly:
+        return  # an xdist worker (the controller prints the line), or nothing run
     counts = ", ".join(
         f"{len(terminalreporter.stats.get(key, []))} {key}"
         for key in ("passed", "failed", "error", "skipped")
