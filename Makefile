@@ -9,7 +9,7 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 DEMO_DIR ?= demo_output
 
-.PHONY: install demo test test-quick bench clean
+.PHONY: install demo test test-quick bench docs clean
 
 install: $(INSTALLED)
 
@@ -51,6 +51,13 @@ test-quick: $(INSTALLED)
 bench: $(INSTALLED)
 	$(PYTHON) -m pip install --quiet -e '.[dev,bench,compare]'
 	$(PYTHON) -m bench.run_all $(BENCH_ARGS)
+
+# The docs/ site (mkdocs.yml, mkdocs-material): `make docs` builds it into site/ with --strict (a broken
+# link or anchor, or a page missing from the nav, fails, as in tests/test_docs_site.py);
+# `make docs DOCS=serve` serves it at http://127.0.0.1:8000, rebuilding as pages change.
+DOCS ?= build
+docs: $(INSTALLED)
+	$(PYTHON) -m mkdocs $(DOCS) $(if $(filter build,$(DOCS)),--strict)
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache

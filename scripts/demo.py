@@ -32,6 +32,8 @@ import dataclasses
 import json
 import math
 import os
+import platform
+import re
 import shlex
 import shutil
 import statistics
@@ -562,11 +564,41 @@ class Demo:
         comparison = self.comparison()
         total = f"this run: {wall_seconds:.0f} s; the steps' own times add up to "
         total += f"{sum(row[2] for row in rows):.0f} s"
-        print("\n== summary\n" + "\n".join(lines) + f"\n\n{comparison}\n{total}", flush=True)
+        # One line to paste as a record (bench/RESULTS.md): the result, the time, where and when.
+        run = "make demo" if self.size is SIZES["demo"] else "scripts/demo.py (not the demo's size)"
+        paste = f"{run}: {comparison.split(': ')[1]}; {wall_seconds:.0f} s; {machine_stamp()}"
+        print(
+            "\n== summary\n" + "\n".join(lines) + f"\n\n{comparison}\n{total}\n{paste}",
+            flush=True,
+        )
         markdown = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         markdown += ["| " + " | ".join(row) + " |" for row in table[1:]]
         with open(self.path("summary.md"), "w", encoding="utf-8") as f:
-            f.write("\n".join(markdown) + f"\n\n{comparison}\n\n{total}\n")
+            f.write("\n".join(markdown) + f"\n\n{comparison}\n\n{total}\n\n{paste}\n")
+
+
+def machine_stamp():
+    """Where and when a run ran, for a pasted record: date, commit, CPU, cores, load, Python."""
+    commit = subprocess.run(
+        ["git", "-C", REPO_DIR, "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
+    cpu, flags = platform.processor() or platform.machine(), ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            info = f.read()
+        cpu = re.search(r"model name\s*:\s*(.*)", info).group(1).strip()
+        flags = " ".join(f for f in ("avx512_bf16", "amx_bf16") if f" {f}" in info)
+    except (OSError, AttributeError):
+        pass  # not Linux: platform's name stands
+    try:
+        load = f"load {os.getloadavg()[0]:.1f}"
+    except OSError:
+        load = "load unknown"
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit or 'unknown'}, "
+        f"{cpu}{f' ({flags})' if flags else ''}, {os.cpu_count()} cores, {load}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def verdict(difference, stderr):

