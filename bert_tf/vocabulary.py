@@ -11,7 +11,7 @@ below --vocab_size, every character of the alphabet kept alone and as a "##" pie
 The file lists the reserved tokens first: [PAD] [UNK] [CLS] [SEP] [MASK], then --num_unused slots
 [unused0] ... (Google's releases also hold [unusedN] slots, for tokens a fine-tuning task adds; they put
 99 of them between [PAD] and [UNK]), then the characters, then the learned pieces by count.
-The learner imports numpy only: no TensorFlow here.
+Counting needs no TensorFlow; the learner's package (tensorflow_text) imports it.
 """
 
 import collections
