@@ -13,6 +13,14 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_preemption import (
+    _assert_same_final_state,
+    _has_checkpoint,
+    _kill_all,
+    _run,
+    _start,
+    _wait_for,
+)
 
 import create_pretraining_data
 from bert_tf import tokenization
@@ -38,14 +46,19 @@ def _write(input_file, output_file, **flags):
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory, austen_sentences_path):
-    """Unmasked records of 1,200 Austen sentences (documents of 6 sentences), whole-word groups."""
-    folder = tmp_path_factory.mktemp("dynamic")
+def text(tmp_path_factory, austen_sentences_path):
+    """1,200 Austen sentences in documents of 6 sentences."""
     lines = austen_sentences_path.read_text(encoding="utf-8").splitlines()[:1200]
     documents = ["\n".join(lines[k : k + 6]) for k in range(0, len(lines), 6)]
-    text = folder / "text.txt"
-    text.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
-    return _write(text, folder / "dynamic.tfrecord")
+    path = tmp_path_factory.mktemp("dynamic_text") / "text.txt"
+    path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory, text):
+    """The unmasked records of `text`."""
+    return _write(text, tmp_path_factory.mktemp("dynamic") / "dynamic.tfrecord")
 
 
 def _raw(path):
@@ -219,3 +232,58 @@ def test_objective_mlm_records_are_one_segment_and_train(tmp_path, sample_text_p
     assert results["global_step"] == 2
     with pytest.raises(InputError, match=r"--objective=mlm_nsp, but .* --objective=mlm"):
         PretrainingRun(_run_config(tmp_path, path, dynamic_masking=True))
+
+
+@pytest.mark.slow
+def test_sigkill_after_a_checkpoint_and_the_same_command_end_as_the_uninterrupted_run(
+    tmp_path, sample_text_path
+):
+    """Dropout 0.1 and 8 to 16 passes over the records in 40 steps: the resumed run must read the
+    same batches, draw the same dropout and the same masks of each pass as the uninterrupted one."""
+    short_text = tmp_path / "text.txt"
+    short_text.write_text("\n".join(sample_text_path.read_text().splitlines()[:60]) + "\n")
+    short_records = _write(short_text, tmp_path / "dynamic.tfrecord", do_whole_word_mask=True)
+    assert 20 <= len(_raw(short_records)) <= 40  # 3 to 5 steps a pass
+    flags = dict(
+        bert_config_file=SAMPLE_DIR / "bert_config_tiny.json", input_file=short_records,
+        output_dir=tmp_path / "straight", max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS,
+        train_batch_size=8, learning_rate=1e-3, num_train_steps=40, num_warmup_steps=2,
+        save_checkpoints_steps=10, iterations_per_loop=1, log_steps=5, do_train=True, seed=3,
+        dynamic_masking=True, do_whole_word_mask=True,
+    )  # fmt: skip
+    _run("run_pretraining.py", flags, tmp_path / "straight.log")
+    killed = {**flags, "output_dir": tmp_path / "killed"}
+    log = tmp_path / "killed.log"
+    process = _start("run_pretraining.py", killed, log)
+    try:
+        _wait_for(_has_checkpoint(tmp_path / "killed", 20), [process], log)
+    finally:
+        _kill_all([process])
+    assert not os.path.exists(tmp_path / "killed" / "model.ckpt-40.index")
+    _run("run_pretraining.py", killed, tmp_path / "resumed.log")
+    assert "Input position restored from" in (tmp_path / "resumed.log").read_text()
+    _assert_same_final_state(tmp_path / "killed", tmp_path / "straight")
+
+
+@pytest.mark.slow
+def test_the_beam_path_writes_the_same_unmasked_records(text, records, tmp_path):
+    options = "runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"
+    summary = create_pretraining_data.run(
+        writer.CreateConfig(
+            input_file=str(text), output_file=str(tmp_path / "beam"), vocab_file=str(VOCAB),
+            max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, dupe_factor=1,
+            random_seed=3, dynamic_masking=True, beam_pipeline_options=options,
+            num_output_shards=2,
+        )
+    )  # fmt: skip
+
+    def multiset(paths):
+        return collections.Counter(r.numpy() for r in tf.data.TFRecordDataset(paths))
+
+    assert multiset(summary.output_files) == multiset(records)
+    assert (
+        "word_ids"
+        in tf.train.Example.FromString(
+            next(iter(tf.data.TFRecordDataset(summary.output_files))).numpy()
+        ).features.feature
+    )
