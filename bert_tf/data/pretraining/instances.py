@@ -15,6 +15,7 @@ The paper's ablations (`objective`, bert_tf.objectives) make `[CLS] A [SEP]` ins
 a run of consecutive sentences of one document (the same target lengths, no random next, segment
 ids all 0, next_sentence_labels 0); "mlm" masks them as above, "ltr" masks nothing (its
 masked_lm_* features are all padding: a left-to-right LM predicts every next token).
+With `dynamic_masking` no instance is masked: the reader masks them (dynamic.py, masking.py).
 """
 
 import dataclasses

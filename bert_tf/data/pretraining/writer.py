@@ -158,6 +158,11 @@ def prepare(config):
     )
     if config.dupe_factor < 1:
         raise InputError(f"--dupe_factor must be >= 1, got {config.dupe_factor}")
+    if config.dynamic_masking:
+        logging.info(
+            "--dynamic_masking: unmasked instances; run_pretraining.py --dynamic_masking=True masks "
+            "them by its own --masked_lm_prob, --max_predictions_per_seq, --do_whole_word_mask"
+        )
     return tokenizer, options
 
 
