@@ -162,8 +162,12 @@ def test_a_size_too_small_for_the_alphabet_is_refused(corpus, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_counting_streams_the_lines(tmp_path):
+def test_words_are_counted_by_the_originals_rules():
     basic = tokenization.BasicTokenizer(do_lower_case=True)
-    lines = iter(["Hello, world!", "HELLO Ça va?"])
+    lines = iter(["Hello, world!", "HELLO Ça va? 中文"])  # any iterable: the files are streamed
     counts = vocabulary.count_words(lines, basic)
-    assert counts == {"hello": 2, ",": 1, "world": 1, "!": 1, "ca": 1, "va": 1, "?": 1}
+    # Lower-cased, accents stripped, punctuation and each CJK ideograph a word of its own.
+    expected = {"hello": 2, ",": 1, "world": 1, "!": 1, "ca": 1, "va": 1, "?": 1, "中": 1, "文": 1}
+    assert counts == expected
+    cased = vocabulary.count_words(["Ça va"], tokenization.BasicTokenizer(do_lower_case=False))
+    assert cased == {"Ça": 1, "va": 1}
