@@ -117,7 +117,12 @@ def _chosen_positions(features, seed, options):
     keys = tf.random.stateless_uniform([num_words], seed, alg=_ALG)
     keys = tf.where(lengths > 0, keys, 2.0)  # absent words (and 0) last
     order = tf.argsort(keys, stable=True)
-    taken = _greedy_take(tf.gather(lengths, order), _num_to_predict(features, options))
+    ordered_lengths = tf.gather(lengths, order)
+    limit = _num_to_predict(features, options)
+    if options.do_whole_word_mask:
+        taken = _greedy_take(ordered_lengths, limit)
+    else:  # words of one token: the first `limit` of them
+        taken = (tf.cumsum(ordered_lengths) <= limit) & (ordered_lengths > 0)
     chosen_words = tf.scatter_nd(order[:, None], taken, [num_words])
     return tf.gather(chosen_words, word_ids) & (word_ids > 0)
 
@@ -125,19 +130,27 @@ def _chosen_positions(features, seed, options):
 def _greedy_take(lengths, limit):
     """[W] bool: in order, each word with length > 0 taken if the total stays <= limit.
 
-    The loop ends once the total reaches the limit (no word fits after that), at most W steps.
+    Up to the first word that would overshoot, every word is taken: a cumulative sum finds that run
+    at once (all of it without whole words). From there a loop takes what still fits; it ends when
+    the total reaches the limit (nothing fits after that), usually within a few words.
     """
     num_words = tf.shape(lengths)[0]
+    prefix = (
+        tf.cumsum(lengths) <= limit
+    )  # True, ..., True, False, ...: the run before the overshoot
+    start = tf.reduce_sum(tf.cast(prefix, tf.int32))
+    total = tf.reduce_sum(tf.where(prefix, lengths, 0))
 
     def body(k, total, taken):
         fits = (lengths[k] > 0) & (total + lengths[k] <= limit)
         total += tf.where(fits, lengths[k], 0)
-        return k + 1, total, taken.write(k, fits)
+        return k + 1, total, taken.write(k - start, fits)
 
     _, _, taken = tf.while_loop(
         lambda k, total, _: (k < num_words) & (total < limit),
         body,
-        (0, 0, tf.TensorArray(tf.bool, size=0, dynamic_size=True, element_shape=[])),
+        (start, total, tf.TensorArray(tf.bool, size=0, dynamic_size=True, element_shape=[])),
     )
-    # Words after the loop ended are not taken.
-    return tf.concat([taken.stack(), tf.zeros([num_words - taken.size()], tf.bool)], 0)
+    after = taken.stack()  # words start, start + 1, ... while the loop ran
+    rest = tf.zeros([num_words - start - tf.shape(after)[0]], tf.bool)
+    return tf.concat([prefix[:start] & (lengths[:start] > 0), after, rest], 0)
