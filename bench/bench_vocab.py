@@ -12,7 +12,8 @@ training text; the sixth (--held_out, default Persuasion) is the held-out text.
    five novels repeated 4 times (the same distinct words, 4x the text): seconds counting, seconds
    learning, and the process's peak resident memory (ru_maxrss), each size in a fresh process.
 
-    .venv/bin/python bench/bench_vocab.py              # about 10 minutes on 2 busy cores
+    .venv/bin/python bench/bench_vocab.py              # about 20 minutes on 2 busy cores
+    .venv/bin/python bench/bench_vocab.py --lower_thresh=1 --parts=pieces   # sizes really 8k/16k/30k
 """
 
 import argparse
@@ -95,17 +96,21 @@ def measure(paths, vocab_size, work_dir):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def compare_sizes(train, held_out, sizes, work_dir):
+def compare_sizes(train, held_out, sizes, work_dir, lower_thresh):
     from bert_tf import vocabulary
 
     counts = vocabulary.count_file_words(train, True)
-    print(f"\n1. Pieces per word on {os.path.basename(held_out)} (uncased)\n")
+    print(
+        f"\n1. Pieces per word on {os.path.basename(held_out)} (uncased; learner lower_thresh="
+        f"{lower_thresh})\n"
+    )
     print("| vocabulary | tokens | learn s | pieces / word | words kept whole | [UNK] words |")
     print("|---|---|---|---|---|---|")
     rows = [("Google uncased 30k", GOOGLE_UNCASED, None)]
     for size in sizes:
         start = time.monotonic()
-        vocab = vocabulary.learn_vocab(counts, size, vocabulary.reserved_tokens())
+        params = {"lower_thresh": lower_thresh}
+        vocab = vocabulary.learn_vocab(counts, size, vocabulary.reserved_tokens(), params)
         seconds = time.monotonic() - start
         path = os.path.join(work_dir, f"learned-{size}.txt")
         vocabulary.write_vocab(path, vocab)
@@ -143,6 +148,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--held_out", default="persuasion", help="the held-out novel's file stem")
     parser.add_argument("--sizes", type=int, nargs="+", default=[8000, 16000, 30000])
+    parser.add_argument(
+        "--lower_thresh",
+        type=int,
+        default=10,
+        help="part 1: the learner's lowest count threshold; 10 (its default, build_vocab's) stops "
+        "small corpora short of the size; 1 lets every piece in",
+    )
+    parser.add_argument("--parts", default="pieces,scaling", help="pieces, scaling or both")
     parser.add_argument("--measure_one", help=argparse.SUPPRESS)
     parser.add_argument("--paths", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -151,8 +164,10 @@ def main():
     train, held_out = novels(args.held_out)
     print(machine.header(with_tensorflow=False))
     with tempfile.TemporaryDirectory() as work_dir:
-        compare_sizes(train, held_out, args.sizes, work_dir)
-        scaling(train, work_dir, args.sizes[0])
+        if "pieces" in args.parts:
+            compare_sizes(train, held_out, args.sizes, work_dir, args.lower_thresh)
+        if "scaling" in args.parts:
+            scaling(train, work_dir, args.sizes[0])
     print(machine.load_line())
     return None
 
