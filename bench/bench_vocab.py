@@ -9,8 +9,10 @@ training text; the sixth (--held_out, default Persuasion) is the held-out text.
    vocab_uncased.txt), on the held-out novel's BasicTokenizer words: WordPiece pieces per word, the
    share of words kept whole (one piece) and of [UNK] words.
 2. Scaling: build_vocab's one-machine run (bert_tf.vocabulary.run) on 1, 2 and 5 novels, and on the
-   five novels repeated 4 times (the same distinct words, 4x the text): seconds counting, seconds
-   learning, and the process's peak resident memory (ru_maxrss), each size in a fresh process.
+   five novels repeated 4 times (the same distinct words, 4x the text): seconds counting, the
+   counting's peak Python heap (tracemalloc: the counts, not the text), seconds learning, and the
+   process's peak resident memory (ru_maxrss: mostly TensorFlow, which tensorflow_text imports), each
+   size in a fresh process.
 
     .venv/bin/python bench/bench_vocab.py              # about 20 minutes on 2 busy cores
     .venv/bin/python bench/bench_vocab.py --lower_thresh=1 --parts=pieces   # sizes really 8k/16k/30k
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_DIR)
@@ -64,11 +67,15 @@ def pieces_per_word(vocab_file, held_out):
 
 def measure_one(paths, vocab_size, output):
     """In this process: build_vocab's run on `paths`; prints a JSON line of its times and memory."""
+    import bert_tf.tokenization  # noqa: F401 (imported before the heap is traced)
     from bert_tf import vocabulary
 
+    tracemalloc.start()  # the counting's Python heap: the counts, not the text
     start = time.monotonic()
     counts = vocabulary.count_file_words(paths, True)
     counted = time.monotonic()
+    count_heap = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
     config = vocabulary.VocabConfig(input_file=",".join(paths), vocab_file=output)
     config.vocab_size = vocab_size
     vocab = vocabulary.learn_and_write(counts, config)
@@ -80,6 +87,7 @@ def measure_one(paths, vocab_size, output):
                 "distinct_words": len(counts),
                 "tokens": len(vocab),
                 "count_s": counted - start,
+                "count_heap_mb": count_heap / 1e6,
                 "learn_s": learned - counted,
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             }
@@ -129,8 +137,11 @@ def compare_sizes(train, held_out, sizes, work_dir, lower_thresh):
 
 def scaling(train, work_dir, vocab_size):
     print(f"\n2. Time and peak memory as the corpus grows (--vocab_size={vocab_size})\n")
-    print("| text | MB | distinct words | tokens | count s | learn s | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| text | MB | distinct words | tokens | count s | counting's peak heap MB | learn s "
+        "| process peak RSS MB |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name, paths in (
         ("1 novel", train[:1]),
         ("2 novels", train[:2]),
@@ -140,7 +151,8 @@ def scaling(train, work_dir, vocab_size):
         row = measure(paths, vocab_size, work_dir)
         print(
             f"| {name} | {row['text_mb']:.1f} | {row['distinct_words']} | {row['tokens']} | "
-            f"{row['count_s']:.1f} | {row['learn_s']:.1f} | {row['peak_rss_mb']:.0f} |"
+            f"{row['count_s']:.1f} | {row['count_heap_mb']:.1f} | {row['learn_s']:.1f} | "
+            f"{row['peak_rss_mb']:.0f} |"
         )
 
 
