@@ -42,8 +42,9 @@ class VocabConfig:
     vocab_file: str | None = setting(None, "The vocabulary file to write, one token a line.")
     vocab_size: int = setting(
         30522,
-        "Most tokens in the file, reserved ones included; the learner returns between 95% and 100% "
-        "of it. Default 30522 (Google's English vocabularies).",
+        "Most tokens in the file, reserved ones included; the learner aims for 95% to 100% of it "
+        "(fewer when the corpus has few pieces seen 10 times). Default 30522 (Google's English "
+        "vocabularies).",
     )
     do_lower_case: bool = setting(
         True, "Lower-case and strip accents (an uncased vocabulary). Default True."
@@ -130,12 +131,30 @@ def learn_vocab(word_counts, vocab_size, reserved, learn_params=None):
             f"{smallest}"
         )
     vocab = learner.learn(word_counts, vocab_size, list(reserved), **params)
-    if len(vocab) > vocab_size:  # the threshold search found no small enough vocabulary
-        raise InputError(
-            f"--vocab_size={vocab_size} is too small for this corpus: the learner's smallest "
-            f"vocabulary has {len(vocab)} tokens"
-        )
-    return vocab
+    return _at_most(vocab, vocab_size, len(reserved), characters)
+
+
+def _at_most(vocab, vocab_size, num_reserved, characters):
+    """The learner's vocabulary, its least frequent pieces dropped if it has more than vocab_size.
+
+    The learner's search on the count threshold can end on a threshold whose vocabulary is a little
+    too large (the next threshold's being more than 5% too small); bert_vocab_from_dataset returns
+    it as it is. The learned pieces come by count, most frequent first, so the last ones go; never a
+    character or its "##" piece (vocab_size was checked to hold them all).
+    """
+    excess = len(vocab) - vocab_size
+    if excess <= 0:
+        return vocab
+    kept = set(characters) | {"##" + c for c in characters} | set(vocab[:num_reserved])
+    dropped = set([t for t in vocab if t not in kept][-excess:])
+    logging.info(
+        "The learner's vocabulary has %d tokens, more than --vocab_size=%d: dropping its %d least "
+        "frequent pieces",
+        len(vocab),
+        vocab_size,
+        excess,
+    )
+    return [t for t in vocab if t not in dropped]
 
 
 def write_vocab(path, vocab):

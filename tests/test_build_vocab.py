@@ -171,3 +171,28 @@ def test_words_are_counted_by_the_originals_rules():
     assert counts == expected
     cased = vocabulary.count_words(["Ça va"], tokenization.BasicTokenizer(do_lower_case=False))
     assert cased == {"Ça": 1, "va": 1}
+
+
+def test_a_learned_vocabulary_over_the_size_loses_its_rarest_pieces(
+    austen_sentences_path, tmp_path
+):
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+    lines = austen_sentences_path.read_text(encoding="utf-8").splitlines()[:300]
+    counts = vocabulary.count_words(lines, tokenization.BasicTokenizer(do_lower_case=True))
+    reserved = vocabulary.reserved_tokens()
+    # tensorflow-text's learner ends its threshold search on a vocabulary of 301 tokens here.
+    reference = learner.learn(sorted(counts.items()), 297, reserved, lower_thresh=1)
+    assert len(reference) == 301
+    ours = vocabulary.learn_vocab(counts, 297, reserved, {"lower_thresh": 1})
+    assert len(ours) == 297 and set(ours) < set(reference)
+    assert ours == [token for token in reference if token in set(ours)]  # the order is kept
+    # The dropped are the last learned pieces (the rarest): after the first of them come only
+    # the others and characters ("x", "##x"), which stay.
+    dropped = set(reference) - set(ours)
+    after = reference[min(reference.index(token) for token in dropped) :]
+    assert all(token in dropped or len(token.removeprefix("##")) == 1 for token in after)
+    path = tmp_path / "vocab.txt"
+    vocabulary.write_vocab(path, ours)
+    tokenizer = tokenization.FullTokenizer(str(path))
+    assert all("[UNK]" not in tokenizer.tokenize(line) for line in lines)  # every character kept
