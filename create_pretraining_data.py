@@ -7,6 +7,8 @@ TensorFlow. The files are readable by the original run_pretraining.py and by our
         --vocab_file=vocab.txt --do_lower_case=True --max_seq_length=128 \
         --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=10
 
+With --dynamic_masking=True the instances are written unmasked, and run_pretraining.py
+--dynamic_masking=True masks them afresh on every pass (docs/pretraining_from_scratch.md).
 With --beam_pipeline_options=KEY=VALUE,... the same flags run as an Apache Beam pipeline (Dataflow,
 Flink, Spark, or Beam's local runner) and write the same records as shards <output_file>-SSSSS-of-NNNNN.
 """

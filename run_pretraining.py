@@ -5,7 +5,9 @@ The visible devices by default (the CPU, the one GPU, or mirrored over several; 
 (--distribution_strategy=multi_worker_mirrored with TF_CONFIG) or a Cloud TPU (--use_tpu --tpu_name=...).
 Writes checkpoints (model.ckpt-<step>), TensorBoard summaries, bert_model.ckpt.* + bert_config.json
 (Google's format, after training) and eval_results.txt to --output_dir. Restarting with the same
---output_dir resumes from its latest checkpoint.
+--output_dir resumes from its latest checkpoint. With --dynamic_masking=True it reads unmasked records
+(create_pretraining_data.py --dynamic_masking=True) and masks each afresh on every pass, by
+--masked_lm_prob, --max_predictions_per_seq and --do_whole_word_mask.
 """
 
 from bert_tf import cli

@@ -9,7 +9,7 @@ repo only:
 Words are `FullTokenizer`'s BasicTokenizer(do_lower_case=False) words, so the vocab is cased and
 splits as the original does (every CJK ideograph a word of its own). Their counts go to
 tensorflow-text's WordPiece learner (`wordpiece_tokenizer_learner_lib.learn`, the algorithm of
-`bert_vocab_from_dataset`) with a frequency threshold of 1, which keeps every character alone
+`bert_vocab_from_dataset`, through bert_tf.vocabulary as build_vocab.py runs it) with a frequency threshold of 1, which keeps every character alone
 and as a "##" piece, and frequent words and word pieces. The special tokens come first, as in
 the release: [PAD] [UNK] [CLS] [SEP] [MASK].
 
@@ -21,7 +21,6 @@ benchmark compares tokenizers on the same vocab, so that favours none of them.
 """
 
 import argparse
-import collections
 import json
 import os
 
@@ -29,7 +28,6 @@ REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENTENCES = os.path.join(REPO_DIR, "bench", "multilingual_sentences.jsonl")
 ENGLISH = os.path.join(REPO_DIR, "sample_data", "sample_text.txt")
 VOCAB = os.path.join(REPO_DIR, "bench", "vocab_multilingual_cased.txt")
-RESERVED = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def read_sentences(path=SENTENCES):
@@ -40,15 +38,12 @@ def read_sentences(path=SENTENCES):
 
 def learn_vocab(texts, vocab_size):
     """Cased WordPiece vocab (a list of tokens, special tokens first) learned from `texts`."""
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
-
+    from bert_tf import vocabulary
     from bert_tf.tokenization import BasicTokenizer
 
-    basic = BasicTokenizer(do_lower_case=False)
-    counts = collections.Counter(word for text in texts for word in basic.tokenize(text))
-    return learner.learn(
-        sorted(counts.items()), vocab_size, RESERVED, lower_thresh=1, max_unique_chars=5000
-    )
+    counts = vocabulary.count_words(texts, BasicTokenizer(do_lower_case=False))
+    learn_params = {"lower_thresh": 1, "max_unique_chars": 5000}
+    return vocabulary.learn_vocab(counts, vocab_size, vocabulary.reserved_tokens(), learn_params)
 
 
 def main():

@@ -84,8 +84,6 @@ PAPER_TABLE7 = {
     "weighted_sum_all": 95.5,
     "fine-tuning": 96.4,
 }
-RESERVED_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", None, "Data, checkpoints and results.jsonl (default: a temp dir).")
 flags.DEFINE_bool(
@@ -155,18 +153,16 @@ def write_pretraining_text(chapters, path):
 
 
 def learn_vocab(chapters, vocab_size, path):
-    """An uncased WordPiece vocab learned from the chapters (tensorflow-text's learner), written to path."""
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
-
+    """An uncased WordPiece vocab learned from the chapters (bert_tf.vocabulary), written to path."""
+    from bert_tf import vocabulary
     from bert_tf.tokenization import BasicTokenizer
 
-    basic = BasicTokenizer(do_lower_case=True)
-    counts = collections.Counter(
-        word for chapter in chapters for sentence in chapter for word in basic.tokenize(sentence)
+    sentences = (sentence for chapter in chapters for sentence in chapter)
+    counts = vocabulary.count_words(sentences, BasicTokenizer(do_lower_case=True))
+    vocab = vocabulary.learn_vocab(
+        counts, vocab_size, vocabulary.reserved_tokens(), {"lower_thresh": 1}
     )
-    vocab = learner.learn(sorted(counts.items()), vocab_size, RESERVED_TOKENS, lower_thresh=1)
-    with io.atomic_write(path) as writer:
-        writer.write("".join(token + "\n" for token in vocab))
+    vocabulary.write_vocab(path, vocab)
     return len(vocab)
 
 

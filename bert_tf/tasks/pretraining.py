@@ -16,6 +16,8 @@ from absl import logging
 
 from bert_tf import io
 from bert_tf.checkpoints import export_google_checkpoint
+from bert_tf.data.pretraining.dynamic import DynamicMaskingSetting
+from bert_tf.data.pretraining.masking import MaskingOptions
 from bert_tf.data.pretraining.reader import check_records, make_pretraining_dataset
 from bert_tf.data.pretraining.record_objective import file_objective
 from bert_tf.data.records import reading_records
@@ -33,9 +35,12 @@ from bert_tf.training import Task
 MODEL_TYPE = "pretraining"
 
 
-def pretraining_task(bert_config, input_file, max_seq_length, max_predictions_per_seq, seed=None):
+def pretraining_task(
+    bert_config, input_file, max_seq_length, max_predictions_per_seq, seed=None, masking=None
+):
     """The pretraining Task for bert_tf.training, reading create_pretraining_data TFRecords: masked LM +
-    next sentence, masked LM alone or next-token LM, as bert_config.objective says."""
+    next sentence, masked LM alone or next-token LM, as bert_config.objective says; with `masking` (a
+    masking.MaskingOptions), unmasked records masked as they are read (--dynamic_masking)."""
 
     def loss_fn(outputs, features, normalizers):
         if bert_config.objective == "ltr":
@@ -59,7 +64,7 @@ def pretraining_task(bert_config, input_file, max_seq_length, max_predictions_pe
         # fewer records than that.
         return make_pretraining_dataset(
             input_file, batch_size, max_seq_length, max_predictions_per_seq, is_training,
-            input_context=input_context, seed=seed, repeat=True,
+            input_context=input_context, seed=seed, repeat=True, masking=masking,
         )  # fmt: skip
 
     return Task(
@@ -142,7 +147,7 @@ def pretraining_metrics(outputs, features):
 
 
 @dataclasses.dataclass(kw_only=True)
-class PretrainingConfig(RunConfig, ObjectiveSetting):
+class PretrainingConfig(RunConfig, ObjectiveSetting, DynamicMaskingSetting):
     """run_pretraining.py's settings: the original's flags, and the TF2 ones every run shares."""
 
     input_file: str | None = setting(
@@ -160,6 +165,13 @@ class PretrainingConfig(RunConfig, ObjectiveSetting):
         1, "Micro-batches per update; train_batch_size is split into them."
     )
     optimizer: str = setting("adamw", "adamw (the original's) or lamb.", choices=OPTIMIZER_TYPES)
+    masked_lm_prob: float = setting(
+        0.15, "With --dynamic_masking: the fraction of tokens to predict. Default 0.15."
+    )
+    do_whole_word_mask: bool = setting(
+        False,
+        "With --dynamic_masking: mask whole words (a word and its ## pieces together). Default False.",
+    )
 
     positive = (*RunConfig.positive, "max_predictions_per_seq", "max_eval_steps")
     positive += ("num_accumulation_steps",)
@@ -174,6 +186,24 @@ class PretrainingConfig(RunConfig, ObjectiveSetting):
             raise InputError(f"--num_train_steps must be positive, got {self.num_train_steps}")
         if self.num_warmup_steps < 0:
             raise InputError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
+        if not 0.0 <= self.masked_lm_prob <= 1.0:
+            raise InputError(f"--masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}")
+        if self.dynamic_masking and self.objective == "ltr":
+            raise InputError(
+                "--dynamic_masking applies to the masked-LM objectives (mlm_nsp, mlm), not "
+                "--objective=ltr, which masks nothing"
+            )
+
+    def masking(self):
+        """The MaskingOptions of --dynamic_masking (keyed on --seed, 0 when none), or None."""
+        if not self.dynamic_masking:
+            return None
+        return MaskingOptions(
+            max_predictions_per_seq=self.max_predictions_per_seq,
+            masked_lm_prob=self.masked_lm_prob,
+            do_whole_word_mask=self.do_whole_word_mask,
+            seed=0 if self.seed is None else self.seed,
+        )
 
 
 class PretrainingRun(Run):
@@ -196,6 +226,7 @@ class PretrainingRun(Run):
             config.max_predictions_per_seq,
             self.bert_config.vocab_size,
             f"--bert_config_file={config.bert_config_file}",
+            dynamic=config.dynamic_masking,
         )
         written = file_objective(self.input_files[0])
         if written is not None and written != config.objective:
@@ -218,6 +249,7 @@ class PretrainingRun(Run):
                 config.max_seq_length,
                 config.max_predictions_per_seq,
                 config.seed,
+                config.masking(),
             )
             self._trainer = self.make_trainer(
                 task,

@@ -13,7 +13,7 @@ import random
 
 from absl import logging
 
-from bert_tf.data.pretraining import encoding, instances
+from bert_tf.data.pretraining import dynamic, encoding, instances
 from bert_tf.errors import InputError
 
 # A "random next" segment comes from another document of the same chunk, so a chunk holds at least
@@ -132,9 +132,7 @@ def process_chunk(key, documents, job):
         if sentences:
             tokenized.append(sentences)
     rng = random.Random(_chunk_seed(job.random_seed, file_index, chunk_index))
-    encoder = encoding.ExampleEncoder(
-        job.options.max_seq_length, job.options.max_predictions_per_seq, job.options.vocab_size
-    )
+    encode = _encoder(job.options)
     # create_instances(), but each instance is encoded at once: bytes take a third of the memory.
     examples, first_instances = [], []
     for _ in range(job.dupe_factor):
@@ -142,8 +140,24 @@ def process_chunk(key, documents, job):
             for instance in instances.create_instances_from_document(
                 tokenized, document_index, job.options, rng
             ):
-                examples.append(encoder.encode(instance))
+                examples.append(encode(instance))
                 if key == (0, 0) and len(first_instances) < 3:
                     first_instances.append(instance)
     rng.shuffle(examples)
     return encoding.frame_records(examples), len(tokenized), first_instances
+
+
+def _encoder(options):
+    """(instance) -> its serialized Example: masked, or unmasked for dynamic masking."""
+    encoder = encoding.ExampleEncoder(
+        options.max_seq_length, options.max_predictions_per_seq, options.vocab_size
+    )
+    if not options.dynamic_masking:
+        return encoder.encode
+    special_ids = frozenset((options.cls_id, options.sep_id))
+
+    def encode(instance):
+        word_ids = dynamic.word_ids(instance.input_ids, special_ids, options.subword_ids)
+        return encoder.encode_unmasked(instance, word_ids, options.mask_id, options.vocab_size)
+
+    return encode

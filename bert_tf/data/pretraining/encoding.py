@@ -14,6 +14,7 @@ import struct
 
 import numpy as np
 
+from bert_tf.data.pretraining import dynamic
 from bert_tf.io import PendingFile, reporting_write_errors
 
 # Feature order in every example: the original's (any order parses the same).
@@ -99,6 +100,39 @@ class ExampleEncoder:
             parts.append(packed)
         features = b"".join(parts)
         return b"\x0a" + varint(len(features)) + features  # Example.features = 1
+
+    def encode_unmasked(self, instance, word_ids, mask_token_id, vocab_size):
+        """The serialized Example of an unmasked instance for dynamic masking (dynamic.py's features).
+
+        Args:
+          instance: a TrainingInstance without masked positions.
+          word_ids: [L] its word numbers (dynamic.word_ids).
+          mask_token_id: the id of [MASK].
+          vocab_size: random replacements are drawn from [0, vocab_size).
+        """
+        seq_pad = self.max_seq_length - len(instance.input_ids)
+        if seq_pad < 0:
+            raise ValueError(
+                f"Instance of length {len(instance.input_ids)} exceeds max_seq_length "
+                f"{self.max_seq_length}"
+            )
+        varint = self._varints.__getitem__
+        zeros = b"\x00" * seq_pad
+        values = (
+            b"".join(map(varint, instance.input_ids)) + zeros,
+            b"\x01" * len(instance.input_ids) + zeros,
+            bytes(instance.segment_ids) + zeros,
+            b"".join(map(varint, word_ids)) + zeros,
+            b"\x01" if instance.is_random_next else b"\x00",
+            varint(mask_token_id),
+            varint(vocab_size),
+        )
+        parts = []
+        for name, packed in zip(dynamic.FEATURE_NAMES, values, strict=True):
+            parts.append(self._header(name, len(packed)))
+            parts.append(packed)
+        features = b"".join(parts)
+        return b"\x0a" + varint(len(features)) + features
 
 
 def _crc32c_tables():

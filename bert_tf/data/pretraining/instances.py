@@ -15,6 +15,7 @@ The paper's ablations (`objective`, bert_tf.objectives) make `[CLS] A [SEP]` ins
 a run of consecutive sentences of one document (the same target lengths, no random next, segment
 ids all 0, next_sentence_labels 0); "mlm" masks them as above, "ltr" masks nothing (its
 masked_lm_* features are all padding: a left-to-right LM predicts every next token).
+With `dynamic_masking` no instance is masked: the reader masks them (dynamic.py, masking.py).
 """
 
 import dataclasses
@@ -56,10 +57,17 @@ class InstanceOptions:
     # vocab file with a repeated line); None = all of range(vocab_size).
     replacement_ids: tuple | None = None
     objective: str = DEFAULT_OBJECTIVE  # bert_tf.objectives: "mlm_nsp", "mlm" or "ltr"
+    # Leave the instances unmasked: run_pretraining.py --dynamic_masking masks them (dynamic.py).
+    dynamic_masking: bool = False
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
             raise InputError(f"--objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        if self.dynamic_masking and self.objective == "ltr":
+            raise InputError(
+                "--dynamic_masking applies to the masked-LM objectives (mlm_nsp, mlm), not "
+                "--objective=ltr, which masks nothing"
+            )
         if self.max_seq_length < 5:
             raise InputError(
                 f"--max_seq_length must be >= 5 ([CLS] a [SEP] b [SEP]), got {self.max_seq_length}"
@@ -187,7 +195,7 @@ def _single_segment_instances(document, options, rng):
             tokens, _ = truncate_seq_pair(current_chunk, [], max_num_tokens, rng)
             input_ids = [options.cls_id, *tokens, options.sep_id]
             segment_ids = [0] * len(input_ids)
-            if options.objective == "ltr":
+            if options.objective == "ltr" or options.dynamic_masking:
                 instances.append(TrainingInstance(input_ids, segment_ids, [], [], False))
             else:
                 masked_ids, positions, labels = create_masked_lm_predictions(
@@ -234,6 +242,8 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
 def _pack_and_mask(tokens_a, tokens_b, is_random_next, options, rng):
     input_ids = [options.cls_id, *tokens_a, options.sep_id, *tokens_b, options.sep_id]
     segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+    if options.dynamic_masking:
+        return TrainingInstance(input_ids, segment_ids, [], [], is_random_next)
     masked_ids, positions, labels = create_masked_lm_predictions(input_ids, options, rng)
     return TrainingInstance(masked_ids, segment_ids, positions, labels, is_random_next)
 

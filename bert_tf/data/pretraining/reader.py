@@ -13,6 +13,7 @@ Example:
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
+from bert_tf.data.pretraining import masking as dynamic_masking
 from bert_tf.data.records import decode_record, detect_compression
 from bert_tf.errors import InputError
 from bert_tf.io import expand_globs
@@ -33,12 +34,18 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
     }
 
 
-def check_records(input_files, max_seq_length, max_predictions_per_seq, vocab_size, config_name):
-    """Reads the first record of each file: its lengths must be the flags', its ids within vocab_size.
+def check_records(
+    input_files, max_seq_length, max_predictions_per_seq, vocab_size, config_name, dynamic=False
+):
+    """Reads the first record of each file: its kind and lengths must be the flags', its ids within
+    vocab_size.
 
     Cheap (one record a file) and before any work: records of another --max_seq_length (phase 1's
     128 read by phase 2's 512) fail to parse only once training has started, and ids past the
     embedding table are zeros on a GPU, not an error.
+
+    Args:
+      dynamic: --dynamic_masking: the files must hold unmasked records (dynamic.py), not masked ones.
 
     Raises:
       InputError: one line naming the file, what it holds and the flags (or config) given.
@@ -48,11 +55,11 @@ def check_records(input_files, max_seq_length, max_predictions_per_seq, vocab_si
         if example is None:
             continue  # empty, or unreadable: the reader names the bad record when it gets there
         feature = example.features.feature
-        for name in ("input_ids", "masked_lm_positions"):
-            if name not in feature:
-                raise InputError(f"--input_file: {path} is not pretraining data: no {name} feature")
+        _check_kind(path, feature, dynamic)
         ids = feature["input_ids"].int64_list.value
-        predictions = len(feature["masked_lm_positions"].int64_list.value)
+        predictions = max_predictions_per_seq
+        if not dynamic:
+            predictions = len(feature["masked_lm_positions"].int64_list.value)
         if (len(ids), predictions) != (max_seq_length, max_predictions_per_seq):
             raise InputError(
                 f"--input_file: {path} holds records of max_seq_length={len(ids)}, "
@@ -65,6 +72,37 @@ def check_records(input_files, max_seq_length, max_predictions_per_seq, vocab_si
                 f"--input_file: {path} holds token id {max(ids)} in its first record, but "
                 f"{config_name} has vocab_size={vocab_size}: written with another vocab?"
             )
+        # Dynamic masking draws random replacements below the record's vocab_size.
+        written = feature["vocab_size"].int64_list.value[0] if dynamic else 0
+        if written > vocab_size:
+            raise InputError(
+                f"--input_file: {path} was written with a vocab of {written} tokens, but "
+                f"{config_name} has vocab_size={vocab_size}: written with another vocab?"
+            )
+
+
+def _check_kind(path, feature, dynamic):
+    """Masked records for a static run, unmasked ones (dynamic.py) for --dynamic_masking."""
+    if "input_ids" not in feature:
+        raise InputError(f"--input_file: {path} is not pretraining data: no input_ids feature")
+    unmasked = "word_ids" in feature
+    if unmasked and not dynamic:
+        raise InputError(
+            f"--input_file: {path} holds unmasked records (create_pretraining_data.py "
+            "--dynamic_masking=True): pass --dynamic_masking=True to mask them as they are read"
+        )
+    if dynamic and not unmasked:
+        if "masked_lm_positions" not in feature:
+            raise InputError(f"--input_file: {path} is not pretraining data: no word_ids feature")
+        raise InputError(
+            f"--input_file: {path} holds masked records (written without --dynamic_masking), but "
+            "--dynamic_masking=True: drop the flag, or write the data with "
+            "create_pretraining_data.py --dynamic_masking=True"
+        )
+    if not dynamic and "masked_lm_positions" not in feature:
+        raise InputError(
+            f"--input_file: {path} is not pretraining data: no masked_lm_positions feature"
+        )
 
 
 def _first_example(path):
@@ -82,6 +120,35 @@ def _read_records(path, compression):
     return tf.data.TFRecordDataset(path, compression_type=compression)
 
 
+def _read_keyed_records(path, compression, file_index, pass_index):
+    """((file index, record index, pass), record) of one file: the keys of dynamic masking."""
+    records = tf.data.TFRecordDataset(path, compression_type=compression).enumerate()
+    return records.map(lambda index, record: ((file_index, index, pass_index), record))
+
+
+def _file_list(input_files, compression_type, num_pipelines, pipeline_id, repeat):
+    """(dataset of (path, compression, file index, pass), files per pass) of this pipeline.
+
+    Pipeline i of n takes files i, i + n, ... when there are at least n files. Repeated, the k-th
+    file of the list is read on pass k // (files per pass).
+    """
+    compressions = [
+        detect_compression(path) if compression_type == "auto" else compression_type
+        for path in input_files
+    ]
+    files = tf.data.Dataset.from_tensor_slices(
+        (input_files, compressions, tf.range(len(input_files), dtype=tf.int64))
+    )
+    num_files = len(input_files)
+    if num_pipelines > 1 and len(input_files) >= num_pipelines:
+        files = files.shard(num_pipelines, pipeline_id)
+        num_files = -(-(len(input_files) - pipeline_id) // num_pipelines)
+    if repeat:
+        files = files.repeat()
+    files = files.enumerate().map(lambda k, file: (*file, k // max(num_files, 1)))
+    return files, num_files
+
+
 def make_pretraining_dataset(
     input_patterns,
     batch_size,
@@ -94,6 +161,7 @@ def make_pretraining_dataset(
     compression_type="auto",
     repeat=None,
     drop_remainder=True,
+    masking=None,
 ):
     """Builds the pretraining input pipeline (the original `input_fn_builder`, in TF2).
 
@@ -118,6 +186,9 @@ def make_pretraining_dataset(
         TFRecords), "GZIP" or "ZLIB".
       repeat: repeat forever; defaults to `is_training`.
       drop_remainder: drop a last partial batch (static batch shapes, needed on TPU).
+      masking: a masking.MaskingOptions to read unmasked records (--dynamic_masking) and mask
+        each afresh on every pass over its file, keyed on (seed, file, record, pass); None =
+        masked records, read as they are.
 
     Returns:
       A `tf.data.Dataset` of dicts: `input_ids`, `input_mask`, `segment_ids` [B, S] int32;
@@ -130,35 +201,29 @@ def make_pretraining_dataset(
     """
     input_files = expand_globs(input_patterns, "--input_file")
     repeat = is_training if repeat is None else repeat
-    feature_spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
     shard_files = num_pipelines > 1 and len(input_files) >= num_pipelines
-
-    compressions = [
-        detect_compression(path) if compression_type == "auto" else compression_type
-        for path in input_files
-    ]
-    files = tf.data.Dataset.from_tensor_slices((input_files, compressions))
-    if shard_files:
-        files = files.shard(num_pipelines, pipeline_id)
-    num_files = (
-        -(-(len(input_files) - pipeline_id) // num_pipelines) if shard_files else len(input_files)
+    files, num_files = _file_list(
+        input_files, compression_type, num_pipelines, pipeline_id, is_training and repeat
+    )
+    read = (
+        _read_keyed_records
+        if masking
+        else lambda path, compression, *_: _read_records(path, compression)
     )
 
     if is_training:
-        if repeat:
-            files = files.repeat()
         files = files.shuffle(max(num_files, 1), seed=seed)
         records = files.interleave(
-            _read_records,
+            read,
             cycle_length=max(1, min(num_cpu_threads, num_files)),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=seed is not None,
         )
     else:
-        records = files.interleave(_read_records, cycle_length=1)
-        if repeat:
+        records = files.interleave(read, cycle_length=1)
+        if repeat:  # evaluation: the same masks on every repetition
             records = records.repeat()
     if num_pipelines > 1 and not shard_files:
         records = records.shard(num_pipelines, pipeline_id)
@@ -166,9 +231,23 @@ def make_pretraining_dataset(
         records = records.shuffle(100, seed=seed)
 
     dataset = records.map(
-        lambda record: decode_record(record, feature_spec),
+        _decoder(max_seq_length, max_predictions_per_seq, masking),
         num_parallel_calls=num_cpu_threads,
         deterministic=not is_training or seed is not None,
     )
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _decoder(max_seq_length, max_predictions_per_seq, masking):
+    """(record) -> features for masked records; ((key), record) -> masked features for dynamic ones."""
+    if masking is None:
+        spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+        return lambda record: decode_record(record, spec)
+    spec = dynamic_masking.feature_spec(max_seq_length)
+
+    def decode_and_mask(key, record):
+        seed = dynamic_masking.record_seed(masking.seed, *key)
+        return dynamic_masking.dynamic_mask(decode_record(record, spec), seed, masking)
+
+    return decode_and_mask

@@ -4,6 +4,7 @@ The three objectives write the original's seven features; their content tells th
 - "mlm_nsp": [CLS] A [SEP] B [SEP]: every record has segment ids 1 (B and its [SEP]);
 - "mlm": one segment (segment ids all 0) and masked positions (some masked_lm_weights 1);
 - "ltr": one segment and no masked positions (masked_lm_weights all 0).
+Unmasked records (--dynamic_masking, dynamic.py) are "mlm_nsp" or "mlm" by their segment ids alone.
 """
 
 import tensorflow as tf
@@ -26,6 +27,8 @@ def record_objective(example):
         return "mlm_nsp"
     if any(v == 1 for v in _values(example, "next_sentence_labels")):
         return "mlm_nsp"
+    if "word_ids" in example.features.feature:  # unmasked: masked as it is read
+        return "mlm"
     return "mlm" if any(v > 0 for v in _values(example, "masked_lm_weights")) else "ltr"
 
 

@@ -30,6 +30,7 @@ from absl import logging
 
 from bert_tf import io
 from bert_tf.data.pretraining import chunks, encoding, instances
+from bert_tf.data.pretraining.dynamic import DynamicMaskingSetting
 from bert_tf.errors import InputError
 from bert_tf.io import expand_globs, read_lines
 from bert_tf.objectives import ObjectiveSetting
@@ -38,7 +39,7 @@ from bert_tf.sigterm import doing
 
 
 @dataclasses.dataclass(kw_only=True)
-class CreateConfig(ObjectiveSetting):
+class CreateConfig(ObjectiveSetting, DynamicMaskingSetting):
     """create_pretraining_data.py's settings: the original's flags, then ours."""
 
     input_file: str | None = setting(
@@ -153,9 +154,15 @@ def prepare(config):
         short_seq_prob=config.short_seq_prob,
         do_whole_word_mask=config.do_whole_word_mask,
         objective=config.objective,
+        dynamic_masking=config.dynamic_masking,
     )
     if config.dupe_factor < 1:
         raise InputError(f"--dupe_factor must be >= 1, got {config.dupe_factor}")
+    if config.dynamic_masking:
+        logging.info(
+            "--dynamic_masking: unmasked instances; run_pretraining.py --dynamic_masking=True masks "
+            "them by its own --masked_lm_prob, --max_predictions_per_seq, --do_whole_word_mask"
+        )
     return tokenizer, options
 
 
