@@ -11,6 +11,7 @@ setup(
     python_requires=">=3.11,<3.14",  # tested on 3.11; 3.12 and 3.13 have every wheel
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
     py_modules=[
+        "build_vocab",
         "create_pretraining_data",
         "run_pretraining",
         "convert_checkpoint",
@@ -67,6 +68,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
+            "bert-build-vocab=build_vocab:cli_main",
             "bert-create-pretraining-data=create_pretraining_data:cli_main",
             "bert-run-pretraining=run_pretraining:cli_main",
             "bert-convert-checkpoint=convert_checkpoint:cli_main",

@@ -14,8 +14,8 @@ training text; the sixth (--held_out, default Persuasion) is the held-out text.
    process's peak resident memory (ru_maxrss: mostly TensorFlow, which tensorflow_text imports), each
    size in a fresh process.
 
-    .venv/bin/python bench/bench_vocab.py              # about 20 minutes on 2 busy cores
-    .venv/bin/python bench/bench_vocab.py --lower_thresh=1 --parts=pieces   # sizes really 8k/16k/30k
+    .venv/bin/python -m bench.bench_vocab              # about 20 minutes on 2 busy cores
+    .venv/bin/python -m bench.bench_vocab --lower_thresh=1 --parts=pieces   # sizes really 8k/16k/30k
 """
 
 import argparse
@@ -29,13 +29,11 @@ import tempfile
 import time
 import tracemalloc
 
+from bench import machine
+
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_DIR)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import machine  # noqa: E402
-
-NOVELS_DIR = "/work/shared/data/austen_novels"
+SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
+NOVELS_DIR = os.path.join(SHARED_DIR, "data", "austen_novels")
 GOOGLE_UNCASED = os.path.join(REPO_DIR, "tests", "fixtures", "tokenization", "vocab_uncased.txt")
 
 
@@ -44,7 +42,10 @@ def novels(held_out):
     paths = sorted(glob.glob(os.path.join(NOVELS_DIR, "*.txt")))
     held = os.path.join(NOVELS_DIR, f"{held_out}.txt")
     if len(paths) < 6 or held not in paths:
-        sys.exit(f"bench_vocab: needs the six Austen novels in {NOVELS_DIR} (with {held_out}.txt)")
+        sys.exit(
+            f"bench_vocab: needs the six Austen novels in {NOVELS_DIR} (with {held_out}.txt; "
+            "set BERT_TF_SHARED_DIR to the folder holding data/)"
+        )
     return [p for p in paths if p != held], held
 
 

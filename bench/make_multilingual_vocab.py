@@ -17,7 +17,7 @@ The vocab is small (a few thousand entries against mBERT's 119,547) and learned 
 sentences the benchmark tokenizes, so words split into fewer pieces than with mBERT; the
 benchmark compares tokenizers on the same vocab, so that favours none of them.
 
-    .venv/bin/python bench/make_multilingual_vocab.py    # writes bench/vocab_multilingual_cased.txt
+    .venv/bin/python -m bench.make_multilingual_vocab    # writes bench/vocab_multilingual_cased.txt
 """
 
 import argparse

@@ -1,8 +1,8 @@
 """The BERT paper's ablations at a size two CPU cores can run (issue 31): Tables 5 and 7.
 
-    .venv/bin/python bench/paper_ablations.py --work_dir=/tmp/ablations        # 1-2 h on 2 cores
-    .venv/bin/python bench/paper_ablations.py --quick                          # smoke run, not results
-    .venv/bin/python bench/paper_ablations.py --parts=feature_based            # Table 7's rows only
+    .venv/bin/python -m bench.paper_ablations --work_dir=/tmp/ablations        # 1-2 h on 2 cores
+    .venv/bin/python -m bench.paper_ablations --quick                          # smoke run, not results
+    .venv/bin/python -m bench.paper_ablations --parts=feature_based            # Table 7's rows only
 
 **Pretraining objectives (paper §5.1, Table 5).** Three tiny encoders are pretrained from the same
 text, seed, vocabulary, shape and step count, one per `--objective` (mlm_nsp: masked LM + next
@@ -48,23 +48,16 @@ import json
 import math
 import os
 import random
-import sys
 import tempfile
 import time
 
 from absl import app, flags, logging
 
+from bench import machine, minilm
+from bert_tf import io
+from scripts import make_sample_tasks  # its reading of the corpus and its split of chapters
+
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_DIR)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import machine  # noqa: E402
-import minilm  # noqa: E402
-
-sys.path.insert(0, os.path.join(REPO_DIR, "scripts"))
-import make_sample_tasks  # noqa: E402 (its reading of the corpus and its split of chapters)
-
-from bert_tf import io  # noqa: E402
 
 AUSTEN = os.path.join(REPO_DIR, "tests", "fixtures", "austen_sentences.txt.xz")
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")

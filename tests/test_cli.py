@@ -47,6 +47,7 @@ FINE_TUNING_TASKS += ["multiple_choice", "embedding"]
 # Every other script with its settings dataclass: --helpshort must list each of its flags.
 SCRIPTS = [
     ("run_pretraining.py", "bert_tf.tasks.pretraining", "PretrainingConfig"),
+    ("build_vocab.py", "bert_tf.vocabulary", "VocabConfig"),
     ("create_pretraining_data.py", "bert_tf.data.pretraining.writer", "CreateConfig"),
     ("extract_features.py", "bert_tf.tasks.encoder", "ExtractConfig"),
     ("export_saved_model.py", "bert_tf.tasks.exporting", "ExportConfig"),
