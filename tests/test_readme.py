@@ -25,8 +25,9 @@ INPUT_FLAGS = {
     "predict_file", "hf_model_dir", "na-prob-file",
 }  # fmt: skip
 OUTPUT_FLAGS = {"output_file", "output_dir", "export_dir"}
-# Scripts that read --export_dir rather than write it.
+# Scripts that read --export_dir rather than write it, and the one that writes --vocab_file.
 READS_EXPORT_DIR = {"scripts/classify_with_export.py"}
+WRITES_VOCAB_FILE = {"build_vocab.py"}
 TOUR_DIR = "/tmp/bert_tf_tour"
 
 
@@ -75,6 +76,8 @@ def reads_and_writes(argv):
                 value = args[index + 1]  # evaluate_squad.py's "--na-prob-file FILE"
             if name == "export_dir" and script in READS_EXPORT_DIR:
                 reads.append(value)
+            elif name == "vocab_file" and script in WRITES_VOCAB_FILE:
+                writes.append(value)
             elif name in INPUT_FLAGS:
                 reads.extend(value.split(","))
             elif name in OUTPUT_FLAGS:
