@@ -171,7 +171,11 @@ class BertTextClassifier(BertTask):
 
     def task_info(self):
         """The TaskInfo run_classifier.py records for this model (its task.json)."""
-        settings = {"is_pair": bool(self.text_pairs), "is_regression": self.regression}
+        settings = {
+            "is_pair": bool(self.text_pairs),
+            "is_regression": self.regression,
+            "window_combination": "weighted_mean",  # run_classifier.py's, for a run that trains
+        }
         return TaskInfo(
             model_type=self.task_model.task_name,
             bert_config=self.task_model.config,

@@ -1,0 +1,153 @@
+"""BertTextClassifier and BertPreprocessor: raw strings through from_preset, fit, predict, save and export.
+
+References: the original FullTokenizer (ids), run_classifier.py's own predictions (test_results.tsv of a
+script run), export_saved_model.py's export of the same weights, and a process that imports only
+tensorflow and tensorflow_text.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_run_classifier import run, tsv_config, write_sentiment_tsv
+
+from bert_tf import BertPreprocessor, BertTextClassifier
+from bert_tf.checkpoints import save_google_checkpoint
+from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.run_files import read_task_info, write_task_info
+from bert_tf.tokenization import FullTokenizer
+
+from conftest import SAMPLE_DIR, SUBPROCESS_ENV
+
+VOCAB = str(SAMPLE_DIR / "vocab.txt")
+TEXTS = ["The lady was happy.", "She said that she was very sad!", "Ünïcode ɑnd ASCII", ""]
+PAIRS = (["Is it?", "no", "a b c"], ["Yes.", "", "d e f g h i j"])
+
+
+@pytest.fixture(scope="module")
+def script_run(tmp_path_factory):
+    """A tiny run_classifier.py run: train, predict (test_results.tsv); its output_dir and test texts."""
+    root = tmp_path_factory.mktemp("script")
+    sizes = (("train", 48), ("dev", 8), ("test", 8))
+    test_texts = write_sentiment_tsv(root / "data", sizes=sizes)
+    config = tsv_config(
+        root / "data", root / "out", do_train=True, do_predict=True, num_train_epochs=1.0
+    )
+    run(config)
+    return root / "out", test_texts
+
+
+@pytest.fixture(scope="module")
+def classifier(script_run):
+    return BertTextClassifier.from_preset(script_run[0], vocabulary=VOCAB)
+
+
+def test_preprocessor_gives_full_tokenizer_ids_packed_as_the_original(tmp_path):
+    preprocessor = BertPreprocessor(VOCAB, do_lower_case=True, max_seq_length=12)
+    tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
+    features = preprocessor(tf.constant(TEXTS))
+    for row, text in enumerate(TEXTS):
+        tokens = ["[CLS]", *tokenizer.tokenize(text)[:10], "[SEP]"]
+        ids = tokenizer.convert_tokens_to_ids(tokens)
+        assert features["input_ids"][row, : len(ids)].numpy().tolist() == ids
+        assert features["input_mask"][row].numpy().sum() == len(ids)
+    pair = preprocessor(tf.constant(PAIRS[0][:1]), tf.constant(PAIRS[1][:1]))
+    tokens = ["[CLS]", "is", "it", "?", "[SEP]", "yes", ".", "[SEP]"]
+    assert pair["input_ids"][0].numpy().tolist() == tokenizer.convert_tokens_to_ids(tokens)
+    assert pair["segment_ids"][0].numpy().tolist() == [0] * 5 + [1] * 3
+    # The vocabulary travels in the layer's config: the copy tokenizes the same without the file.
+    copy = BertPreprocessor.from_config(preprocessor.get_config())
+    np.testing.assert_array_equal(copy(tf.constant(TEXTS))["input_ids"], features["input_ids"])
+
+
+def test_from_preset_of_a_script_run_predicts_its_test_results(classifier, script_run):
+    output_dir, test_texts = script_run
+    assert classifier.labels == ["neg", "pos"] and classifier.text_pairs is False
+    expected = np.loadtxt(output_dir / "test_results.tsv")
+    probabilities = tf.nn.softmax(classifier.predict(test_texts, batch_size=3, verbose=0))
+    np.testing.assert_allclose(probabilities, expected, rtol=0, atol=1e-5)
+
+
+def test_save_and_load_model_give_the_same_logits_under_safe_mode(classifier, tmp_path):
+    path = str(tmp_path / "classifier.keras")
+    classifier.save(path)
+    loaded = keras.saving.load_model(path)  # safe_mode=True by default
+    assert isinstance(loaded, BertTextClassifier) and loaded.labels == classifier.labels
+    np.testing.assert_allclose(
+        loaded.predict(TEXTS, verbose=0), classifier.predict(TEXTS, verbose=0), rtol=0, atol=1e-5
+    )
+
+
+def test_export_is_export_saved_model_s_and_serves_in_a_tensorflow_only_process(
+    classifier, script_run, tmp_path
+):
+    path = classifier.export(str(tmp_path / "models" / "classifier" / "1"))
+    assert path == str(tmp_path / "models" / "classifier" / "1")
+    assert sorted(os.listdir(tmp_path / "models" / "classifier")) == ["1"]  # nothing left beside
+    # The same weights and task.json through export_saved_model.py's library.
+    save_google_checkpoint(classifier.task_model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
+    write_task_info(str(tmp_path / "ckpt"), classifier.task_info())
+    reference = export_checkpoint(
+        ExportConfig(
+            init_checkpoint=str(tmp_path / "ckpt" / "bert_model.ckpt"),
+            export_dir=str(tmp_path / "reference"),
+            vocab_file=VOCAB,
+        )
+    )
+    ours, theirs = tf.saved_model.load(path), tf.saved_model.load(reference)
+    assert sorted(ours.signatures) == sorted(theirs.signatures)
+    # The task.json a run of this model would write is the script run's own.
+    script_info = read_task_info(str(script_run[0])).to_json()
+    assert classifier.task_info().to_json() == script_info
+    texts = tf.constant(TEXTS)
+    np.testing.assert_allclose(
+        ours.signatures["serving_default"](text_a=texts)["probabilities"],
+        theirs.signatures["serving_default"](text_a=texts)["probabilities"],
+        rtol=0,
+        atol=1e-6,
+    )
+    script = textwrap.dedent(f"""
+        import json, sys
+        import tensorflow as tf, tensorflow_text  # noqa: F401
+        served = tf.saved_model.load({path!r})
+        outputs = served.signatures["serving_default"](text_a=tf.constant({TEXTS!r}))
+        print(json.dumps({{"probabilities": outputs["probabilities"].numpy().tolist(),
+                          "label": [x.decode() for x in outputs["label"].numpy()],
+                          "modules": sorted(m for m in sys.modules if m.startswith("bert_tf"))}}))
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=SUBPROCESS_ENV,
+        cwd=tmp_path, timeout=300, check=True,
+    )  # fmt: skip
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert served["modules"] == []
+    logits = classifier.predict(TEXTS, verbose=0)
+    expected = tf.nn.softmax(logits).numpy()
+    np.testing.assert_allclose(served["probabilities"], expected, rtol=0, atol=1e-5)
+    assert served["label"] == [classifier.labels[i] for i in expected.argmax(-1)]
+
+
+def test_fit_on_python_lists_learns_and_sizes_the_paper_schedule(tmp_path):
+    keras.utils.set_random_seed(3)
+    texts = [f"the lady was {word}" for word in ("happy", "sad", "glad", "gloomy")] * 8
+    labels = np.array([1, 0, 1, 0] * 8)
+    model = BertTextClassifier(
+        BertPreprocessor(VOCAB, max_seq_length=16), _tiny_config(), num_classes=2
+    )
+    model.compile(learning_rate=1e-3)  # the recipe, at a random-init tiny model's rate
+    history = model.fit(texts, labels, batch_size=8, epochs=5, verbose=0)
+    schedule = model.optimizer.get_config()["learning_rate"]["config"]
+    # 32 texts / 8 per batch * 5 epochs = 20 steps, the first 10% of them warming up.
+    assert schedule == {"init_lr": 1e-3, "num_train_steps": 20, "num_warmup_steps": 2}
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert model.evaluate(texts, labels, verbose=0, return_dict=True)["accuracy"] == 1.0
+
+
+def _tiny_config():
+    return json.loads((SAMPLE_DIR / "bert_config_tiny.json").read_text())
