@@ -9,9 +9,11 @@ Modules:
   preprocessor: `BertPreprocessor`, the Keras layer of raw strings to ids.
   task: `BertTask`, what every public class shares (data, the paper's compile, export).
   text_classifier: `BertTextClassifier`.
+  text_embedder: `BertTextEmbedder`.
 """
 
 from bert_tf.models.preprocessor import BertPreprocessor
 from bert_tf.models.text_classifier import BertTextClassifier
+from bert_tf.models.text_embedder import BertTextEmbedder
 
-__all__ = ["BertPreprocessor", "BertTextClassifier"]
+__all__ = ["BertPreprocessor", "BertTextClassifier", "BertTextEmbedder"]
