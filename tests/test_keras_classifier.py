@@ -7,6 +7,7 @@ tensorflow and tensorflow_text.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from test_run_classifier import run, tsv_config, write_sentiment_tsv
 
 from bert_tf import BertPreprocessor, BertTextClassifier
 from bert_tf.checkpoints import save_google_checkpoint
+from bert_tf.tasks import classification
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.run_files import read_task_info, write_task_info
 from bert_tf.tokenization import FullTokenizer
@@ -151,3 +153,91 @@ def test_fit_on_python_lists_learns_and_sizes_the_paper_schedule(tmp_path):
 
 def _tiny_config():
     return json.loads((SAMPLE_DIR / "bert_config_tiny.json").read_text())
+
+
+# ---------------------------------------------------------------------------------- the variants
+
+
+def _fitted(texts, targets, **settings):
+    keras.utils.set_random_seed(5)
+    model = BertTextClassifier(
+        BertPreprocessor(VOCAB, max_seq_length=16), _tiny_config(), **settings
+    )
+    model.fit(texts, targets, batch_size=4, epochs=1, verbose=0)
+    return model
+
+
+def _serve(model, path, **texts):
+    served = tf.saved_model.load(model.export(str(path)))
+    return served.signatures["serving_default"](**{k: tf.constant(v) for k, v in texts.items()})
+
+
+def test_text_pairs_fit_and_export_a_two_text_signature(tmp_path):
+    model = _fitted(PAIRS, [0, 1, 1], num_classes=2)
+    assert model.text_pairs is True  # the first fit's data decides
+    with pytest.raises(ValueError, match=r"^x: single texts, but this model reads text pairs"):
+        model.predict(TEXTS)
+    outputs = _serve(model, tmp_path / "1", text_a=PAIRS[0], text_b=PAIRS[1])
+    expected = tf.nn.softmax(model.predict(PAIRS, verbose=0))
+    np.testing.assert_allclose(outputs["probabilities"], expected, rtol=0, atol=1e-5)
+
+
+def test_multi_label_fits_zero_one_targets_and_exports_sigmoids(tmp_path):
+    targets = np.array([[1, 0, 1], [0, 0, 0], [0, 1, 0], [1, 1, 1]])
+    model = _fitted(TEXTS, targets, num_classes=3, multi_label=True, labels=["a", "b", "c"])
+    logits = model.predict(TEXTS, verbose=0)
+    outputs = _serve(model, tmp_path / "1", text_a=TEXTS)
+    np.testing.assert_allclose(outputs["probabilities"], tf.sigmoid(logits), rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match=r"^y: multi-label targets must be 0 or 1"):
+        model.fit(TEXTS, targets * 2)
+
+
+def test_regression_fits_scores_and_exports_predictions(tmp_path):
+    model = _fitted(TEXTS, [0.5, 4.0, 2.5, 1.0], regression=True)
+    scores = model.predict(TEXTS, verbose=0)
+    assert scores.shape == (4, 1)
+    outputs = _serve(model, tmp_path / "1", text_a=TEXTS)
+    np.testing.assert_allclose(outputs["predictions"], scores[:, 0], rtol=0, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------- bad input
+
+
+def _no_model_is_built(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("a model was built before the input was checked")
+
+    monkeypatch.setattr(classification.BertClassifier, "__init__", fail)
+    monkeypatch.setattr(keras.Model, "fit", fail)
+
+
+def test_a_folder_without_a_checkpoint_or_a_vocabulary_is_one_line_naming_it(
+    tmp_path, google_ckpt_dir, monkeypatch
+):
+    _no_model_is_built(monkeypatch)
+    no_checkpoint = tmp_path / "no_checkpoint"
+    no_checkpoint.mkdir()
+    shutil.copy(SAMPLE_DIR / "bert_config_tiny.json", no_checkpoint / "bert_config.json")
+    shutil.copy(VOCAB, no_checkpoint / "vocab.txt")
+    with pytest.raises(ValueError, match=rf"^preset folder {no_checkpoint}: .*no.*checkpoint"):
+        BertTextClassifier.from_preset(no_checkpoint, num_classes=2)
+    with pytest.raises(ValueError, match=rf"^preset folder {google_ckpt_dir}: no vocabulary"):
+        BertTextClassifier.from_preset(google_ckpt_dir, num_classes=2)
+    with pytest.raises(ValueError, match=r"^preset folder .*/missing does not exist"):
+        BertTextClassifier.from_preset(tmp_path / "missing", num_classes=2)
+
+
+def test_num_classes_disagreeing_with_the_run_s_labels_is_refused(script_run, monkeypatch):
+    _no_model_is_built(monkeypatch)
+    with pytest.raises(ValueError, match=r"^num_classes=3, but the run in .* has num_classes=2"):
+        BertTextClassifier.from_preset(script_run[0], num_classes=3, vocabulary=VOCAB)
+
+
+def test_pairs_for_a_single_text_model_and_labels_out_of_range_are_refused(classifier, monkeypatch):
+    _no_model_is_built(monkeypatch)
+    with pytest.raises(ValueError, match=r"^x: text pairs \(texts_a, texts_b\), but this model"):
+        classifier.fit(PAIRS, [0, 1, 1])
+    with pytest.raises(ValueError, match=r"^y\[1\] = 7 is out of range for num_classes=2"):
+        classifier.fit(TEXTS, [0, 7, 1, 0])
+    with pytest.raises(ValueError, match=r"^y: 3 labels for 4 texts"):
+        classifier.fit(TEXTS, [0, 1, 1])

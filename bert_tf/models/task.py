@@ -133,7 +133,7 @@ class BertTask(keras.Model):
         if not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         texts = tuple(tf.constant(list(column), tf.string) for column in columns)
-        tokenizer = self.preprocessor.tokenizer
+        tokenizer = self.preprocessor.features
         if labels is None:
             dataset = tf.data.Dataset.from_tensor_slices(texts).batch(batch_size)
             # A tuple element reaches map's function as one argument per text column.
