@@ -25,7 +25,7 @@ from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.run_files import read_task_info, write_task_info
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import SAMPLE_DIR, SUBPROCESS_ENV
+from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
 TEXTS = ["The lady was happy.", "She said that she was very sad!", "Ünïcode ɑnd ASCII", ""]
@@ -241,3 +241,55 @@ def test_pairs_for_a_single_text_model_and_labels_out_of_range_are_refused(class
         classifier.fit(TEXTS, [0, 7, 1, 0])
     with pytest.raises(ValueError, match=r"^y: 3 labels for 4 texts"):
         classifier.fit(TEXTS, [0, 1, 1])
+
+
+# ---------------------------------------------------------------------------------- distribution
+
+_MIRRORED_FIT = """
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+import numpy as np
+from bert_tf import BertPreprocessor, BertTextClassifier
+
+vocab, config = sys.argv[1], json.loads(sys.argv[2])
+texts = [f"the lady was {word}" for word in ("happy", "sad", "glad", "gloomy", "merry")] * 4
+labels = np.array([1, 0, 1, 0, 1] * 4)
+
+def model():
+    classifier = BertTextClassifier(BertPreprocessor(vocab, max_seq_length=16), config, num_classes=2)
+    classifier.compile(learning_rate=1e-3)
+    return classifier
+
+keras.utils.set_random_seed(1)
+one_device = model()
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    mirrored = model()
+mirrored.set_weights(one_device.get_weights())
+for classifier in (one_device, mirrored):
+    classifier.fit(texts, labels, batch_size=8, epochs=2, shuffle=False, verbose=0)
+print(json.dumps({
+    "replicas": mirrored.distribute_strategy.num_replicas_in_sync,
+    "steps": int(mirrored.optimizer.iterations.numpy()),
+    "one_device": one_device.predict(texts, verbose=0).tolist(),
+    "mirrored": mirrored.predict(texts, verbose=0).tolist(),
+}))
+"""
+
+
+def test_fit_under_a_mirrored_strategy_takes_the_one_device_steps():
+    # No dropout: the two replicas' halves of each batch then give the one-device gradient.
+    config = {**_tiny_config(), "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    result = subprocess.run(
+        [sys.executable, "-c", _MIRRORED_FIT, VOCAB, json.dumps(config)],
+        capture_output=True, text=True, env=SUBPROCESS_ENV, cwd=REPO_DIR, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["replicas"] == 2 and outcome["steps"] == 6  # 20 texts / 8 = 3 steps, 2 epochs
+    one_device = np.array(outcome["one_device"])
+    assert np.abs(one_device - np.array(outcome["one_device"]).mean()).max() > 1e-3  # it learned
+    np.testing.assert_allclose(outcome["mirrored"], one_device, rtol=0, atol=1e-4)
