@@ -38,7 +38,8 @@ class Preset:
       checkpoint: the checkpoint prefix to restore from.
       vocab_file: the vocabulary (vocab.txt).
       do_lower_case: the folder's casing (task.json, embedding.json), else the original's rule.
-      max_seq_length: the folder's (task.json, embedding.json), else the original's default 128.
+      max_seq_length: the folder's (task.json, embedding.json), else the original's default 128 (or
+        the model's max_position_embeddings, if fewer).
       task_info: a run's TaskInfo (task.json), else None.
       embedding: embedding.json's settings (a converted sentence-transformers model), else None.
     """
@@ -118,7 +119,9 @@ def _read_release(folder):
         "bert_config": bert_config,
         "vocab_file": os.path.join(folder, "vocab.txt"),
         "do_lower_case": recorded.get("do_lower_case", _release_casing(folder)),
-        "max_seq_length": recorded.get("max_seq_length", DEFAULT_MAX_SEQ_LENGTH),
+        "max_seq_length": recorded.get(
+            "max_seq_length", min(DEFAULT_MAX_SEQ_LENGTH, bert_config.max_position_embeddings)
+        ),
         "embedding": embedding,
     }
 

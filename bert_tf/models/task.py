@@ -94,6 +94,8 @@ class BertTask(keras.Model):
     def compile_from_config(self, config):
         if "recipe" in config:
             self.compile(**config["recipe"])
+            # Built now, the optimizer takes the state the file holds (a later fit starts anew).
+            self.optimizer.build(self.trainable_variables)
         else:
             super().compile_from_config(config)
 
