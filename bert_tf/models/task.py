@@ -88,14 +88,15 @@ class BertTask(keras.Model):
 
     def get_compile_config(self):
         if self._recipe is not None:
-            return {"recipe": dict(self._recipe)}
+            return {"recipe": dict(self._recipe), "optimizer_built": self.optimizer.built}
         return super().get_compile_config()
 
     def compile_from_config(self, config):
         if "recipe" in config:
             self.compile(**config["recipe"])
-            # Built now, the optimizer takes the state the file holds (a later fit starts anew).
-            self.optimizer.build(self.trainable_variables)
+            if config.get("optimizer_built"):
+                # Built now, it takes the state the file holds (a later fit starts anew).
+                self.optimizer.build(self.trainable_variables)
         else:
             super().compile_from_config(config)
 
