@@ -135,22 +135,16 @@ def main(argv):
     results = {"tfidf_svm": [tfidf_svm(train, test)]}
     print(json.dumps({"system": "tfidf_svm", "accuracy": results["tfidf_svm"][0]}), flush=True)
     lr = FLAGS.paired_learning_rate
+    run_dir = os.path.join(work_dir, "run")
+    systems = ["run_classifier", f"keras_fit lr {lr:g}"]
+    systems += ["keras_fit default lr"] if FLAGS.default_rate else []
     for seed in [int(s) for s in FLAGS.seeds]:
-        runs = [
-            (
-                "run_classifier",
-                lambda: script_fit(
-                    model_dir, data_dir, os.path.join(work_dir, "run"), test, seed, lr
-                )[:2],
-            ),
-            (f"keras_fit lr {lr:g}", lambda: keras_fit(model_dir, train, test, seed, lr)[:2]),
-        ]
-        if FLAGS.default_rate:
-            runs.append(
-                ("keras_fit default lr", lambda: keras_fit(model_dir, train, test, seed, None)[:2])
-            )
-        for system, fit in runs:
-            accuracy, seconds = fit()
+        for system in systems:  # taking turns, seed by seed
+            if system == "run_classifier":
+                accuracy, seconds = script_fit(model_dir, data_dir, run_dir, test, seed, lr)
+            else:
+                rate = None if system.endswith("default lr") else lr
+                accuracy, seconds, _ = keras_fit(model_dir, train, test, seed, rate)
             results.setdefault(system, []).append(accuracy)
             print(
                 json.dumps(

@@ -182,6 +182,7 @@ def test_text_pairs_fit_and_export_a_two_text_signature(tmp_path):
     np.testing.assert_allclose(outputs["probabilities"], expected, rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_multi_label_fits_zero_one_targets_and_exports_sigmoids(tmp_path):
     targets = np.array([[1, 0, 1], [0, 0, 0], [0, 1, 0], [1, 1, 1]])
     model = _fitted(TEXTS, targets, num_classes=3, multi_label=True, labels=["a", "b", "c"])
@@ -192,6 +193,7 @@ def test_multi_label_fits_zero_one_targets_and_exports_sigmoids(tmp_path):
         model.fit(TEXTS, targets * 2)
 
 
+@pytest.mark.slow
 def test_regression_fits_scores_and_exports_predictions(tmp_path):
     model = _fitted(TEXTS, [0.5, 4.0, 2.5, 1.0], regression=True)
     scores = model.predict(TEXTS, verbose=0)
@@ -280,6 +282,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_fit_under_a_mirrored_strategy_takes_the_one_device_steps():
     # No dropout: the two replicas' halves of each batch then give the one-device gradient.
     config = {**_tiny_config(), "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
