@@ -296,3 +296,24 @@ def test_fit_under_a_mirrored_strategy_takes_the_one_device_steps():
     one_device = np.array(outcome["one_device"])
     assert np.abs(one_device - np.array(outcome["one_device"]).mean()).max() > 1e-3  # it learned
     np.testing.assert_allclose(outcome["mirrored"], one_device, rtol=0, atol=1e-4)
+
+
+def test_long_texts_in_windows_predict_what_the_export_combines(tmp_path):
+    long_texts = [" ".join(["the lady was happy"] * 5), "sad", " ".join(["so sad"] * 9), "w"]
+    keras.utils.set_random_seed(5)
+    # Large initial weights: the windows of a text then get clearly different logits.
+    config = {**_tiny_config(), "initializer_range": 0.5}
+    model = BertTextClassifier(
+        BertPreprocessor(VOCAB, max_seq_length=8), config, num_classes=2, doc_stride=3
+    )
+    model.fit(long_texts, [1, 0, 0, 1], batch_size=2, epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"^x: text pairs \(texts_a, texts_b\), but this model"):
+        model.predict(PAIRS)
+    logits = model.predict(long_texts, batch_size=3, verbose=0)  # one row per text
+    assert logits.shape == (4, 2)
+    # The export combines each text's windows in its graph (window_signatures), not by
+    # combine_windows' numpy.
+    outputs = _serve(model, tmp_path / "1", text_a=long_texts)
+    np.testing.assert_allclose(outputs["probabilities"], tf.nn.softmax(logits), rtol=0, atol=1e-5)
+    evaluation = model.evaluate(long_texts, [1, 0, 0, 1], return_dict=True)
+    assert evaluation["accuracy"] == np.mean(logits.argmax(-1) == [1, 0, 0, 1])

@@ -13,12 +13,13 @@ import numpy as np
 
 from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.modeling import BertConfig
-from bert_tf.models import presets
+from bert_tf.models import presets, windows
 from bert_tf.models.preprocessor import BertPreprocessor
 from bert_tf.models.task import BertTask, integer_labels, labels_array
 from bert_tf.tasks import classification
 from bert_tf.tasks import multi_label as multi_label_task
 from bert_tf.tasks.run_files import TaskInfo
+from bert_tf.tasks.windows import WINDOW_COMBINATIONS
 
 # The peak learning rate of the default compile. The paper picks among 5e-5, 3e-5 and 2e-5 for
 # BERT-base over 3 epochs of GLUE's thousands of examples; from_preset's users fit a few hundred
@@ -58,6 +59,8 @@ class BertTextClassifier(BertTask):
         regression=False,
         labels=None,
         text_pairs=None,
+        doc_stride=None,
+        window_combination="weighted_mean",
         **kwargs,
     ):
         """
@@ -70,6 +73,10 @@ class BertTextClassifier(BertTask):
           labels: the label strings of the export's "label" output; default "0", "1", ...
           text_pairs: the model reads text pairs (True), single texts (False), or either until
             its first fit (None).
+          doc_stride: read each single text whole, in windows of max_seq_length - 2 wordpieces
+            starting this many apart (run_classifier.py --doc_stride): fit trains on every window
+            with its text's label (a batch is batch_size texts' windows), predict and evaluate
+            combine a text's windows by `window_combination` (weighted_mean, mean or max).
         """
         if isinstance(preprocessor, dict):
             preprocessor = keras.saving.deserialize_keras_object(preprocessor)
@@ -81,6 +88,11 @@ class BertTextClassifier(BertTask):
             raise ValueError(f"labels: {len(labels)} strings for num_classes={self.num_classes}")
         self.labels = [str(label) for label in labels]
         self.text_pairs = None if text_pairs is None else bool(text_pairs)
+        self.doc_stride, self.window_combination = _check_windows(
+            doc_stride, window_combination, self.text_pairs
+        )
+        if self.doc_stride is not None:
+            self.text_pairs = False
         bert_config = (
             BertConfig.from_dict(bert_config) if isinstance(bert_config, dict) else bert_config
         )
@@ -103,6 +115,8 @@ class BertTextClassifier(BertTask):
         regression=None,
         labels=None,
         text_pairs=None,
+        doc_stride=None,
+        window_combination=None,
         vocabulary=None,
         do_lower_case=None,
         max_seq_length=None,
@@ -116,7 +130,15 @@ class BertTextClassifier(BertTask):
         """
         preset = presets.read_preset(folder, vocabulary, do_lower_case, max_seq_length)
         if preset.kind == "run":
-            settings = _run_settings(preset, num_classes, multi_label, regression, text_pairs)
+            given = (
+                num_classes,
+                multi_label,
+                regression,
+                text_pairs,
+                doc_stride,
+                window_combination,
+            )
+            settings = _run_settings(preset, *given)
             labels = settings.pop("labels") if labels is None else labels
             heads = "required"
         else:
@@ -125,6 +147,8 @@ class BertTextClassifier(BertTask):
                 "multi_label": bool(multi_label),
                 "regression": bool(regression),
                 "text_pairs": text_pairs,
+                "doc_stride": doc_stride,
+                "window_combination": window_combination or "weighted_mean",
             }
             heads = "optional"
         model = cls(
@@ -136,6 +160,34 @@ class BertTextClassifier(BertTask):
     def call(self, inputs, training=None):
         """{"input_ids", "input_mask", "segment_ids"}: int32 [N, S] -> logits float32 [N, L]."""
         return self.task_model(inputs, training=training)["logits"]
+
+    def dataset(self, columns, labels=None, batch_size=32, shuffle=False):
+        """BertTask's batches, or with doc_stride batches of texts as their windows."""
+        if self.doc_stride is None:
+            return super().dataset(columns, labels, batch_size, shuffle)
+        tokenizer = self.preprocessor.tokenizer
+        return windows.windows_dataset(
+            tokenizer, self.doc_stride, columns[0], labels, batch_size, shuffle
+        )
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """Logits float32 [N, L]; with doc_stride, each text's windows combined."""
+        if self.doc_stride is None:
+            return super().predict(x, batch_size=batch_size, **kwargs)
+        dataset = self.dataset(self.check_texts(x), None, self._batch_size(batch_size))
+        return windows.predict_texts(self, dataset, self.window_combination)
+
+    def evaluate(self, x=None, y=None, batch_size=None, return_dict=False, **kwargs):
+        """Keras' evaluate; with doc_stride, of the texts' combined logits (as run_classifier.py)."""
+        if self.doc_stride is None:
+            return super().evaluate(x, y, batch_size=batch_size, return_dict=return_dict, **kwargs)
+        labels = self.check_labels(y, len(self.check_texts(x)[0]))
+        logits = self.predict(x, batch_size=batch_size)
+        results = {"loss": float(self.default_loss()(labels, logits))}
+        for metric in self.default_metrics():
+            metric.update_state(labels, logits)
+            results[metric.name] = float(metric.result())
+        return results if return_dict else list(results.values())
 
     def default_loss(self):
         if self.regression:
@@ -174,7 +226,8 @@ class BertTextClassifier(BertTask):
         settings = {
             "is_pair": bool(self.text_pairs),
             "is_regression": self.regression,
-            "window_combination": "weighted_mean",  # run_classifier.py's, for a run that trains
+            "doc_stride": self.doc_stride,
+            "window_combination": self.window_combination,
         }
         return TaskInfo(
             model_type=self.task_model.task_name,
@@ -202,6 +255,8 @@ class BertTextClassifier(BertTask):
             "regression": self.regression,
             "labels": self.labels,
             "text_pairs": self.text_pairs,
+            "doc_stride": self.doc_stride,
+            "window_combination": self.window_combination,
         }
 
 
@@ -221,16 +276,25 @@ def _check_num_classes(num_classes, multi_label, regression):
     return int(num_classes)
 
 
-def _run_settings(preset, num_classes, multi_label, regression, text_pairs):
+def _check_windows(doc_stride, window_combination, text_pairs):
+    if window_combination not in WINDOW_COMBINATIONS:
+        raise ValueError(
+            f"window_combination must be one of {WINDOW_COMBINATIONS}, got {window_combination!r}"
+        )
+    if doc_stride is None:
+        return None, window_combination
+    if isinstance(doc_stride, bool) or not isinstance(doc_stride, int) or doc_stride <= 0:
+        raise ValueError(f"doc_stride must be a positive integer, got {doc_stride!r}")
+    if text_pairs:
+        raise ValueError("doc_stride reads single texts in windows, not text pairs")
+    return int(doc_stride), window_combination
+
+
+def _run_settings(preset, num_classes, multi_label, regression, text_pairs, stride, combination):
     """The classifier settings of a run's task.json, checked against the arguments given."""
     info, where = preset.task_info, f"the run in {preset.folder}"
     if info.model_type not in (classification.MODEL_TYPE, multi_label_task.MODEL_TYPE):
         raise ValueError(f"{where} trained a {info.model_type} model, not a classifier")
-    if info.doc_stride is not None:
-        raise ValueError(
-            f"{where} classifies long texts in windows (doc_stride={info.doc_stride}), which "
-            "BertTextClassifier does not do yet: use its export or run_classifier.py"
-        )
     is_multi_label = info.model_type == multi_label_task.MODEL_TYPE
     run_classes = None if info.is_regression else len(info.labels or [])
     for name, given, recorded in (
@@ -238,6 +302,8 @@ def _run_settings(preset, num_classes, multi_label, regression, text_pairs):
         ("multi_label", multi_label, is_multi_label),
         ("regression", regression, info.is_regression),
         ("text_pairs", text_pairs, info.is_pair),
+        ("doc_stride", stride, info.doc_stride),
+        ("window_combination", combination, info.window_combination),
     ):
         if given is not None and given != recorded:
             raise ValueError(f"{name}={given}, but {where} has {name}={recorded}")
@@ -246,5 +312,7 @@ def _run_settings(preset, num_classes, multi_label, regression, text_pairs):
         "multi_label": is_multi_label,
         "regression": info.is_regression,
         "text_pairs": info.is_pair,
+        "doc_stride": info.doc_stride,
+        "window_combination": info.window_combination,
         "labels": info.labels,
     }
