@@ -21,6 +21,7 @@ _PUBLIC = {
     "BertPreprocessor": "bert_tf.models",
     "BertTextClassifier": "bert_tf.models",
     "BertTextEmbedder": "bert_tf.models",
+    "BertMaskedLM": "bert_tf.models",
 }
 
 __all__ = sorted(_PUBLIC)

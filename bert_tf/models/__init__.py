@@ -10,10 +10,13 @@ Modules:
   task: `BertTask`, what every public class shares (data, the paper's compile, export).
   text_classifier: `BertTextClassifier`.
   text_embedder: `BertTextEmbedder`.
+  masked_lm: `BertMaskedLM`, with `fill_mask`.
+  windows: long texts in windows for the classifier.
 """
 
+from bert_tf.models.masked_lm import BertMaskedLM
 from bert_tf.models.preprocessor import BertPreprocessor
 from bert_tf.models.text_classifier import BertTextClassifier
 from bert_tf.models.text_embedder import BertTextEmbedder
 
-__all__ = ["BertPreprocessor", "BertTextClassifier", "BertTextEmbedder"]
+__all__ = ["BertMaskedLM", "BertPreprocessor", "BertTextClassifier", "BertTextEmbedder"]
