@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 from test_run_classifier import run, tsv_config, write_sentiment_tsv
 
-from bert_tf import BertPreprocessor, BertTextClassifier
+from bert_tf import BertPreprocessor, BertTextClassifier, preprocessing
 from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.tasks import classification
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
@@ -210,11 +210,12 @@ def _no_model_is_built(monkeypatch):
         raise AssertionError("a model was built before the input was checked")
 
     monkeypatch.setattr(classification.BertClassifier, "__init__", fail)
+    monkeypatch.setattr(preprocessing.BertPreprocessor, "__init__", fail)
     monkeypatch.setattr(keras.Model, "fit", fail)
 
 
 def test_a_folder_without_a_checkpoint_or_a_vocabulary_is_one_line_naming_it(
-    tmp_path, google_ckpt_dir, monkeypatch
+    tmp_path, google_ckpt_dir, w_vocab_file, monkeypatch
 ):
     _no_model_is_built(monkeypatch)
     no_checkpoint = tmp_path / "no_checkpoint"
@@ -227,6 +228,8 @@ def test_a_folder_without_a_checkpoint_or_a_vocabulary_is_one_line_naming_it(
         BertTextClassifier.from_preset(google_ckpt_dir, num_classes=2)
     with pytest.raises(ValueError, match=r"^preset folder .*/missing does not exist"):
         BertTextClassifier.from_preset(tmp_path / "missing", num_classes=2)
+    with pytest.raises(ValueError, match=r"^num_classes is required \(or regression=True\)"):
+        BertTextClassifier.from_preset(google_ckpt_dir, vocabulary=w_vocab_file)
 
 
 def test_num_classes_disagreeing_with_the_run_s_labels_is_refused(script_run, monkeypatch):

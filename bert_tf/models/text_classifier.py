@@ -151,6 +151,9 @@ class BertTextClassifier(BertTask):
                 "window_combination": window_combination or "weighted_mean",
             }
             heads = "optional"
+        # The arguments are checked before the preprocessor's tables are built.
+        _check_num_classes(settings["num_classes"], settings["multi_label"], settings["regression"])
+        _check_windows(settings["doc_stride"], settings["window_combination"], text_pairs)
         model = cls(
             BertPreprocessor.of_preset(preset), preset.bert_config, labels=labels, **settings
         )
