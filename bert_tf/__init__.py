@@ -1,6 +1,7 @@
 """bert_tf: Google's BERT in TensorFlow 2 / Keras 3.
 
     from bert_tf import BertConfig, BertModel, BertPretrainingModel, FullTokenizer
+    from bert_tf import BertPreprocessor, BertTextClassifier, BertTextEmbedder  # the Keras API (docs/python_api.md)
 
 Names are imported on first use, so `import bert_tf` (and the TF-free data tools) stay fast.
 """
@@ -17,6 +18,10 @@ _PUBLIC = {
     "FullTokenizer": "bert_tf.tokenization",
     "load_google_checkpoint": "bert_tf.checkpoints",
     "save_google_checkpoint": "bert_tf.checkpoints",
+    "BertPreprocessor": "bert_tf.models",
+    "BertTextClassifier": "bert_tf.models",
+    "BertTextEmbedder": "bert_tf.models",
+    "BertMaskedLM": "bert_tf.models",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -21,22 +21,30 @@ NO_DECAY_PATTERNS = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZER_TYPES = ("adamw", "lamb")
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warmup from 0 to `init_lr` over `num_warmup_steps`, then linear decay to 0 at `num_train_steps`."""
+    """Linear warmup from 0 to `init_lr` over `num_warmup_steps`, then linear decay to 0 at `num_train_steps`.
+
+    num_train_steps=None: no decay (`init_lr` after the warmup); the Keras API's default compile holds
+    this until `fit` knows the number of steps.
+    """
 
     def __init__(self, init_lr, num_train_steps, num_warmup_steps):
-        if num_train_steps <= 0:
+        if num_train_steps is not None and num_train_steps <= 0:
             raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
         if num_warmup_steps < 0:
             raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}")
         self.init_lr = float(init_lr)
-        self.num_train_steps = int(num_train_steps)
+        self.num_train_steps = None if num_train_steps is None else int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
 
     def __call__(self, step):
         step = ops.cast(step, "float32")
-        total = float(self.num_train_steps)
-        decayed = self.init_lr * (1.0 - ops.minimum(step, total) / total)
+        if self.num_train_steps is None:
+            decayed = ops.full_like(step, self.init_lr)
+        else:
+            total = float(self.num_train_steps)
+            decayed = self.init_lr * (1.0 - ops.minimum(step, total) / total)
         if self.num_warmup_steps == 0:
             return decayed
         warmup = self.init_lr * step / float(self.num_warmup_steps)
@@ -126,6 +134,7 @@ class _BertOptimizer(keras.optimizers.Optimizer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
 class AdamWeightDecay(_BertOptimizer):
     """Adam with decoupled weight decay and no bias correction: the original BERT update.
 
@@ -147,6 +156,7 @@ class AdamWeightDecay(_BertOptimizer):
         self.assign_sub(variable, ops.cast(learning_rate, variable.dtype) * update)
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
 class Lamb(_BertOptimizer):
     """LAMB (You et al., 2019): Adam with bias correction and a per-variable trust ratio.
 

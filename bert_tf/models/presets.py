@@ -1,0 +1,164 @@
+"""Preset folders: what `from_preset` reads, checked before any TensorFlow work.
+
+A preset folder is one of:
+  * "release": Google's release layout (bert_config.json, bert_model.ckpt.*, vocab.txt), as Google
+    published it or as convert_checkpoint.py writes it (plus embedding.json for a sentence-transformers
+    model);
+  * "run": a fine-tuning run's --output_dir (task.json, its checkpoints, labels.txt), whose task.json
+    rebuilds the head and its settings. A run's folder has no vocab.txt unless one was put there: pass
+    `vocabulary=` the run's --vocab_file.
+
+`folder_kind` is the one place that tells them apart; a new kind is one more branch there and one more
+reader below.
+"""
+
+import dataclasses
+import os
+
+from bert_tf import io
+from bert_tf.checkpoints import resolve_checkpoint
+from bert_tf.errors import InputError
+from bert_tf.modeling import BertConfig
+from bert_tf.sentence_transformers_folder import EMBEDDING_FILE
+from bert_tf.tasks.run_files import TASK_FILE, read_task_info
+from bert_tf.tokenization import REQUIRED_TOKENS, load_vocab, validate_case_matches_checkpoint
+
+# The original's --max_seq_length default, for folders that do not record one.
+DEFAULT_MAX_SEQ_LENGTH = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """What a preset folder holds.
+
+    Attributes:
+      folder: the folder, as given.
+      kind: "release" or "run" (see the module docstring).
+      bert_config: the encoder's BertConfig.
+      checkpoint: the checkpoint prefix to restore from.
+      vocab_file: the vocabulary (vocab.txt).
+      do_lower_case: the folder's casing (task.json, embedding.json), else the original's rule.
+      max_seq_length: the folder's (task.json, embedding.json), else the original's default 128 (or
+        the model's max_position_embeddings, if fewer).
+      task_info: a run's TaskInfo (task.json), else None.
+      embedding: embedding.json's settings (a converted sentence-transformers model), else None.
+    """
+
+    folder: str
+    kind: str
+    bert_config: BertConfig
+    checkpoint: str
+    vocab_file: str
+    do_lower_case: bool
+    max_seq_length: int
+    task_info: object = None
+    embedding: dict | None = None
+
+
+def folder_kind(folder):
+    """ "run" (task.json) or "release" (bert_config.json): the kind of a preset folder.
+
+    Raises:
+      ValueError: naming the folder, when it is missing or is neither kind.
+    """
+    if not io.exists(folder) or not os.path.isdir(folder):
+        raise ValueError(f"preset folder {folder} does not exist")
+    if io.exists(os.path.join(folder, TASK_FILE)):
+        return "run"
+    if io.exists(os.path.join(folder, "bert_config.json")):
+        return "release"
+    raise ValueError(
+        f"preset folder {folder} holds neither bert_config.json (a release or a converted model) "
+        f"nor {TASK_FILE} (a fine-tuning run's output_dir)"
+    )
+
+
+def read_preset(folder, vocabulary=None, do_lower_case=None, max_seq_length=None):
+    """The Preset of `folder`; `vocabulary` (a vocab.txt path), `do_lower_case` and `max_seq_length`
+    override what the folder says.
+
+    Raises:
+      ValueError: one line naming the folder or file: no checkpoint, no vocabulary, a bad
+        bert_config.json or task.json, a max_seq_length over the model's positions.
+    """
+    folder = os.fspath(folder)
+    kind = folder_kind(folder)
+    values = _read_run(folder) if kind == "run" else _read_release(folder)
+    vocab_file = os.fspath(vocabulary) if vocabulary is not None else values.pop("vocab_file")
+    values.pop("vocab_file", None)
+    _check_vocab(vocab_file, folder, values["bert_config"].vocab_size)
+    try:
+        checkpoint = resolve_checkpoint(folder)
+    except FileNotFoundError as error:
+        raise ValueError(f"preset folder {folder}: {error}") from None
+    if do_lower_case is not None:
+        values["do_lower_case"] = bool(do_lower_case)
+    if max_seq_length is not None:
+        values["max_seq_length"] = int(max_seq_length)
+    positions = values["bert_config"].max_position_embeddings
+    if values["max_seq_length"] > positions:
+        raise ValueError(
+            f"max_seq_length={values['max_seq_length']} exceeds the model's "
+            f"max_position_embeddings={positions} ({folder})"
+        )
+    return Preset(folder=folder, kind=kind, checkpoint=checkpoint, vocab_file=vocab_file, **values)
+
+
+def _read_release(folder):
+    config_path = os.path.join(folder, "bert_config.json")
+    try:
+        bert_config = BertConfig.from_json_file(config_path)
+    except ValueError as error:
+        raise ValueError(f"{config_path}: {error}") from None
+    embedding = None
+    embedding_path = os.path.join(folder, EMBEDDING_FILE)
+    if io.exists(embedding_path):
+        embedding = io.read_json_object(embedding_path)
+    recorded = embedding or {}
+    return {
+        "bert_config": bert_config,
+        "vocab_file": os.path.join(folder, "vocab.txt"),
+        "do_lower_case": recorded.get("do_lower_case", _release_casing(folder)),
+        "max_seq_length": recorded.get(
+            "max_seq_length", min(DEFAULT_MAX_SEQ_LENGTH, bert_config.max_position_embeddings)
+        ),
+        "embedding": embedding,
+    }
+
+
+def _release_casing(folder):
+    """The original's rule: lower-cased, unless the folder is named as one of Google's cased
+    releases (cased_L-12_H-768_A-12, ...)."""
+    try:
+        validate_case_matches_checkpoint(True, os.path.join(folder, "bert_model.ckpt"))
+    except InputError:
+        return False
+    return True
+
+
+def _read_run(folder):
+    info = read_task_info(folder)
+    if info.bert_config is None:
+        raise ValueError(f"{os.path.join(folder, TASK_FILE)} records no bert_config")
+    return {
+        "bert_config": info.bert_config,
+        "vocab_file": os.path.join(folder, "vocab.txt"),
+        "do_lower_case": info.do_lower_case,
+        "max_seq_length": info.max_seq_length,
+        "task_info": info,
+    }
+
+
+def _check_vocab(vocab_file, folder, vocab_size):
+    if not io.exists(vocab_file):
+        remedy = " (a run's output_dir: pass vocabulary=<its --vocab_file>)"
+        raise ValueError(f"preset folder {folder}: no vocabulary {vocab_file}{remedy}")
+    vocab = load_vocab(vocab_file)
+    missing = [token for token in REQUIRED_TOKENS if token not in vocab]
+    if missing:
+        raise ValueError(f"vocabulary {vocab_file} has no {missing[0]} line")
+    if max(vocab.values()) + 1 > vocab_size:
+        raise ValueError(
+            f"vocabulary {vocab_file} has {max(vocab.values()) + 1} ids, more than the model's "
+            f"vocab_size={vocab_size} ({folder})"
+        )
