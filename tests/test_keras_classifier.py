@@ -47,7 +47,9 @@ def script_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def classifier(script_run):
-    return BertTextClassifier.from_preset(script_run[0], vocabulary=VOCAB)
+    # The run keeps its --vocab_file as output_dir/vocab.txt: the folder alone is the preset.
+    assert (script_run[0] / "vocab.txt").read_bytes() == (SAMPLE_DIR / "vocab.txt").read_bytes()
+    return BertTextClassifier.from_preset(script_run[0])
 
 
 def test_preprocessor_gives_full_tokenizer_ids_packed_as_the_original(tmp_path):

@@ -5,8 +5,8 @@ A preset folder is one of:
     published it or as convert_checkpoint.py writes it (plus embedding.json for a sentence-transformers
     model);
   * "run": a fine-tuning run's --output_dir (task.json, its checkpoints, labels.txt), whose task.json
-    rebuilds the head and its settings. A run's folder has no vocab.txt unless one was put there: pass
-    `vocabulary=` the run's --vocab_file.
+    rebuilds the head and its settings, and whose vocab.txt is the run's --vocab_file (a run written
+    before runs kept it: pass `vocabulary=`).
 
 `folder_kind` is the one place that tells them apart; a new kind is one more branch there and one more
 reader below.
@@ -151,7 +151,9 @@ def _read_run(folder):
 
 def _check_vocab(vocab_file, folder, vocab_size):
     if not io.exists(vocab_file):
-        remedy = " (a run's output_dir: pass vocabulary=<its --vocab_file>)"
+        remedy = (
+            " (a run written before runs kept their vocab.txt: pass vocabulary=<its --vocab_file>)"
+        )
         raise ValueError(f"preset folder {folder}: no vocabulary {vocab_file}{remedy}")
     vocab = load_vocab(vocab_file)
     missing = [token for token in REQUIRED_TOKENS if token not in vocab]

@@ -32,11 +32,13 @@ from bert_tf.tasks.run import Run
 from bert_tf.tasks.run_files import (
     LABELS_FILE,
     TASK_FILE,
+    VOCAB_FILE,
     TaskInfo,
     read_labels,
     read_task_info,
     write_labels,
     write_task_info,
+    write_vocab,
 )
 from bert_tf.tokenization import FullTokenizer, check_vocab
 from bert_tf.training import Task
@@ -294,7 +296,8 @@ class FineTuningRun(Run, TaskHooks):
         extra = [metric_file] + [
             path
             for path in (
-                os.path.join(folder, name) for name in (*EVAL_RESULTS_FILES, TASK_FILE, LABELS_FILE)
+                os.path.join(folder, name)
+                for name in (*EVAL_RESULTS_FILES, TASK_FILE, LABELS_FILE, VOCAB_FILE)
             )
             if io.exists(path)
         ]
@@ -358,6 +361,7 @@ class FineTuningRun(Run, TaskHooks):
         if self.is_chief:
             info = self.task_info()
             write_task_info(config.output_dir, info)
+            write_vocab(config.output_dir, config.vocab_file)
             if info.labels:
                 write_labels(config.output_dir, info.labels)
         if config.do_train:

@@ -18,6 +18,9 @@ from bert_tf.objectives import DEFAULT_OBJECTIVE, describe
 
 TASK_FILE = "task.json"
 LABELS_FILE = "labels.txt"
+# The run's --vocab_file, copied beside task.json: the folder alone rebuilds the model and its
+# tokenizer (BertTextClassifier.from_preset(output_dir), convert_checkpoint.py --output_format).
+VOCAB_FILE = "vocab.txt"
 
 
 # {model_type: the dataclass of its own settings (TaskSpec.settings_class)}: the registry,
@@ -144,6 +147,14 @@ def read_task_info(checkpoint_path):
 def write_labels(folder, labels):
     """Writes folder/labels.txt: one label string per line, in id order."""
     io.write_text(os.path.join(folder, LABELS_FILE), labels_text(labels))
+
+
+def write_vocab(folder, vocab_file):
+    """Copies `vocab_file` to folder/vocab.txt (atomically), unless that file already holds it."""
+    target = os.path.join(folder, VOCAB_FILE)
+    text = io.read_text(vocab_file)
+    if not io.exists(target) or io.read_text(target) != text:
+        io.write_text(target, text)
 
 
 def labels_text(labels):

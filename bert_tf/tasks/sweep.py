@@ -38,7 +38,7 @@ from bert_tf.checkpoints import copy_checkpoint
 from bert_tf.errors import Diverged, InputError
 from bert_tf.sigterm import doing
 from bert_tf.tasks.finetuning import BEST_CHECKPOINT, EVAL_RESULTS_FILES
-from bert_tf.tasks.run_files import LABELS_FILE, TASK_FILE
+from bert_tf.tasks.run_files import LABELS_FILE, TASK_FILE, VOCAB_FILE, write_vocab
 
 SWEEP_FIELDS = ("learning_rate", "train_batch_size", "num_train_epochs", "seed")
 RESULTS_FILE = "sweep_results.tsv"
@@ -214,7 +214,10 @@ def collect(config, grid):
     best_name = max(ranked, key=lambda name: finished[name]["value"])  # the first of ties
     best = finished[best_name]
     source = os.path.join(config.output_dir, best_name, best["checkpoint"])
-    extra = [os.path.join(config.output_dir, best_name, name) for name in (TASK_FILE, LABELS_FILE)]
+    extra = [
+        os.path.join(config.output_dir, best_name, name)
+        for name in (TASK_FILE, LABELS_FILE, VOCAB_FILE)
+    ]
     extra += [os.path.join(source, name) for name in (*EVAL_RESULTS_FILES, RUN_FILE)]
     extra.append(os.path.join(config.output_dir, best_name, RUN_FILE))
     copy_checkpoint(
@@ -225,6 +228,7 @@ def collect(config, grid):
     # export_saved_model.py --init_checkpoint=<output_dir> reads the task from here.
     task_file = os.path.join(config.output_dir, best_name, TASK_FILE)
     io.write_text(os.path.join(config.output_dir, TASK_FILE), io.read_text(task_file))
+    write_vocab(config.output_dir, config.vocab_file)
     logging.info(
         "Best of %d run(s): %s, %s = %.4f -> %s",
         len(ranked),
