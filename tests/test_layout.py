@@ -1,4 +1,4 @@
-"""The shape of the package (DESIGN.md): no import circles, modules of a few screens, one registry."""
+"""The shape of the package (docs/architecture.md): no import circles, modules of a few screens, one registry."""
 
 import ast
 
@@ -7,7 +7,7 @@ import pytest
 from conftest import REPO_DIR
 
 PACKAGE = REPO_DIR / "bert_tf"
-# DESIGN.md: a module fits on a few screens, a function on one.
+# docs/architecture.md: a module fits on a few screens, a function on one.
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_CODE_LINES = 60
 
