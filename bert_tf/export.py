@@ -138,10 +138,13 @@ def _frozen_call(model):
                     lambda x: original(x, training=False) if takes_training else original(x)
                 )
                 traced = traced.get_concrete_function(specs)
-                frozen[key] = traced.structured_outputs, (
-                    convert_to_constants.convert_variables_to_constants_v2(
-                        traced, lower_control_flow=False
-                    )
+                frozen[key] = (
+                    traced.structured_outputs,
+                    (
+                        convert_to_constants.convert_variables_to_constants_v2(
+                            traced, lower_control_flow=False
+                        )
+                    ),
                 )
         structure, function = frozen[key]
         flat = function(*tf.nest.flatten(inputs, expand_composites=True))
