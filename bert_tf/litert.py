@@ -11,6 +11,7 @@ ai-edge-litert is the `litert` extra (`pip install bert_tf[litert]`): imported o
 
 import importlib.util
 import os
+import re
 
 from bert_tf import io
 from bert_tf.errors import InputError
@@ -27,7 +28,7 @@ UNCONVERTIBLE = {
 }
 
 
-def check_litert(quantization, model_type=None):
+def check_litert(quantization, model_type=None, window_combination=None):
     """Raises InputError (one line, naming --litert) for a bad value, a kind that does not convert
     (UNCONVERTIBLE) or a missing extra: before any work starts."""
     if quantization not in QUANTIZATIONS:
@@ -38,6 +39,12 @@ def check_litert(quantization, model_type=None):
         raise InputError(
             f"--litert: a {model_type} export does not convert to LiteRT: its serve_ids needs "
             f"{UNCONVERTIBLE[model_type]}, which LiteRT's builtin ops lack"
+        )
+    if window_combination in ("max", "mean"):
+        raise InputError(
+            f"--litert: a classifier trained with --window_combination={window_combination} does "
+            f"not convert to LiteRT: its serve_ids needs Segment{window_combination.title()}, "
+            "which LiteRT's builtin ops lack (weighted_mean converts)"
         )
     if importlib.util.find_spec("ai_edge_litert") is None:
         raise InputError(
@@ -60,7 +67,14 @@ def convert(saved_model_path, quantization):
     )
     if quantization == "int8":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]  # dynamic-range: int8 weights
-    return converter.convert()
+    try:
+        return converter.convert()
+    except Exception as error:  # the converter's message is pages of MLIR: name the ops
+        ops = sorted(set(re.findall(r"'tf\.(\w+)' op", str(error)))) or [type(error).__name__]
+        raise InputError(
+            f"--litert: {saved_model_path}'s {SIGNATURE} does not convert to LiteRT: it needs "
+            f"{', '.join(ops)}, which LiteRT's builtin ops lack"
+        ) from None
 
 
 def signature_runner(model, num_threads=None):

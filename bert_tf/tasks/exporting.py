@@ -148,7 +148,7 @@ def export_checkpoint(config):
     if from_encoder:
         info = spec.info_from_encoder(prefix, info)
     if config.litert is not None:
-        litert.check_litert(config.litert, model_type)
+        litert.check_litert(config.litert, model_type, getattr(info, "window_combination", None))
     options = {"encoder_layers": True} if config.encoder_layers else {}
     if options and model_type != "encoder":
         raise InputError(f"--encoder_layers applies to encoder exports only, not {model_type}")
