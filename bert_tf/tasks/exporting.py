@@ -105,15 +105,8 @@ def _bert_config(bert_config_file, info, prefix):
     raise InputError(f"--bert_config_file is required: no bert_config.json beside {prefix}")
 
 
-def export_checkpoint(config):
-    """Loads a checkpoint into the model its task calls for and exports it; returns the version folder.
-
-    Args:
-      config: an ExportConfig. init_checkpoint: a checkpoint prefix, or a folder holding
-        bert_model.ckpt.* or our checkpoints; bert_config_file, do_lower_case, max_seq_length
-        default to the run's task.json, else bert_config.json beside the checkpoint, True and 128;
-        model_type defaults to the checkpoint's (see the module docstring).
-    """
+def _check_flags(config):
+    """One-line errors for missing or bad flags, before any work starts."""
     for name in ("init_checkpoint", "export_dir", "vocab_file"):
         if not getattr(config, name):
             raise InputError(f"--{name} is required")
@@ -130,6 +123,18 @@ def export_checkpoint(config):
             raise InputError(
                 f"--litert converts a float32 export, not --mixed_precision={config.mixed_precision}"
             )
+
+
+def export_checkpoint(config):
+    """Loads a checkpoint into the model its task calls for and exports it; returns the version folder.
+
+    Args:
+      config: an ExportConfig. init_checkpoint: a checkpoint prefix, or a folder holding
+        bert_model.ckpt.* or our checkpoints; bert_config_file, do_lower_case, max_seq_length
+        default to the run's task.json, else bert_config.json beside the checkpoint, True and 128;
+        model_type defaults to the checkpoint's (see the module docstring).
+    """
+    _check_flags(config)
     try:
         prefix = resolve_checkpoint(config.init_checkpoint)
     except FileNotFoundError as error:
