@@ -1,26 +1,22 @@
-"""One request at a time: the exported SavedModel as a server runs it, against transformers and keras-hub.
+"""One request at a time: our exports as a server runs them, against transformers and keras-hub.
 
-An encoder of `--model`'s shape (random weights, the same seed-0 weights for no one: only the time is
-compared) is exported by `bert_tf.tasks.encoder.export_model`, the writer behind
-export_saved_model.py. Each runner then lives in a process of its own, with `--threads` intra-op and
-inter-op threads, and is called with the same raw strings of exactly N wordpieces ([CLS] and [SEP]
-included; batch x N of `--shapes`):
+An encoder of `--model`'s shape (random weights, seed 0: only the time is compared) is exported by
+`bert_tf.tasks.encoder.export_model`, the writer behind export_saved_model.py (weights frozen into the
+graph), and, on CPUs with a bfloat16 matmul, again under mixed_bfloat16 with its kernels stored in
+bfloat16; with ai-edge-litert, its serve_ids also as float32 and int8 LiteRT files. Each runner
+(latency_runners.py) lives in a process of its own, with `--threads` intra-op and inter-op threads,
+and is called with the same raw strings of exactly N wordpieces ([CLS] and [SEP] included; batch x N
+of `--shapes`): our exports' serving_default (and serve_ids on the ids: tokenization's share), the
+LiteRT files fed the export's preprocess ids, transformers (BertTokenizerFast + BertModel on torch,
+float32, bfloat16 autocast, dynamic int8 Linear layers), keras-hub (tokenizer + packing + backbone).
 
-  * bert_tf text: the export's `serving_default` (tokenizing and packing in the graph, then the
-    encoder), in a process that imports only tensorflow and tensorflow_text, as TF Serving holds it;
-  * bert_tf ids: the same export's `serve_ids`, fed the ids of those strings: the gap to the row above
-    is tokenization's share;
-  * transformers text: BertTokenizerFast (same vocab) + BertModel on torch under inference_mode,
-    padding to the batch's longest;
-  * transformers ids: the same BertModel fed the ids;
-  * keras-hub text: keras_hub's BertTokenizer + [CLS]/[SEP] packing to the batch's longest + its
-    BertBackbone, in one tf.function.
+Two protocols (--protocols): back to back, each runner making --calls calls in a row (after 5
+untimed), --rounds rounds, the runners one after another round by round; taking turns, the parent
+sending "call i of shape s" to each runner in turn, so load from other work falls on all alike. Each
+runner times its own call (the pipe is not in the time). The limit line: max(matmul FLOPs / the
+measured tf.matmul rate, weight bytes / the measured read bandwidth), measured in the same run.
 
-The parent only sends "call i of shape s" down a pipe: the runners take turns call by call, so load
-from other work on the machine falls on all of them alike, and each times its own call (the pipe is
-not in the time). p50 and p95 over `--calls` calls per shape, after 5 untimed ones.
-
-    .venv/bin/python bench/bench_latency.py                           # BERT-base, 200 calls per shape
+    .venv/bin/python bench/bench_latency.py --shapes=1x32    # BERT-base, 3 rounds x 100 calls
     .venv/bin/python bench/bench_latency.py --model=bert_tiny --calls=5 --runners=bert_tf   # smoke
 """
 
