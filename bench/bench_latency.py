@@ -357,6 +357,9 @@ def _litert(export, quantization):
 
 def main(argv):
     del argv
+    if FLAGS.worker == "setup":  # the exports, in a process that ends: they hold gigabytes
+        _setup(FLAGS.work_dir, parse_shapes(FLAGS.shapes), FLAGS.runners)
+        return None
     if FLAGS.worker:
         return worker_main(FLAGS.worker, FLAGS.work_dir)
     from absl import logging
@@ -378,7 +381,14 @@ def main(argv):
         flush=True,
     )
     work_dir = tempfile.mkdtemp(prefix="bench_latency_")
-    config = _setup(work_dir, shapes, FLAGS.runners)
+    setup = [sys.executable, os.path.abspath(__file__), "--worker=setup", f"--work_dir={work_dir}"]
+    flag_names = ("model", "shapes", "runners", "calls", "threads", "max_seq_length")
+    setup += [f"--{name}={FLAGS[name].serialize().split('=', 1)[1]}" for name in flag_names]
+    setup += [f"--input_file={FLAGS.input_file}", f"--vocab_file={FLAGS.vocab_file}"]
+    subprocess.run(setup, check=True, cwd=REPO_DIR)
+    from bert_tf.modeling import BertConfig
+
+    config = BertConfig.from_preset(FLAGS.model)
     workers = {}
     for runner in FLAGS.runners:
         process = _start(runner, work_dir)
