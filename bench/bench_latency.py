@@ -1,26 +1,22 @@
-"""One request at a time: the exported SavedModel as a server runs it, against transformers and keras-hub.
+"""One request at a time: our exports as a server runs them, against transformers and keras-hub.
 
-An encoder of `--model`'s shape (random weights, the same seed-0 weights for no one: only the time is
-compared) is exported by `bert_tf.tasks.encoder.export_model`, the writer behind
-export_saved_model.py. Each runner then lives in a process of its own, with `--threads` intra-op and
-inter-op threads, and is called with the same raw strings of exactly N wordpieces ([CLS] and [SEP]
-included; batch x N of `--shapes`):
+An encoder of `--model`'s shape (random weights, seed 0: only the time is compared) is exported by
+`bert_tf.tasks.encoder.export_model`, the writer behind export_saved_model.py (weights frozen into the
+graph), and, on CPUs with a bfloat16 matmul, again under mixed_bfloat16 with its kernels stored in
+bfloat16; with ai-edge-litert, its serve_ids also as float32 and int8 LiteRT files. Each runner
+(latency_runners.py) lives in a process of its own, with `--threads` intra-op and inter-op threads,
+and is called with the same raw strings of exactly N wordpieces ([CLS] and [SEP] included; batch x N
+of `--shapes`): our exports' serving_default (and serve_ids on the ids: tokenization's share), the
+LiteRT files fed the export's preprocess ids, transformers (BertTokenizerFast + BertModel on torch,
+float32, bfloat16 autocast, dynamic int8 Linear layers), keras-hub (tokenizer + packing + backbone).
 
-  * bert_tf text: the export's `serving_default` (tokenizing and packing in the graph, then the
-    encoder), in a process that imports only tensorflow and tensorflow_text, as TF Serving holds it;
-  * bert_tf ids: the same export's `serve_ids`, fed the ids of those strings: the gap to the row above
-    is tokenization's share;
-  * transformers text: BertTokenizerFast (same vocab) + BertModel on torch under inference_mode,
-    padding to the batch's longest;
-  * transformers ids: the same BertModel fed the ids;
-  * keras-hub text: keras_hub's BertTokenizer + [CLS]/[SEP] packing to the batch's longest + its
-    BertBackbone, in one tf.function.
+Two protocols (--protocols): back to back, each runner making --calls calls in a row (after 5
+untimed), --rounds rounds, the runners one after another round by round; taking turns, the parent
+sending "call i of shape s" to each runner in turn, so load from other work falls on all alike. Each
+runner times its own call (the pipe is not in the time). The limit line: max(matmul FLOPs / the
+measured tf.matmul rate, weight bytes / the measured read bandwidth), measured in the same run.
 
-The parent only sends "call i of shape s" down a pipe: the runners take turns call by call, so load
-from other work on the machine falls on all of them alike, and each times its own call (the pipe is
-not in the time). p50 and p95 over `--calls` calls per shape, after 5 untimed ones.
-
-    .venv/bin/python bench/bench_latency.py                           # BERT-base, 200 calls per shape
+    .venv/bin/python bench/bench_latency.py --shapes=1x32    # BERT-base, 3 rounds x 100 calls
     .venv/bin/python bench/bench_latency.py --model=bert_tiny --calls=5 --runners=bert_tf   # smoke
 """
 
@@ -40,6 +36,7 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, REPO_DIR)
 sys.path.insert(0, BENCH_DIR)
 
+import latency_runners  # noqa: E402
 import machine  # noqa: E402
 
 SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
@@ -50,9 +47,18 @@ flags.DEFINE_list(
     "shapes", ["1x8", "1x32", "1x128", "4x32"], "batch x wordpieces ([CLS], [SEP] included)."
 )
 flags.DEFINE_list(
-    "runners", ["bert_tf", "transformers", "keras_hub"], "Processes to run (each has two rows)."
+    "runners",
+    list(latency_runners.RUNNERS),
+    "Processes to run (bert_tf_bf16 and transformers_bf16 only on CPUs with a bfloat16 matmul; "
+    "litert_* need ai-edge-litert).",
 )
-flags.DEFINE_integer("calls", 200, "Timed calls per shape and runner.")
+flags.DEFINE_list(
+    "protocols", ["back_to_back", "turns"], "back_to_back: each runner makes --rounds x --calls "
+    "calls in a row, runners one after another, round by round; turns: the runners take turns "
+    "call by call (--calls calls per shape).",
+)  # fmt: skip
+flags.DEFINE_integer("calls", 100, "Timed calls per shape and runner (per round back to back).")
+flags.DEFINE_integer("rounds", 3, "Back-to-back rounds per shape and runner.")
 flags.DEFINE_integer("threads", 2, "Intra-op and inter-op threads of every runner.")
 flags.DEFINE_integer("max_seq_length", 128, "The export's max_seq_length.")
 flags.DEFINE_string(
@@ -65,12 +71,11 @@ flags.DEFINE_string("worker", None, "Internal: run as this runner's worker proce
 flags.DEFINE_string("work_dir", None, "Internal: the worker's inputs and export.")
 
 WARMUP_CALLS = 5
-# Each runner process answers for two rows: the raw-text path and the ids path.
-ROWS = {
-    "bert_tf": ("bert_tf text (serving_default)", "bert_tf ids (serve_ids)"),
-    "transformers": ("transformers text (tokenizer + model)", "transformers ids (model)"),
-    "keras_hub": ("keras-hub text (tokenizer + packer + backbone)", None),
-}
+
+
+def _rows(runner):
+    """(text row, ids row or None) of a runner."""
+    return latency_runners.RUNNERS[runner][1:]
 
 
 def parse_shapes(shapes):
@@ -119,130 +124,29 @@ def _inputs(shapes, calls):
 
 
 def _export(work_dir):
+    """The float32 export (the default of export_saved_model.py: weights frozen into the graph)."""
+    import keras
+
     from bert_tf.modeling import BertConfig, BertModel
+
+    keras.utils.set_random_seed(0)
+    model = BertModel(BertConfig.from_preset(FLAGS.model))
+    model.build()
+    return _write_export(model, os.path.join(work_dir, "export"))
+
+
+def _write_export(model, export_dir):
     from bert_tf.tasks.encoder import MODEL_TYPE, export_model
     from bert_tf.tasks.run_files import TaskInfo
 
-    model = BertModel(BertConfig.from_preset(FLAGS.model))
-    model.build()
     info = TaskInfo(
         model_type=MODEL_TYPE, bert_config=model.config, do_lower_case=True,
         max_seq_length=FLAGS.max_seq_length,
     )  # fmt: skip
-    return export_model(model, info, FLAGS.vocab_file, os.path.join(work_dir, "export"))
+    return export_model(model, info, FLAGS.vocab_file, export_dir)
 
 
-# ---- the workers: each builds its runner, then answers "shape call" lines with timings ----
-
-
-def _tf_threads(threads):
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-
-
-def _bert_tf_worker(setup):
-    """(text call, ids call): the export's signatures, with only TensorFlow and TF Text imported."""
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
-
-    _tf_threads(setup["threads"])
-    loaded = tf.saved_model.load(setup["export"])
-    serve_text = loaded.signatures["serving_default"]
-    serve_ids = loaded.signatures["serve_ids"]
-    preprocess = loaded.signatures["preprocess"]
-
-    def text(texts):
-        outputs = serve_text(text_a=tf.constant(texts))
-        return outputs["sequence_output"].numpy().shape[1]
-
-    def prepare_ids(texts):
-        return preprocess(text_a=tf.constant(texts))
-
-    def ids(features):
-        return serve_ids(**features)["sequence_output"].numpy().shape[1]
-
-    return text, (prepare_ids, ids)
-
-
-def _transformers_worker(setup):
-    import torch
-    import transformers
-
-    torch.set_num_threads(setup["threads"])
-    torch.set_num_interop_threads(setup["threads"])
-    torch.manual_seed(0)
-    config = setup["config"]
-    tokenizer = transformers.BertTokenizerFast(setup["vocab_file"], do_lower_case=True)
-    model = transformers.BertModel(
-        transformers.BertConfig(
-            vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
-            num_hidden_layers=config["num_hidden_layers"],
-            num_attention_heads=config["num_attention_heads"],
-            intermediate_size=config["intermediate_size"], hidden_act="gelu_new",
-            max_position_embeddings=config["max_position_embeddings"],
-        )
-    ).eval()  # fmt: skip
-    max_length = setup["max_seq_length"]
-
-    def prepare_ids(texts):
-        return tokenizer(
-            texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt"
-        )
-
-    def ids(features):
-        with torch.inference_mode():
-            return model(**features).last_hidden_state.numpy().shape[1]
-
-    def text(texts):
-        return ids(prepare_ids(texts))
-
-    return text, (prepare_ids, ids)
-
-
-def _keras_hub_worker(setup):
-    import keras_hub
-    import tensorflow as tf
-
-    _tf_threads(setup["threads"])
-    config = setup["config"]
-    tokenizer = keras_hub.models.BertTokenizer(vocabulary=setup["vocab_file"], lowercase=True)
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config["vocab_size"], num_layers=config["num_hidden_layers"],
-        num_heads=config["num_attention_heads"], hidden_dim=config["hidden_size"],
-        intermediate_dim=config["intermediate_size"],
-        max_sequence_length=config["max_position_embeddings"],
-    )  # fmt: skip
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    keep = setup["max_seq_length"] - 2
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def serve(texts):
-        pieces = tokenizer(texts)[:, :keep]  # ragged [B, (n)]
-        batch = tf.shape(texts)[:1]
-        ends = [tf.fill(tf.concat([batch, [1]], 0), cls), tf.fill(tf.concat([batch, [1]], 0), sep)]
-        ids = tf.concat([ends[0], tf.cast(pieces, tf.int32), ends[1]], axis=1)
-        token_ids = ids.to_tensor()  # [B, S], padded to the batch's longest
-        padding_mask = tf.ones_like(ids, tf.bool).to_tensor()
-        features = {
-            "token_ids": token_ids,
-            "padding_mask": padding_mask,
-            "segment_ids": tf.zeros_like(token_ids),
-        }
-        return backbone(features, training=False)["sequence_output"]
-
-    def text(texts):
-        return serve(tf.constant(texts)).numpy().shape[1]
-
-    return text, None
-
-
-WORKERS = {
-    "bert_tf": _bert_tf_worker,
-    "transformers": _transformers_worker,
-    "keras_hub": _keras_hub_worker,
-}
+# ---- the workers: each builds its runner (latency_runners.py), then answers with timings ----
 
 
 def _timed(call, argument):
@@ -252,15 +156,16 @@ def _timed(call, argument):
 
 
 def worker_main(runner, work_dir):
-    """Builds `runner`, says "ready", then answers each "shape call" line with the JSON
-    [text seconds, text length, ids seconds or null, ids length or null]."""
+    """Builds `runner`, says "ready", then answers each line: "turn shape call" with the JSON
+    [text seconds, text length, ids seconds or null, ids length or null]; "burst shape count" with
+    [[seconds of each of `count` text calls made in a row], their lengths] (after 5 untimed)."""
     with open(os.path.join(work_dir, "setup.json"), encoding="utf-8") as reader:
         setup = json.load(reader)
     inputs = {int(key): value for key, value in setup["inputs"].items()}
     try:
-        text, ids_path = WORKERS[runner](setup)
+        text, ids_path = latency_runners.RUNNERS[runner][0](setup)
     except ImportError as error:  # a peer not installed: the table says so
-        print(f"skipped ({error}; pip install -e .[bench,compare])", flush=True)
+        print(f"skipped ({error})", flush=True)
         return
     ids = {}
     if ids_path is not None:  # tokenized ahead: the ids row times the model alone
@@ -268,9 +173,17 @@ def worker_main(runner, work_dir):
         ids = {key: [prepare_ids(batch) for batch in batches] for key, batches in inputs.items()}
     print("ready", flush=True)
     for line in sys.stdin:
-        shape, call = map(int, line.split())
-        answer = list(_timed(text, inputs[shape][call]))
-        answer += list(_timed(ids_call, ids[shape][call])) if ids else [None, None]
+        kind, shape, number = line.split()
+        shape, number = int(shape), int(number)
+        if kind == "burst":
+            batches = inputs[shape]
+            for call in range(WARMUP_CALLS):
+                text(batches[call])
+            timed = [_timed(text, batches[call % len(batches)]) for call in range(number)]
+            print(json.dumps([[t for t, _ in timed], [n for _, n in timed]]), flush=True)
+            continue
+        answer = list(_timed(text, inputs[shape][number]))
+        answer += list(_timed(ids_call, ids[shape][number])) if ids else [None, None]
         print(json.dumps(answer), flush=True)
 
 
@@ -286,8 +199,8 @@ def _start(runner, work_dir):
     return process
 
 
-def _ask(process, runner, shape, call):
-    process.stdin.write(f"{shape} {call}\n")
+def _ask(process, runner, shape, call, kind="turn"):
+    process.stdin.write(f"{kind} {shape} {call}\n")
     process.stdin.flush()
     line = process.stdout.readline()
     if not line:
@@ -295,8 +208,23 @@ def _ask(process, runner, shape, call):
     return json.loads(line)
 
 
+def measure_back_to_back(workers, shapes, calls, rounds):
+    """{text row: {shape index: ([seconds of each timed call], [lengths])}}: round by round, each
+    runner in turn makes `calls` calls in a row."""
+    times = {}
+    for shape in range(len(shapes)):
+        for _ in range(rounds):
+            for runner, process in workers.items():
+                seconds, lengths = _ask(process, runner, shape, calls, kind="burst")
+                entry = times.setdefault(_rows(runner)[0], {}).setdefault(shape, ([], []))
+                entry[0].extend(seconds)
+                entry[1].extend(lengths)
+    return times
+
+
 def measure(workers, shapes, calls):
-    """{row name: {shape index: ([seconds of each timed call], [its padded lengths])}}."""
+    """{row name: {shape index: ([seconds of each timed call], [its padded lengths])}}, the runners
+    taking turns call by call."""
     times = {}
     for shape in range(len(shapes)):
         for call in range(WARMUP_CALLS + calls):
@@ -305,7 +233,7 @@ def measure(workers, shapes, calls):
                 if call < WARMUP_CALLS:
                     continue
                 for row, seconds, length in zip(
-                    ROWS[runner], (text_s, ids_s), (text_len, ids_len), strict=True
+                    _rows(runner), (text_s, ids_s), (text_len, ids_len), strict=True
                 ):
                     if row is not None:
                         entry = times.setdefault(row, {}).setdefault(shape, ([], []))
@@ -314,9 +242,40 @@ def measure(workers, shapes, calls):
     return times
 
 
-def _print_table(times, shapes):
+def _limits(config, shapes):
+    """{(shape index, row's number format): ms}: max(matmul FLOPs / the measured matmul rate, weight
+    bytes / the measured read bandwidth), both measured now, with the runners' threads; and the
+    line that says so. int8 rows are held to the float32 matmul rate (no int8 rate is measured)."""
+    rates = machine.matmul_rates(("float32", "bfloat16") if _bfloat16() else ("float32",))
+    array = np.ones(2**27, np.float32)  # 512 MB, far past any cache
+    seconds = machine.timed_in_turns({"read": array.sum}, 7)["read"]
+    bandwidth = array.nbytes / float(np.median(seconds))
+    hidden, inter = config.hidden_size, config.intermediate_size
+    weights = config.num_hidden_layers * (4 * hidden * hidden + 2 * hidden * inter) + hidden**2
+    limits = {}
+    for index, (batch, length) in enumerate(shapes):
+        flops = batch * machine.encoder_flops(config, length)
+        for number, size in (("float32", 4), ("bfloat16", 2), ("int8", 1)):
+            rate = rates.get(number, rates["float32"])
+            limits[index, number] = 1e3 * max(flops / rate / 1e9, weights * size / bandwidth)
+    line = (
+        f"machine limit: matmul {', '.join(f'{d} {r:.0f}' for d, r in rates.items())} GFLOP/s "
+        f"(2048^2 tf.matmul, {FLAGS.threads} threads), memory reads {bandwidth / 1e9:.1f} GB/s "
+        f"(numpy sum over 512 MB, one core); encoder matmul weights {weights / 1e6:.1f}M; limit "
+        "per call = max(FLOPs / matmul rate, weight bytes / read bandwidth): "
+        + ", ".join(f"{b}x{n} {limits[i, 'float32']:.1f} ms" for i, (b, n) in enumerate(shapes))
+        + " (float32)"
+    )
+    return limits, line
+
+
+def _number_format(row):
+    return "bfloat16" if "bf16" in row else "int8" if "int8" in row else "float32"
+
+
+def _print_table(times, shapes, title, limits):
     names = [f"{batch} x {length}" for batch, length in shapes]
-    print("\n| runner | " + " | ".join(f"{n}: p50 / p95 ms" for n in names) + " |")
+    print(f"\n{title}\n\n| runner | " + " | ".join(f"{n}: p50 / p95 ms" for n in names) + " |")
     print("|---|" + "---|" * len(shapes))
     p50 = {}
     for row, by_shape in times.items():
@@ -328,55 +287,108 @@ def _print_table(times, shapes):
             padded = f" (S={np.mean(lengths):g})" if np.mean(lengths) != shapes[shape][1] else ""
             cells.append(f"{p50[row, shape]:.2f} / {p95:.2f}{padded}")
         print(f"| {row} | " + " | ".join(cells) + " |")
-    ours_text, ours_ids = ROWS["bert_tf"]
-    if (ours_text, 0) not in p50:
-        return
+    peer = _rows("transformers")[0]
     for row in times:
-        if row in (ours_text, ours_ids):
-            continue
-        ratios = ", ".join(
-            f"{n} {p50[row, s] / p50[ours_text, s]:.2f}x" for s, n in enumerate(names)
+        shares = ", ".join(
+            f"{n} {limits[s, _number_format(row)] / p50[row, s]:.0%}" for s, n in enumerate(names)
         )
-        print(f"{row} p50 / bert_tf text p50: {ratios} (above 1 = bert_tf faster)")
-    share = ", ".join(
-        f"{n} {1 - p50[ours_ids, s] / p50[ours_text, s]:.0%}" for s, n in enumerate(names)
-    )
-    print(f"tokenization's share of bert_tf text p50 (1 - ids / text): {share}")
+        ratios = ""
+        if (peer, 0) in p50 and row != peer:
+            ratios = "; p50 / transformers text p50: " + ", ".join(
+                f"{n} {p50[row, s] / p50[peer, s]:.2f}x" for s, n in enumerate(names)
+            )
+        print(f"{row}: share of the machine's limit {shares}{ratios}")
+    ours_text, ours_ids = _rows("bert_tf")
+    if (ours_ids, 0) in p50:
+        share = ", ".join(
+            f"{n} {1 - p50[ours_ids, s] / p50[ours_text, s]:.0%}" for s, n in enumerate(names)
+        )
+        print(f"tokenization's share of bert_tf text p50 (1 - ids / text): {share}")
 
 
-def _setup(work_dir, shapes):
+def _bfloat16():
+    return machine.bfloat16_support()[0]
+
+
+def _export_bfloat16(work_dir, config):
+    """The export of `export_saved_model.py --mixed_precision=mixed_bfloat16` (kernels stored in
+    bfloat16), of the same random weights as the float32 export."""
+    from bert_tf.modeling import BertModel
+    from bert_tf.precision import build_with_policy, store_in_compute_dtype
+
+    model = build_with_policy(lambda: BertModel(config), "mixed_bfloat16")
+    model.build()
+    store_in_compute_dtype(model)
+    return _write_export(model, os.path.join(work_dir, "export_bfloat16"))
+
+
+def _setup(work_dir, shapes, runners):
     from bert_tf.modeling import BertConfig
 
-    inputs = _inputs(shapes, FLAGS.calls)
+    config = BertConfig.from_preset(FLAGS.model)
+    inputs = _inputs(shapes, max(FLAGS.calls, WARMUP_CALLS + 1))
     setup = dict(
         inputs=inputs, threads=FLAGS.threads, vocab_file=os.path.abspath(FLAGS.vocab_file),
-        max_seq_length=FLAGS.max_seq_length, config=BertConfig.from_preset(FLAGS.model).to_dict(),
-        export=_export(work_dir) if "bert_tf" in FLAGS.runners else None,
+        max_seq_length=FLAGS.max_seq_length, config=config.to_dict(),
     )  # fmt: skip
+    if {"bert_tf", "litert_float32", "litert_int8"} & set(runners):
+        setup["export"] = _export(work_dir)
+    if {"bert_tf_bf16", "transformers_bf16"} & set(runners) and _bfloat16():
+        setup["export_bfloat16"] = _export_bfloat16(work_dir, config)
+    for quantization in ("float32", "int8"):
+        if f"litert_{quantization}" in runners:
+            setup[f"litert_{quantization}"] = _litert(setup["export"], quantization)
     with open(os.path.join(work_dir, "setup.json"), "w", encoding="utf-8") as writer:
         json.dump(setup, writer)
+    return config
+
+
+def _litert(export, quantization):
+    """The export's serve_ids as a .tflite (bert_tf.litert), or None without ai-edge-litert."""
+    try:
+        from bert_tf import litert
+    except ImportError:
+        return None
+    try:
+        return litert.write_tflite(export, quantization)
+    except ImportError:
+        return None
 
 
 def main(argv):
     del argv
+    if FLAGS.worker == "setup":  # the exports, in a process that ends: they hold gigabytes
+        _setup(FLAGS.work_dir, parse_shapes(FLAGS.shapes), FLAGS.runners)
+        return None
     if FLAGS.worker:
         return worker_main(FLAGS.worker, FLAGS.work_dir)
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)
     shapes = parse_shapes(FLAGS.shapes)
-    unknown = sorted(set(FLAGS.runners) - set(WORKERS))
+    unknown = sorted(set(FLAGS.runners) - set(latency_runners.RUNNERS))
     if unknown:
-        raise ValueError(f"--runners: unknown {unknown}; known: {sorted(WORKERS)}")
+        raise ValueError(f"--runners: unknown {unknown}; known: {sorted(latency_runners.RUNNERS)}")
+    if set(FLAGS.protocols) - {"back_to_back", "turns"} or not FLAGS.protocols:
+        raise ValueError(f"--protocols: {FLAGS.protocols}; known: back_to_back, turns")
+    machine.set_threads(FLAGS.threads)
     print(machine.header(with_tensorflow=False))
     print(
-        f"{FLAGS.model}, random weights, float32; {FLAGS.calls} timed calls per shape after "
-        f"{WARMUP_CALLS} untimed; {FLAGS.threads} intra-op and {FLAGS.threads} inter-op threads "
-        "per runner process; runners taking turns call by call\n",
+        f"{FLAGS.model}, random weights; {FLAGS.threads} intra-op and {FLAGS.threads} inter-op "
+        "threads per runner process; back to back: "
+        f"{FLAGS.rounds} rounds x {FLAGS.calls} calls per runner and shape, after {WARMUP_CALLS} "
+        f"untimed each round; taking turns: {FLAGS.calls} calls per shape, call by call\n",
         flush=True,
     )
     work_dir = tempfile.mkdtemp(prefix="bench_latency_")
-    _setup(work_dir, shapes)
+    setup = [sys.executable, os.path.abspath(__file__), "--worker=setup", f"--work_dir={work_dir}"]
+    flag_names = ("model", "shapes", "runners", "calls", "threads", "max_seq_length")
+    setup += [f"--{name}={FLAGS[name].serialize().split('=', 1)[1]}" for name in flag_names]
+    setup += [f"--input_file={FLAGS.input_file}", f"--vocab_file={FLAGS.vocab_file}"]
+    subprocess.run(setup, check=True, cwd=REPO_DIR)
+    from bert_tf.modeling import BertConfig
+
+    config = BertConfig.from_preset(FLAGS.model)
     workers = {}
     for runner in FLAGS.runners:
         process = _start(runner, work_dir)
@@ -386,12 +398,20 @@ def main(argv):
             process.wait()
             continue
         workers[runner] = process
-    times = measure(workers, shapes, FLAGS.calls)
+    limits, limit_line = _limits(config, shapes)
+    tables = []
+    if "back_to_back" in FLAGS.protocols:
+        times = measure_back_to_back(workers, shapes, FLAGS.calls, FLAGS.rounds)
+        tables.append((times, "Back to back (each runner's calls in a row):"))
+    if "turns" in FLAGS.protocols:
+        tables.append((measure(workers, shapes, FLAGS.calls), "Taking turns call by call:"))
     for process in workers.values():
         process.stdin.close()
         process.wait()
-    shutil.rmtree(work_dir)  # the export: 420 MB at BERT-base
-    _print_table(times, shapes)
+    shutil.rmtree(work_dir)  # the exports: 420 + 210 MB at BERT-base
+    print(limit_line)
+    for times, title in tables:
+        _print_table(times, shapes, title, limits)
     print(machine.load_line())
 
 

@@ -13,12 +13,15 @@ a tf.Module holding its model and `bert_tf.preprocessing.BertPreprocessor`, and 
 B = batch, S = sequence length (padded to the longest input of the batch, at most max_seq_length).
 """
 
+import contextlib
+import inspect
 import os
 import re
 
 import keras
 import tensorflow as tf
 from absl import logging
+from tensorflow.python.framework import convert_to_constants
 
 from bert_tf import io
 from bert_tf.errors import InputError
@@ -85,7 +88,7 @@ def serving_signatures(preprocessor, outputs_fn, pair=False, serve_pair=False):
     return signatures
 
 
-def _servable(module):
+def _servable(module, frozen):
     """`module` with each Keras layer or model replaced by the list of its tf.Variables.
 
     A Keras 3 variable wraps a tf.Variable, and saving the Keras object writes both: the TF2 Python
@@ -95,13 +98,85 @@ def _servable(module):
     """
     servable = tf.Module()
     for name, value in vars(module).items():
-        if name.startswith("_"):
-            continue
+        if name.startswith("_") or (frozen and isinstance(value, keras.Model)):
+            continue  # a frozen model's weights are constants of the signatures' graphs
         if isinstance(value, keras.layers.Layer):
             setattr(servable, f"{name}_variables", [v.value for v in value.variables])
         else:
             setattr(servable, name, value)
     return servable
+
+
+# A GraphDef (the frozen weights live in saved_model.pb) cannot pass 2 GiB: a model whose weights
+# take more than this is exported with its weights as variables.
+MAX_FROZEN_BYTES = 1536 * 2**20
+
+
+def _frozen_call(model):
+    """`model.call` for inference with the model's weights folded into constants.
+
+    oneDNN packs a matmul's weight into its blocked layout once and keeps it only when the weight is a
+    constant of the graph; a variable is re-read and re-packed on every call, which at one request
+    (BERT-base, 1 x 32 word pieces) was about a fifth of the time (docs/serving.md, *One request at
+    a time*). The model is traced once per input structure (every dimension left free) and frozen
+    (`convert_variables_to_constants_v2`), so the signatures that call the model share one frozen
+    function and the SavedModel holds one copy of the weights.
+    """
+    original, frozen = model.call, {}
+    takes_training = "training" in inspect.signature(original).parameters
+
+    def call(inputs, training=None, **kwargs):
+        if training or kwargs:
+            raise ValueError(f"an export calls its model for inference only, not with {kwargs}")
+        specs = tf.nest.map_structure(
+            lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype, name=None), inputs
+        )
+        key = repr(specs)
+        if key not in frozen:
+            with tf.init_scope():  # out of the signature being traced: freezing reads the weights
+                traced = tf.function(
+                    lambda x: original(x, training=False) if takes_training else original(x)
+                )
+                traced = traced.get_concrete_function(specs)
+                frozen[key] = (
+                    traced.structured_outputs,
+                    (
+                        convert_to_constants.convert_variables_to_constants_v2(
+                            traced, lower_control_flow=False
+                        )
+                    ),
+                )
+        structure, function = frozen[key]
+        flat = function(*tf.nest.flatten(inputs, expand_composites=True))
+        return tf.nest.pack_sequence_as(structure, flat, expand_composites=True)
+
+    return call
+
+
+@contextlib.contextmanager
+def _frozen_models(module):
+    """Within: each Keras model `module` holds is called with frozen weights (`_frozen_call`)."""
+    models = [
+        value
+        for name, value in vars(module).items()
+        if not name.startswith("_") and isinstance(value, keras.Model)
+    ]
+    for model in models:
+        object.__setattr__(model, "call", _frozen_call(model))
+    try:
+        yield models
+    finally:
+        for model in models:
+            object.__delattr__(model, "call")
+
+
+def _weight_bytes(module):
+    return sum(
+        v.value.shape.num_elements() * v.value.dtype.size
+        for value in vars(module).values()
+        if isinstance(value, keras.layers.Layer)
+        for v in value.variables
+    )
 
 
 def serving_module(model, info, vocab_file):
@@ -127,7 +202,7 @@ def next_version(export_dir):
     return max(versions, default=0) + 1
 
 
-def write_saved_model(export_dir, module, signatures, version=None, assets=None):
+def write_saved_model(export_dir, module, signatures, version=None, assets=None, freeze=True):
     """Writes `module` as export_dir/<version>/, atomically.
 
     Args:
@@ -136,6 +211,9 @@ def write_saved_model(export_dir, module, signatures, version=None, assets=None)
       signatures: {name: tf.function with an input signature}; must include "serving_default".
       version: the version folder's number; default next_version(export_dir).
       assets: {file name: text} written to the export's assets/ folder (e.g. "labels.txt").
+      freeze: the signatures see the weights of the Keras models in `module` as constants
+        (`_frozen_call`; the same outputs up to float32 rounding, faster at small batches); False,
+        or weights over MAX_FROZEN_BYTES, saves them as variables.
 
     Returns:
       The path of the finished version folder.
@@ -155,8 +233,10 @@ def write_saved_model(export_dir, module, signatures, version=None, assets=None)
         )
     tf.io.gfile.makedirs(export_dir)
     # TF Serving only loads folders named by a number: the temporary one is invisible to it.
+    freeze = freeze and _weight_bytes(module) <= MAX_FROZEN_BYTES
     with io.atomic_path(final_path) as temp_path:
-        tf.saved_model.save(_servable(module), temp_path, signatures=signatures)
+        with _frozen_models(module) if freeze else contextlib.nullcontext():
+            tf.saved_model.save(_servable(module, freeze), temp_path, signatures=signatures)
         for name, text in (assets or {}).items():
             io.write_text(os.path.join(temp_path, "assets", name), text)
     logging.info(

@@ -92,10 +92,12 @@ class SelfAttention(keras.layers.Layer):
         # backward, at BERT-mini training shapes). Same products, same sums: the same numbers.
         scores = tf.matmul(query, key, transpose_b=True)  # [B, N, S, S]
         mask = tf.cast(input_mask, tf.float32)
+        # expand_dims rather than [:, tf.newaxis]: LiteRT has no kernel for a strided slice that
+        # adds axes (the same values either way).
         if mask.shape.rank == 3:  # [B, S, S]: a mask per query position (causal attention)
-            mask = mask[:, tf.newaxis, :, :]  # [B, 1, S, S]
+            mask = tf.expand_dims(mask, 1)  # [B, 1, S, S]
         else:
-            mask = mask[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
+            mask = tf.expand_dims(tf.expand_dims(mask, 1), 1)  # [B, 1, 1, S]
         adder = (1.0 - mask) * MASK_ADDER
         scale = 1.0 / math.sqrt(self.head_size)
         if self.compute_dtype == "bfloat16" and not training:

@@ -17,6 +17,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import litert
 from bert_tf.checkpoints import is_google_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
@@ -62,6 +63,12 @@ class ExportConfig:
         "Verified on CPU only. (run_*.py --export_dir exports under the run's own --mixed_precision.)",
         choices=MIXED_PRECISION_POLICIES,
     )
+    litert: str | None = setting(
+        None,
+        "Also write serve_ids (ids in) as a LiteRT model beside the version folder: "
+        "<export_dir>/<version>_serve_ids_<float32|int8>.tflite; int8 = dynamic-range quantized "
+        "weights. Needs the litert extra (pip install bert_tf[litert]).",
+    )
 
 
 def _infer_from_google(prefix):
@@ -98,15 +105,8 @@ def _bert_config(bert_config_file, info, prefix):
     raise InputError(f"--bert_config_file is required: no bert_config.json beside {prefix}")
 
 
-def export_checkpoint(config):
-    """Loads a checkpoint into the model its task calls for and exports it; returns the version folder.
-
-    Args:
-      config: an ExportConfig. init_checkpoint: a checkpoint prefix, or a folder holding
-        bert_model.ckpt.* or our checkpoints; bert_config_file, do_lower_case, max_seq_length
-        default to the run's task.json, else bert_config.json beside the checkpoint, True and 128;
-        model_type defaults to the checkpoint's (see the module docstring).
-    """
+def _check_flags(config):
+    """One-line errors for missing or bad flags, before any work starts."""
     for name in ("init_checkpoint", "export_dir", "vocab_file"):
         if not getattr(config, name):
             raise InputError(f"--{name} is required")
@@ -117,6 +117,24 @@ def export_checkpoint(config):
         )
     if not tf.io.gfile.exists(config.vocab_file):
         raise InputError(f"--vocab_file={config.vocab_file} does not exist")
+    if config.litert is not None:
+        litert.check_litert(config.litert, config.model_type)
+        if config.mixed_precision != "float32":
+            raise InputError(
+                f"--litert converts a float32 export, not --mixed_precision={config.mixed_precision}"
+            )
+
+
+def export_checkpoint(config):
+    """Loads a checkpoint into the model its task calls for and exports it; returns the version folder.
+
+    Args:
+      config: an ExportConfig. init_checkpoint: a checkpoint prefix, or a folder holding
+        bert_model.ckpt.* or our checkpoints; bert_config_file, do_lower_case, max_seq_length
+        default to the run's task.json, else bert_config.json beside the checkpoint, True and 128;
+        model_type defaults to the checkpoint's (see the module docstring).
+    """
+    _check_flags(config)
     try:
         prefix = resolve_checkpoint(config.init_checkpoint)
     except FileNotFoundError as error:
@@ -134,6 +152,8 @@ def export_checkpoint(config):
         raise InputError(f"--model_type={model_type}, but {prefix} holds a {inferred} checkpoint")
     if from_encoder:
         info = spec.info_from_encoder(prefix, info)
+    if config.litert is not None:
+        litert.check_litert(config.litert, model_type, getattr(info, "window_combination", None))
     options = {"encoder_layers": True} if config.encoder_layers else {}
     if options and model_type != "encoder":
         raise InputError(f"--encoder_layers applies to encoder exports only, not {model_type}")
@@ -164,6 +184,9 @@ def export_checkpoint(config):
         stored = store_in_compute_dtype(model)
         logging.info("Stored %d kernels and embedding tables in the compute dtype", stored)
     logging.info("Exporting %s as a %s model (%s)", prefix, model_type, config.mixed_precision)
-    return spec.export_model(
+    path = spec.export_model(
         model, info, config.vocab_file, config.export_dir, config.version, **options
     )
+    if config.litert is not None:
+        logging.info("Wrote %s", litert.write_tflite(path, config.litert))
+    return path
