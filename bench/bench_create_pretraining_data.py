@@ -307,7 +307,14 @@ def _row(name, input_file, measured, output_file):
 def _austen_rows(tmp, repeats):
     """One row per command on Austen; the commands take turns, repeat by repeat."""
     commands = {
-        ORIGINAL: lambda out: [sys.executable, __file__, "--_original", AUSTEN, out],
+        ORIGINAL: lambda out: [
+            sys.executable,
+            "-m",
+            "bench.bench_create_pretraining_data",
+            "--_original",
+            AUSTEN,
+            out,
+        ],
         "ours, --num_workers=1": lambda out: _ours(AUSTEN, out, 1),
         "ours, --num_workers=2": lambda out: _ours(AUSTEN, out, 2),
     }

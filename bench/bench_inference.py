@@ -3,8 +3,8 @@
 BERT-base shape, float32, random weights, the same random token ids for every runner, every runner
 given the same intra-op and inter-op thread pools (machine.set_threads):
 
-    .venv/bin/python bench/bench_inference.py                 # batch 16 x 128 throughput, batch-1 latency
-    .venv/bin/python bench/bench_inference.py --model=bert_mini --repeats=3 --latency_calls=10   # quick
+    .venv/bin/python -m bench.bench_inference                 # batch 16 x 128 throughput, batch-1 latency
+    .venv/bin/python -m bench.bench_inference --model=bert_mini --repeats=3 --latency_calls=10   # quick
 
 * throughput: examples/s over `--repeats` timed batches of `--batch_size` x `--seq_length` (median
   and best batch), and the CPU time of all the process's threads per batch (median);
@@ -23,17 +23,10 @@ server would hold it); torch runs eagerly under `torch.inference_mode()`. The pe
 package is missing is reported as skipped. `--runners=` picks some.
 """
 
-import os
-import sys
-import time
-
 import numpy as np
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import machine  # noqa: E402
+from bench import machine, timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -151,13 +144,6 @@ BUILDERS = {
 }
 
 
-def _timed(run, inputs):
-    """(wall seconds, CPU seconds of all the process's threads) of one call."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    run(inputs)
-    return time.perf_counter() - wall, time.process_time() - cpu
-
-
 def _take_turns(runs, inputs, calls):
     """{runner: [(wall s, CPU s)] * calls}: 3 untimed calls each, then the runners take turns."""
     for run in runs.values():
@@ -166,7 +152,7 @@ def _take_turns(runs, inputs, calls):
     seconds = {name: [] for name in runs}
     for _ in range(calls):
         for name, run in runs.items():
-            seconds[name].append(_timed(run, inputs))
+            seconds[name].append(timing.timed(run, inputs)[:2])
     return seconds
 
 

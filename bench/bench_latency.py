@@ -16,8 +16,8 @@ sending "call i of shape s" to each runner in turn, so load from other work fall
 runner times its own call (the pipe is not in the time). The limit line: max(matmul FLOPs / the
 measured tf.matmul rate, weight bytes / the measured read bandwidth), measured in the same run.
 
-    .venv/bin/python bench/bench_latency.py --shapes=1x32    # BERT-base, 3 rounds x 100 calls
-    .venv/bin/python bench/bench_latency.py --model=bert_tiny --calls=5 --runners=bert_tf   # smoke
+    .venv/bin/python -m bench.bench_latency --shapes=1x32    # BERT-base, 3 rounds x 100 calls
+    .venv/bin/python -m bench.bench_latency --model=bert_tiny --calls=5 --runners=bert_tf   # smoke
 """
 
 import json
@@ -26,18 +26,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 from absl import app, flags
 
+from bench import latency_runners, machine, timing
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
-sys.path.insert(0, REPO_DIR)
-sys.path.insert(0, BENCH_DIR)
-
-import latency_runners  # noqa: E402
-import machine  # noqa: E402
 
 SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
 
@@ -150,9 +146,9 @@ def _write_export(model, export_dir):
 
 
 def _timed(call, argument):
-    start = time.perf_counter()
-    length = call(argument)
-    return time.perf_counter() - start, length
+    """(wall seconds, call(argument)): the worker's answer for one call."""
+    wall, _, length = timing.timed(call, argument)
+    return wall, length
 
 
 def worker_main(runner, work_dir):
@@ -191,7 +187,7 @@ def worker_main(runner, work_dir):
 
 
 def _start(runner, work_dir):
-    command = [sys.executable, os.path.abspath(__file__), f"--worker={runner}"]
+    command = [sys.executable, "-m", "bench.bench_latency", f"--worker={runner}"]
     command.append(f"--work_dir={work_dir}")
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_DIR
@@ -248,7 +244,7 @@ def _limits(config, shapes):
     line that says so. int8 rows are held to the float32 matmul rate (no int8 rate is measured)."""
     rates = machine.matmul_rates(("float32", "bfloat16") if _bfloat16() else ("float32",))
     array = np.ones(2**27, np.float32)  # 512 MB, far past any cache
-    seconds = machine.timed_in_turns({"read": array.sum}, 7)["read"]
+    seconds = timing.timed_in_turns({"read": array.sum}, 7)["read"]
     bandwidth = array.nbytes / float(np.median(seconds))
     hidden, inter = config.hidden_size, config.intermediate_size
     weights = config.num_hidden_layers * (4 * hidden * hidden + 2 * hidden * inter) + hidden**2
@@ -381,7 +377,13 @@ def main(argv):
         flush=True,
     )
     work_dir = tempfile.mkdtemp(prefix="bench_latency_")
-    setup = [sys.executable, os.path.abspath(__file__), "--worker=setup", f"--work_dir={work_dir}"]
+    setup = [
+        sys.executable,
+        "-m",
+        "bench.bench_latency",
+        "--worker=setup",
+        f"--work_dir={work_dir}",
+    ]
     flag_names = ("model", "shapes", "runners", "calls", "threads", "max_seq_length")
     setup += [f"--{name}={FLAGS[name].serialize().split('=', 1)[1]}" for name in flag_names]
     setup += [f"--input_file={FLAGS.input_file}", f"--vocab_file={FLAGS.vocab_file}"]

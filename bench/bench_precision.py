@@ -4,8 +4,8 @@ bfloat16 is only faster where the hardware multiplies it natively: a GPU, or a C
 AMX. Elsewhere TensorFlow emulates it and a "speed-up" below 1 would measure the emulation, so the
 bench prints why it skips and measures nothing (`--force` measures anyway, for the curious).
 
-    .venv/bin/python bench/bench_precision.py                 # every row below
-    .venv/bin/python bench/bench_precision.py --repeats=3 --finetune_rounds=2 --models=  # quicker
+    .venv/bin/python -m bench.bench_precision                 # every row below
+    .venv/bin/python -m bench.bench_precision --repeats=3 --finetune_rounds=2 --models=  # quicker
 
 Every row takes turns, float32 then mixed_bfloat16, repeat after repeat in one process, so that load
 from other work on the machine falls on both alike; compare the ratios.

@@ -206,7 +206,13 @@ def _child(role, settings):
     Its stderr (progress lines, errors) passes through as it comes, but for TensorFlow's C++ INFO
     lines (oneDNN's notice, twice a process), which TF_CPP_MIN_LOG_LEVEL no longer silences.
     """
-    command = [sys.executable, os.path.abspath(__file__), f"--_child={role}", json.dumps(settings)]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.bench_restart",
+        f"--_child={role}",
+        json.dumps(settings),
+    ]
     env = {**os.environ, "PYTHONPATH": REPO_DIR, "TF_CPP_MIN_LOG_LEVEL": "2"}
     process = subprocess.Popen(
         command, cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

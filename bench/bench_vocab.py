@@ -99,7 +99,7 @@ def measure_one(paths, vocab_size, output):
 def measure(paths, vocab_size, work_dir):
     """measure_one in a fresh process (its own peak memory)."""
     output = os.path.join(work_dir, f"scaling-{len(paths)}.txt")
-    command = [sys.executable, os.path.abspath(__file__), "--measure_one", output, "--sizes"]
+    command = [sys.executable, "-m", "bench.bench_vocab", "--measure_one", output, "--sizes"]
     command += [str(vocab_size), "--paths", *paths]
     result = subprocess.run(command, capture_output=True, text=True, check=True, cwd=REPO_DIR)
     return json.loads(result.stdout.strip().splitlines()[-1])
