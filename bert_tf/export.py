@@ -202,7 +202,7 @@ def next_version(export_dir):
     return max(versions, default=0) + 1
 
 
-def write_saved_model(export_dir, module, signatures, version=None, assets=None, freeze=True):
+def write_saved_model(export_dir, module, signatures, version=None, assets=None, freeze=False):
     """Writes `module` as export_dir/<version>/, atomically.
 
     Args:

@@ -144,22 +144,10 @@ def test_bfloat16_probabilities_are_float32_ones_within_bfloat16_rounding(served
 
 
 def _variable_dtypes(path):
-    """{name: (dtype, shape)} of the export's weights: the float constants of rank >= 1 in its
-    serving graphs, where bert_tf/export.py folds the model's variables."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(path, "saved_model.pb"), "rb") as file:
-        saved_model.ParseFromString(file.read())
-    weights = {}
-    for function in saved_model.meta_graphs[0].graph_def.library.function:
-        for node in function.node_def:
-            tensor = node.attr["value"].tensor
-            dtype = tf.dtypes.as_dtype(tensor.dtype).name if node.op == "Const" else None
-            shape = tuple(dim.size for dim in tensor.tensor_shape.dim)
-            if dtype in ("float32", "bfloat16", "float16") and shape:
-                weights[f"{function.signature.name}/{node.name}"] = (dtype, shape)
-    return weights
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    shapes = reader.get_variable_to_shape_map()
+    return {name: (dtype.name, tuple(shapes[name])) for name, dtype in
+            reader.get_variable_to_dtype_map().items() if "VARIABLE_VALUE" in name}  # fmt: skip
 
 
 def test_bfloat16_export_stores_kernels_and_embeddings_in_bfloat16_with_identical_outputs(

@@ -7,7 +7,6 @@ import pytest
 import tensorflow as tf
 from test_serving_runtimes import BFLOAT16_KINDS, KINDS, MODEL_TYPES
 
-from bert_tf import export
 from bert_tf.modeling import BertConfig
 from bert_tf.precision import build_with_policy, store_in_compute_dtype
 from bert_tf.tasks import TASKS
@@ -18,7 +17,7 @@ from conftest import SAMPLE_DIR
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
 
 
-def _export_both(kind, folder, monkeypatch):
+def _export_both(kind, folder):
     """(frozen export, variables export) of one random tiny model of `kind`."""
     settings, options, _ = KINDS[kind]
     config = BertConfig.from_json_file(str(SAMPLE_DIR / "bert_config_tiny.json"))
@@ -31,10 +30,10 @@ def _export_both(kind, folder, monkeypatch):
     model(model.dummy_inputs())
     if kind in BFLOAT16_KINDS:
         store_in_compute_dtype(model)
-    frozen = spec.export_model(model, info, VOCAB, str(folder), version=1, **options)
-    with monkeypatch.context() as patch:  # weights over the cap are saved as variables
-        patch.setattr(export, "MAX_FROZEN_BYTES", -1)
-        variables = spec.export_model(model, info, VOCAB, str(folder), version=2, **options)
+    frozen = spec.export_model(
+        model, info, VOCAB, str(folder), version=1, freeze_weights=True, **options
+    )
+    variables = spec.export_model(model, info, VOCAB, str(folder), version=2, **options)
     return frozen, variables
 
 
@@ -78,8 +77,8 @@ ALL_KINDS = [
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
-def test_a_frozen_export_answers_as_the_variables_export(kind, tmp_path, monkeypatch):
-    frozen, variables = _export_both(kind, tmp_path, monkeypatch)
+def test_a_frozen_export_answers_as_the_variables_export(kind, tmp_path):
+    frozen, variables = _export_both(kind, tmp_path)
     # The frozen serving graphs read no variable (every weight is a constant of the graph), and the
     # checkpoint beside them holds none.
     assert not _function_ops(frozen) & {"ReadVariableOp", "ResourceGather"}

@@ -106,7 +106,7 @@ def build_model(bert_config, info):
     )
 
 
-def export_model(model, info, vocab_file, export_dir, version=None):
+def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
     """Writes the classifier as a SavedModel serving raw text (DESIGN.md's serving contract).
 
     serving_default: text_a (and text_b for pair tasks) -> "probabilities" [B, L] and "label" [B]
@@ -129,7 +129,9 @@ def export_model(model, info, vocab_file, export_dir, version=None):
             pair=info.is_pair,
         )
     assets = {LABELS_FILE: labels_text(labels)} if labels else None
-    return write_saved_model(export_dir, module, signatures, version=version, assets=assets)
+    return write_saved_model(
+        export_dir, module, signatures, version=version, freeze=freeze_weights, assets=assets
+    )
 
 
 # ---------------------------------------------------------------------------------- the run

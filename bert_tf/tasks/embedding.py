@@ -193,7 +193,7 @@ def build_model(bert_config, info):
     return BertEmbedder(bert_config, pooling=info.pooling, normalize=info.normalize)
 
 
-def export_model(model, info, vocab_file, export_dir, version=None):
+def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
     """Writes the embedder as a SavedModel serving raw text (DESIGN.md's contract).
 
     serving_default: text_a [B] -> "embeddings" float32 [B, H]; a text longer than the export's
@@ -207,7 +207,7 @@ def export_model(model, info, vocab_file, export_dir, version=None):
         return {"embeddings": tf.cast(model(features, training=False)["embeddings"], tf.float32)}
 
     signatures = serving_signatures(module.preprocessor, outputs_fn)
-    return write_saved_model(export_dir, module, signatures, version=version)
+    return write_saved_model(export_dir, module, signatures, version=version, freeze=freeze_weights)
 
 
 def encoder_info(prefix, info):

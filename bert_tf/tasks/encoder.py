@@ -353,7 +353,9 @@ def build_model(bert_config, info):
     return BertModel(bert_config)
 
 
-def export_model(model, info, vocab_file, export_dir, version=None, encoder_layers=False):
+def export_model(
+    model, info, vocab_file, export_dir, version=None, freeze_weights=False, encoder_layers=False
+):
     """Writes the encoder as a SavedModel serving raw text (DESIGN.md's serving contract).
 
     serving_default: text_a -> "pooled_output" [B, H], "sequence_output" [B, S, H], "input_mask"
@@ -377,7 +379,7 @@ def export_model(model, info, vocab_file, export_dir, version=None, encoder_laye
         return result
 
     signatures = serving_signatures(module.preprocessor, outputs_fn, serve_pair=True)
-    return write_saved_model(export_dir, module, signatures, version=version)
+    return write_saved_model(export_dir, module, signatures, version=version, freeze=freeze_weights)
 
 
 SPEC = TaskSpec(name=MODEL_TYPE, build_model=build_model, export_model=export_model)

@@ -101,7 +101,7 @@ def pack_choices(preprocessor, context, choices):
     return {name: tf.reshape(pair[name], [shape[0], shape[1], length]) for name in ID_FEATURES}
 
 
-def export_model(model, info, vocab_file, export_dir, version=None):
+def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
     """Writes the multiple-choice model as a SavedModel serving raw text (DESIGN.md's contract).
 
     serving_default: context [B] and choices [B, C] -> "probabilities" float32 [B, C] and "choice"
@@ -134,7 +134,7 @@ def export_model(model, info, vocab_file, export_dir, version=None):
         "preprocess": tf.function(preprocess, input_signature=text_specs),
         "serve_ids": tf.function(serve_ids, input_signature=ids_specs),
     }
-    return write_saved_model(export_dir, module, signatures, version=version)
+    return write_saved_model(export_dir, module, signatures, version=version, freeze=freeze_weights)
 
 
 # ---------------------------------------------------------------------------------- the run

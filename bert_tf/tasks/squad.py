@@ -100,7 +100,7 @@ def build_model(bert_config, info):
     return BertSquad(bert_config)
 
 
-def export_model(model, info, vocab_file, export_dir, version=None):
+def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
     """Writes the SQuAD model as a SavedModel that answers raw questions (DESIGN.md's contract).
 
     serving_default: question, context (string [B]) -> answer (string [B], cut from the context),
@@ -117,7 +117,7 @@ def export_model(model, info, vocab_file, export_dir, version=None):
         return outputs["start_logits"], outputs["end_logits"]
 
     signatures = squad_serving.qa_signatures(module.preprocessor, logits_fn, settings)
-    return write_saved_model(export_dir, module, signatures, version=version)
+    return write_saved_model(export_dir, module, signatures, version=version, freeze=freeze_weights)
 
 
 # ---------------------------------------------------------------------------------- the run

@@ -220,7 +220,7 @@ def tagging_outputs(model, labels, features):
     return {"labels": label_strings, "probabilities": word_probabilities, "word_count": word_count}
 
 
-def export_model(model, info, vocab_file, export_dir, version=None):
+def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
     """Writes the tagger as a SavedModel serving raw text (DESIGN.md's serving contract).
 
     serving_default: text [B] (words separated by whitespace) -> "labels" tf.string [B, W] (one per
@@ -262,4 +262,6 @@ def export_model(model, info, vocab_file, export_dir, version=None):
 
     signatures = {"serving_default": serve, "preprocess": preprocess, "serve_ids": serve_ids}
     assets = {LABELS_FILE: labels_text(labels)}
-    return write_saved_model(export_dir, module, signatures, version=version, assets=assets)
+    return write_saved_model(
+        export_dir, module, signatures, version=version, freeze=freeze_weights, assets=assets
+    )
