@@ -1,8 +1,8 @@
 """One request at a time: our exports as a server runs them, against transformers and keras-hub.
 
 An encoder of `--model`'s shape (random weights, seed 0: only the time is compared) is exported by
-`bert_tf.tasks.encoder.export_model`, the writer behind export_saved_model.py (weights frozen into the
-graph), and, on CPUs with a bfloat16 matmul, again under mixed_bfloat16 with its kernels stored in
+`bert_tf.tasks.encoder.export_model`, the writer behind export_saved_model.py (weights as variables, or
+frozen into the graph with --freeze_weights), and, on CPUs with a bfloat16 matmul, again under mixed_bfloat16 with its kernels stored in
 bfloat16; with ai-edge-litert, its serve_ids also as float32 and int8 LiteRT files. Each runner
 (latency_runners.py) lives in a process of its own, with `--threads` intra-op and inter-op threads,
 and is called with the same raw strings of exactly N wordpieces ([CLS] and [SEP] included; batch x N
@@ -38,6 +38,9 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
 
 FLAGS = flags.FLAGS
+flags.DEFINE_bool(
+    "freeze_weights", False, "Our exports with export_saved_model.py --freeze_weights (constants)."
+)
 flags.DEFINE_string("model", "bert_base", "A bert_tf.modeling.PRESETS name.")
 flags.DEFINE_list(
     "shapes", ["1x8", "1x32", "1x128", "4x32"], "batch x wordpieces ([CLS], [SEP] included)."
@@ -120,7 +123,7 @@ def _inputs(shapes, calls):
 
 
 def _export(work_dir):
-    """The float32 export (the default of export_saved_model.py: weights frozen into the graph)."""
+    """The float32 export (export_saved_model.py's; frozen weights with --freeze_weights)."""
     import keras
 
     from bert_tf.modeling import BertConfig, BertModel
@@ -139,7 +142,9 @@ def _write_export(model, export_dir):
         model_type=MODEL_TYPE, bert_config=model.config, do_lower_case=True,
         max_seq_length=FLAGS.max_seq_length,
     )  # fmt: skip
-    return export_model(model, info, FLAGS.vocab_file, export_dir)
+    return export_model(
+        model, info, FLAGS.vocab_file, export_dir, freeze_weights=FLAGS.freeze_weights
+    )
 
 
 # ---- the workers: each builds its runner (latency_runners.py), then answers with timings ----
