@@ -28,7 +28,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel
 from bert_tf.sentence_transformers_folder import read_embedding_file
 from bert_tf.tasks import get_task
-from bert_tf.tasks.exporting import _infer_from_google
+from bert_tf.tasks.exporting import infer_from_google
 from bert_tf.tasks.run_files import TaskInfo, read_task_info
 from bert_tf.tokenization import check_vocab, validate_case_matches_checkpoint
 
@@ -149,7 +149,7 @@ def _google_info(prefix):
             f"--init_checkpoint={prefix} is one of our training checkpoints without the task.json "
             "its run writes beside it: copy that file back"
         )
-    info = _infer_from_google(prefix)
+    info = infer_from_google(prefix)
     shapes = dict(tf.train.list_variables(prefix))
     if info.model_type == "encoder" and _PRETRAINING_HEADS[0] in shapes:
         both = _PRETRAINING_HEADS[1] in shapes

@@ -466,7 +466,7 @@ def test_the_google_format_head_is_cls_tagging_and_export_finds_it(tmp_path):
     assert shapes["cls/tagging/output_weights"] == [5, config.hidden_size]
     assert shapes["cls/tagging/output_bias"] == [5]
     assert TASKS["tagger"].google_head == "cls/tagging/output_weights"
-    info = exporting._infer_from_google(prefix)
+    info = exporting.infer_from_google(prefix)
     assert (info.model_type, info.labels) == ("tagger", ["0", "1", "2", "3", "4"])
     loaded = TASKS["tagger"].build_model(config, info)
     load_google_checkpoint(loaded, prefix)

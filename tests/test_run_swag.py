@@ -394,7 +394,7 @@ def test_the_google_format_head_is_cls_multiple_choice_and_export_finds_it(tmp_p
     assert shapes["cls/multiple_choice/output_weights"] == [1, config.hidden_size]
     assert shapes["cls/multiple_choice/output_bias"] == [1]
     assert TASKS["multiple_choice"].google_head == "cls/multiple_choice/output_weights"
-    info = exporting._infer_from_google(prefix)
+    info = exporting.infer_from_google(prefix)
     assert info.model_type == "multiple_choice"
     loaded = TASKS["multiple_choice"].build_model(config, info)
     load_google_checkpoint(loaded, prefix)

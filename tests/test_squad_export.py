@@ -259,7 +259,7 @@ def test_google_format_squad_checkpoint_is_recognised_and_loads_with_its_head(tm
     shapes = dict(tf.train.list_variables(prefix))
     assert shapes["cls/squad/output_weights"] == [2, 64] and shapes["cls/squad/output_bias"] == [2]
     # export_saved_model.py infers the model type from the head's names (SQuAD 1.1 defaults).
-    info = exporting._infer_from_google(prefix)
+    info = exporting.infer_from_google(prefix)
     assert info.model_type == "squad"
     assert info.version_2_with_negative is False and info.max_seq_length == 384
     # --init_checkpoint: the one restore path gives the encoder and the head.

@@ -78,7 +78,7 @@ class ExportConfig:
     )
 
 
-def _infer_from_google(prefix):
+def infer_from_google(prefix):
     """The TaskInfo a Google-format checkpoint's head variables imply (an encoder if none)."""
     shapes = dict(tf.train.list_variables(prefix))
     for spec in TASKS.values():
@@ -148,7 +148,7 @@ def export_checkpoint(config):
         raise InputError(f"--init_checkpoint: {error}") from None
     info = read_task_info(config.init_checkpoint)
     if info is None:
-        info = _infer_from_google(prefix) if is_google_checkpoint(prefix) else None
+        info = infer_from_google(prefix) if is_google_checkpoint(prefix) else None
     info = info or TaskInfo(model_type="encoder")
     inferred = get_task(info.model_type).name
     model_type = config.model_type or inferred
