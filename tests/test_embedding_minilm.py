@@ -15,39 +15,22 @@ import convert_checkpoint
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import FIXTURES_DIR
-
-REFERENCE = FIXTURES_DIR / "sentence_transformers_minilm" / "outputs.npz"
-
 
 @pytest.fixture(scope="module")
-def release(minilm_dir, tmp_path_factory):
-    output_dir = tmp_path_factory.mktemp("minilm") / "google"
-    convert_checkpoint.convert(str(minilm_dir), str(output_dir))
-    return output_dir
-
-
-@pytest.fixture(scope="module")
-def reference():
-    with np.load(REFERENCE) as recorded:
-        return {name: recorded[name] for name in recorded.files}
-
-
-@pytest.fixture(scope="module")
-def served(release, tmp_path_factory):
+def served(minilm_converted, tmp_path_factory):
     path = export_checkpoint(
         ExportConfig(
-            init_checkpoint=str(release),
+            init_checkpoint=str(minilm_converted),
             export_dir=str(tmp_path_factory.mktemp("export")),
-            vocab_file=str(release / "vocab.txt"),
+            vocab_file=str(minilm_converted / "vocab.txt"),
             model_type="embedding",
         )
     )
     return tf.saved_model.load(path)  # the caller keeps it: the signatures read its variables
 
 
-def test_conversion_records_the_sentence_transformers_pooling(release):
-    assert json.loads((release / "embedding.json").read_text()) == {
+def test_conversion_records_the_sentence_transformers_pooling(minilm_converted):
+    assert json.loads((minilm_converted / "embedding.json").read_text()) == {
         "pooling": "mean",
         "normalize": True,
         "max_seq_length": 256,
@@ -55,43 +38,52 @@ def test_conversion_records_the_sentence_transformers_pooling(release):
     }
 
 
-def test_reference_ids_are_full_tokenizers_cut_to_max_seq_length(reference, release):
+def test_reference_ids_are_full_tokenizers_cut_to_max_seq_length(
+    minilm_reference, minilm_converted
+):
     # The same ids in, so that a difference below can only be the model's or the pooling's.
-    tokenizer = FullTokenizer(str(release / "vocab.txt"), do_lower_case=True)
-    assert int(reference["max_seq_length"]) == 256
+    tokenizer = FullTokenizer(str(minilm_converted / "vocab.txt"), do_lower_case=True)
+    assert int(minilm_reference["max_seq_length"]) == 256
     for text, ids, mask in zip(
-        reference["texts"], reference["input_ids"], reference["input_mask"], strict=True
+        minilm_reference["texts"],
+        minilm_reference["input_ids"],
+        minilm_reference["input_mask"],
+        strict=True,
     ):
         tokens = ["[CLS]", *tokenizer.tokenize(str(text))[:254], "[SEP]"]
         assert ids[mask.astype(bool)].tolist() == tokenizer.convert_tokens_to_ids(tokens)
-    assert reference["input_mask"].sum(axis=1).max() == 256  # the long texts were cut
+    assert minilm_reference["input_mask"].sum(axis=1).max() == 256  # the long texts were cut
 
 
-def test_export_serves_sentence_transformers_embeddings(served, reference):
-    texts = [str(text) for text in reference["texts"]]
+def test_export_serves_sentence_transformers_embeddings(served, minilm_reference):
+    texts = [str(text) for text in minilm_reference["texts"]]
     embeddings = served.signatures["serving_default"](text_a=tf.constant(texts))["embeddings"]
     assert embeddings.dtype == tf.float32
-    assert embeddings.shape == reference["embeddings"].shape
+    assert embeddings.shape == minilm_reference["embeddings"].shape
     # float32 through two implementations; a wrong pooling, norm or cut is off by 1e-2 or more.
-    np.testing.assert_allclose(embeddings.numpy(), reference["embeddings"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(
+        embeddings.numpy(), minilm_reference["embeddings"], rtol=0, atol=1e-5
+    )
 
 
-def test_export_cuts_long_texts_as_sentence_transformers_does(served, reference):
+def test_export_cuts_long_texts_as_sentence_transformers_does(served, minilm_reference):
     # Each long text alone (no batch padding): its first 254 pieces decide its vector.
-    long = [i for i, mask in enumerate(reference["input_mask"]) if mask.sum() == 256]
+    long = [i for i, mask in enumerate(minilm_reference["input_mask"]) if mask.sum() == 256]
     assert long
     for i in long:
-        text = str(reference["texts"][i])
+        text = str(minilm_reference["texts"][i])
         embedding = served.signatures["serving_default"](text_a=tf.constant([text]))["embeddings"]
-        np.testing.assert_allclose(embedding[0].numpy(), reference["embeddings"][i], atol=1e-5)
+        np.testing.assert_allclose(
+            embedding[0].numpy(), minilm_reference["embeddings"][i], atol=1e-5
+        )
 
 
-def test_export_of_the_converted_folder_stays_an_encoder_by_default(release, tmp_path):
+def test_export_of_the_converted_folder_stays_an_encoder_by_default(minilm_converted, tmp_path):
     path = export_checkpoint(
         ExportConfig(
-            init_checkpoint=str(release),
+            init_checkpoint=str(minilm_converted),
             export_dir=str(tmp_path),
-            vocab_file=str(release / "vocab.txt"),
+            vocab_file=str(minilm_converted / "vocab.txt"),
         )
     )
     loaded = tf.saved_model.load(path)

@@ -7,42 +7,25 @@ the classifier's encoder computes too).
 """
 
 import numpy as np
-import pytest
 
-import convert_checkpoint
 from bert_tf import BertTextClassifier, BertTextEmbedder
 
-from conftest import FIXTURES_DIR
 
-REFERENCE = FIXTURES_DIR / "sentence_transformers_minilm" / "outputs.npz"
-
-
-@pytest.fixture(scope="module")
-def converted(minilm_dir, tmp_path_factory):
-    output_dir = tmp_path_factory.mktemp("minilm") / "converted"
-    convert_checkpoint.convert(str(minilm_dir), str(output_dir))
-    return output_dir
-
-
-@pytest.fixture(scope="module")
-def reference():
-    with np.load(REFERENCE) as recorded:
-        return {name: recorded[name] for name in recorded.files}
-
-
-def test_embedder_predicts_sentence_transformers_encode(converted, reference, tmp_path):
-    embedder = BertTextEmbedder.from_preset(converted)
+def test_embedder_predicts_sentence_transformers_encode(
+    minilm_converted, minilm_reference, tmp_path
+):
+    embedder = BertTextEmbedder.from_preset(minilm_converted)
     assert embedder.preprocessor.max_seq_length == 256  # embedding.json's, cutting the long texts
-    texts = [str(text) for text in reference["texts"]]
+    texts = [str(text) for text in minilm_reference["texts"]]
     vectors = embedder.predict(texts, batch_size=4, verbose=0)
-    assert vectors.shape == reference["embeddings"].shape
+    assert vectors.shape == minilm_reference["embeddings"].shape
     # float32 through two implementations; a wrong pooling, norm or cut is off by 1e-2 or more.
-    np.testing.assert_allclose(vectors, reference["embeddings"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(vectors, minilm_reference["embeddings"], rtol=0, atol=1e-5)
 
 
-def test_classifier_loads_the_converted_folder_with_a_new_head(converted, reference):
-    classifier = BertTextClassifier.from_preset(converted, num_classes=6)
-    texts = [str(text) for text in reference["texts"]][:3]
+def test_classifier_loads_the_converted_folder_with_a_new_head(minilm_converted, minilm_reference):
+    classifier = BertTextClassifier.from_preset(minilm_converted, num_classes=6)
+    texts = [str(text) for text in minilm_reference["texts"]][:3]
     logits = classifier.predict(texts, verbose=0)
     assert logits.shape == (3, 6) and logits.dtype == np.float32
     # Its encoder is MiniLM's: mean-pooled and normalized, its sequence output is encode's.
@@ -51,4 +34,4 @@ def test_classifier_loads_the_converted_folder_with_a_new_head(converted, refere
     mask = features["input_mask"].numpy()[:, :, None]
     mean = (sequence * mask).sum(1) / mask.sum(1)
     mean /= np.linalg.norm(mean, axis=1, keepdims=True)
-    np.testing.assert_allclose(mean, reference["embeddings"][:3], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(mean, minilm_reference["embeddings"][:3], rtol=0, atol=1e-5)

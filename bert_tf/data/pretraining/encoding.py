@@ -94,12 +94,7 @@ class ExampleEncoder:
             _FLOAT_ONE * num_predictions + b"\x00\x00\x00\x00" * pred_pad,
             b"\x01" if instance.is_random_next else b"\x00",
         )
-        parts = []
-        for name, packed in zip(FEATURE_NAMES, values, strict=True):
-            parts.append(self._header(name, len(packed)))
-            parts.append(packed)
-        features = b"".join(parts)
-        return b"\x0a" + varint(len(features)) + features  # Example.features = 1
+        return self._example(FEATURE_NAMES, values)
 
     def encode_unmasked(self, instance, word_ids, mask_token_id, vocab_size):
         """The serialized Example of an unmasked instance for dynamic masking (dynamic.py's features).
@@ -127,12 +122,16 @@ class ExampleEncoder:
             varint(mask_token_id),
             varint(vocab_size),
         )
+        return self._example(dynamic.FEATURE_NAMES, values)
+
+    def _example(self, names, values):
+        """The serialized Example of the packed feature `values`, one per name of `names`."""
         parts = []
-        for name, packed in zip(dynamic.FEATURE_NAMES, values, strict=True):
+        for name, packed in zip(names, values, strict=True):
             parts.append(self._header(name, len(packed)))
             parts.append(packed)
         features = b"".join(parts)
-        return b"\x0a" + varint(len(features)) + features
+        return b"\x0a" + self._varints[len(features)] + features  # Example.features = 1
 
 
 def _crc32c_tables():
