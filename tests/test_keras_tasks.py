@@ -1,0 +1,135 @@
+"""BertMultipleChoice on raw strings: fit, predict, save, export, from_preset of a script's run.
+
+References: run_swag.py's own test_results.tsv, export_saved_model.py's export of the same weights,
+and the cross-entropy of the logits in float64 numpy.
+"""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_run_swag import swag_config, write_swag
+
+from bert_tf import BertMultipleChoice, BertPreprocessor
+from bert_tf.checkpoints import save_google_checkpoint
+from bert_tf.tasks import multiple_choice
+from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.run_files import read_task_info, write_task_info
+
+from conftest import SAMPLE_DIR
+
+VOCAB = str(SAMPLE_DIR / "vocab.txt")
+CONTEXTS = ["The lady was very tired after the walk.", "She said that she was sad!", "Ünïcode"]
+CHOICES = [
+    ["She sat down to rest.", "She ran home."],
+    ["She cried.", "She laughed, very happy."],
+    ["ascii", ""],
+]
+
+
+def _tiny_config():
+    return json.loads((SAMPLE_DIR / "bert_config_tiny.json").read_text())
+
+
+def _cross_entropy(logits, labels):
+    logits = np.asarray(logits, np.float64)
+    log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    return -log_probs[np.arange(len(labels)), labels].mean()
+
+
+@pytest.fixture(scope="module")
+def chooser():
+    """A tiny random-init model fitted a few steps on Python lists: the restful ending is right."""
+    keras.utils.set_random_seed(11)
+    model = BertMultipleChoice(BertPreprocessor(VOCAB, max_seq_length=24), _tiny_config())
+    model.compile(learning_rate=1e-3)  # the recipe, at a random-init tiny model's rate
+    contexts = [f"{name} was tired after the walk." for name in ("Emma", "Jane", "Anne", "Fanny")]
+    choices = [["she sat down to rest.", "she ran home."], ["she ran home.", "she slept."]] * 2
+    labels = np.array([0, 1, 0, 1])
+    before = model.evaluate((contexts, choices), labels, verbose=0, return_dict=True)["loss"]
+    history = model.fit((contexts, choices), labels, batch_size=2, epochs=4, verbose=0)
+    return model, (contexts, choices), labels, before, history
+
+
+def test_fit_on_python_lists_learns_and_evaluate_gives_the_logits_cross_entropy(chooser):
+    model, x, labels, before, history = chooser
+    schedule = model.optimizer.get_config()["learning_rate"]["config"]
+    # 4 questions / 2 per batch * 4 epochs = 8 steps, the first 10% of them (0) warming up.
+    assert schedule == {"init_lr": 1e-3, "num_train_steps": 8, "num_warmup_steps": 0}
+    logits = model.predict(x, batch_size=3, verbose=0)
+    assert logits.shape == (4, 2)
+    results = model.evaluate(x, labels, verbose=0, return_dict=True)
+    assert results["loss"] < before
+    np.testing.assert_allclose(results["loss"], _cross_entropy(logits, labels), rtol=1e-5)
+    assert results["accuracy"] == np.mean(logits.argmax(axis=1) == labels)
+
+
+def test_save_and_load_model_give_the_same_logits_under_safe_mode(chooser, tmp_path):
+    model = chooser[0]
+    path = str(tmp_path / "chooser.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)  # safe_mode=True by default
+    assert isinstance(loaded, BertMultipleChoice)
+    np.testing.assert_allclose(
+        loaded.predict((CONTEXTS, CHOICES), verbose=0),
+        model.predict((CONTEXTS, CHOICES), verbose=0),
+        rtol=0,
+        atol=1e-5,
+    )
+
+
+def test_export_is_export_saved_model_s(chooser, tmp_path):
+    model = chooser[0]
+    path = model.export(str(tmp_path / "models" / "chooser" / "1"))
+    save_google_checkpoint(model.task_model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
+    write_task_info(str(tmp_path / "ckpt"), model.task_info())
+    reference = export_checkpoint(
+        ExportConfig(
+            init_checkpoint=str(tmp_path / "ckpt" / "bert_model.ckpt"),
+            export_dir=str(tmp_path / "reference"),
+            vocab_file=VOCAB,
+            max_seq_length=24,
+        )
+    )
+    ours, theirs = tf.saved_model.load(path), tf.saved_model.load(reference)
+    assert sorted(ours.signatures) == sorted(theirs.signatures)
+    request = {"context": tf.constant(CONTEXTS), "choices": tf.constant(CHOICES)}
+    served = ours.signatures["serving_default"](**request)
+    expected = theirs.signatures["serving_default"](**request)
+    np.testing.assert_allclose(served["probabilities"], expected["probabilities"], atol=1e-6)
+    logits = model.predict((CONTEXTS, CHOICES), verbose=0)
+    np.testing.assert_allclose(served["probabilities"], tf.nn.softmax(logits), rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(served["choice"], logits.argmax(axis=1))
+
+
+def test_bad_input_is_one_line_naming_the_argument(chooser):
+    model = chooser[0]
+    with pytest.raises(ValueError, match=r"^x\[1\]\[1\] has 1 choices, but x\[1\]\[0\] has 2"):
+        model.predict((CONTEXTS[:2], [["a", "b"], ["c"]]))
+    with pytest.raises(ValueError, match=r"^y\[1\] = 2 is out of range for num_classes=2"):
+        model.fit((CONTEXTS[:2], CHOICES[:2]), [0, 2])
+    with pytest.raises(ValueError, match=r"^x: give \(contexts, choices\)"):
+        model.predict(CONTEXTS)
+    with pytest.raises(ValueError, match=r"^x\[1\]: 2 lists of choices for 3 contexts"):
+        model.predict((CONTEXTS, CHOICES[:2]))
+
+
+def test_from_preset_of_a_run_swag_run_predicts_its_test_results(tmp_path):
+    sizes = (("train", 16), ("val", 4), ("test", 6))
+    test_rows, _ = write_swag(tmp_path / "data", sizes=sizes)
+    config = swag_config(
+        tmp_path / "data", tmp_path / "out", do_train=True, do_predict=True, num_train_epochs=1.0
+    )
+    multiple_choice.SPEC.run(config)
+    model = BertMultipleChoice.from_preset(tmp_path / "out", vocabulary=VOCAB)
+    assert model.task_info().to_json() == read_task_info(str(tmp_path / "out")).to_json()
+    # SWAG's context is sent1, a choice sent2 + " " + ending (bert_tf/data/swag.py).
+    contexts = [row[4] for row in test_rows]
+    choices = [[f"{row[5]} {ending}" for ending in row[7:11]] for row in test_rows]
+    expected = np.loadtxt(tmp_path / "out" / "test_results.tsv")
+    probabilities = tf.nn.softmax(model.predict((contexts, choices), batch_size=4, verbose=0))
+    np.testing.assert_allclose(probabilities, expected, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match=r"^preset folder .* does not exist"):
+        BertMultipleChoice.from_preset(tmp_path / "missing")
