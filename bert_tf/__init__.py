@@ -23,6 +23,7 @@ _PUBLIC = {
     "BertTextEmbedder": "bert_tf.models",
     "BertMaskedLM": "bert_tf.models",
     "BertMultipleChoice": "bert_tf.models",
+    "BertTokenClassifier": "bert_tf.models",
 }
 
 __all__ = sorted(_PUBLIC)

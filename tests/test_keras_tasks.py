@@ -1,20 +1,23 @@
-"""BertMultipleChoice on raw strings: fit, predict, save, export, from_preset of a script's run.
+"""BertMultipleChoice and BertTokenClassifier on raw strings: fit, predict, save, export, from_preset
+of a script's run.
 
-References: run_swag.py's own test_results.tsv, export_saved_model.py's export of the same weights,
+References: run_swag.py's own test_results.tsv, run_ner.py's test_predictions.txt, export_saved_model.py's export of the same weights,
 and the cross-entropy of the logits in float64 numpy.
 """
 
 import json
+import os
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_run_ner import _conll_text, _predicted_sentences, ner_config
 from test_run_swag import swag_config, write_swag
 
-from bert_tf import BertMultipleChoice, BertPreprocessor
+from bert_tf import BertMultipleChoice, BertPreprocessor, BertTokenClassifier
 from bert_tf.checkpoints import save_google_checkpoint
-from bert_tf.tasks import multiple_choice
+from bert_tf.tasks import multiple_choice, tagging
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.run_files import read_task_info, write_task_info
 
@@ -133,3 +136,113 @@ def test_from_preset_of_a_run_swag_run_predicts_its_test_results(tmp_path):
     np.testing.assert_allclose(probabilities, expected, rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match=r"^preset folder .* does not exist"):
         BertMultipleChoice.from_preset(tmp_path / "missing")
+
+
+# ---------------------------------------------------------------------------------- BertTokenClassifier
+
+LABELS = ["O", "B-PER", "I-PER"]
+SENTENCES = ["Emma visited Harriet .", "Jane Fairfax came home", ["Harriet", "Smith", "smiled"]]
+TAGS = [[1, 0, 1, 0], [1, 2, 0, 0], [1, 2, 0]]
+
+
+def _assert_exported_like_export_saved_model(model, tmp_path, texts, **export_settings):
+    path = model.export(str(tmp_path / "models" / "model" / "1"))
+    save_google_checkpoint(model.task_model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
+    write_task_info(str(tmp_path / "ckpt"), model.task_info())
+    reference = export_checkpoint(
+        ExportConfig(
+            init_checkpoint=str(tmp_path / "ckpt" / "bert_model.ckpt"),
+            export_dir=str(tmp_path / "reference"),
+            vocab_file=VOCAB,
+            **export_settings,
+        )
+    )
+    ours, theirs = tf.saved_model.load(path), tf.saved_model.load(reference)
+    assert sorted(ours.signatures) == sorted(theirs.signatures)
+    served = ours.signatures["serving_default"](text=tf.constant(texts))
+    expected = theirs.signatures["serving_default"](text=tf.constant(texts))
+    np.testing.assert_allclose(served["probabilities"], expected["probabilities"], atol=1e-6)
+    np.testing.assert_array_equal(served["labels"], expected["labels"])
+    return served
+
+
+@pytest.fixture(scope="module")
+def tagger():
+    """A tiny random-init tagger fitted a few steps on Python lists (texts and word lists)."""
+    keras.utils.set_random_seed(13)
+    model = BertTokenClassifier(BertPreprocessor(VOCAB, max_seq_length=16), _tiny_config(), LABELS)
+    model.compile(learning_rate=1e-3)
+    before = model.evaluate(SENTENCES, TAGS, verbose=0, return_dict=True)["loss"]
+    history = model.fit(SENTENCES * 4, TAGS * 4, batch_size=4, epochs=3, verbose=0)
+    return model, before, history
+
+
+def test_tagger_fits_word_labels_and_evaluate_gives_the_words_cross_entropy(tagger):
+    model, before, history = tagger
+    probabilities = model.predict(SENTENCES, batch_size=2)
+    assert probabilities.shape == (3, 4, 3)
+    np.testing.assert_array_equal(probabilities[2, 3], 0.0)  # past the third text's 3 words
+    results = model.evaluate(SENTENCES, TAGS, verbose=0, return_dict=True)
+    assert results["loss"] < before
+    probabilities = np.asarray(probabilities, np.float64)
+    words = [(row, word, tag) for row, tags in enumerate(TAGS) for word, tag in enumerate(tags)]
+    loss = -np.mean([np.log(probabilities[row, word, tag]) for row, word, tag in words])
+    np.testing.assert_allclose(results["loss"], loss, rtol=1e-4)
+    right = [probabilities[row, word].argmax() == tag for row, word, tag in words]
+    np.testing.assert_allclose(results["accuracy"], np.mean(right), rtol=1e-6)
+    labels = model.predict_labels(SENTENCES)
+    assert [len(row) for row in labels] == [4, 4, 3]
+
+
+def test_tagger_save_load_and_export_give_the_same_word_probabilities(tagger, tmp_path):
+    model = tagger[0]
+    model.save(str(tmp_path / "tagger.keras"))
+    loaded = keras.saving.load_model(str(tmp_path / "tagger.keras"))
+    assert isinstance(loaded, BertTokenClassifier) and loaded.labels == LABELS
+    texts = [text if isinstance(text, str) else " ".join(text) for text in SENTENCES]
+    # A text longer than a window (14 pieces) is read in run_ner.py's windows.
+    texts.append(" ".join(["Emma Woodhouse , handsome , clever , and rich ,"] * 3))
+    probabilities = model.predict(texts)
+    np.testing.assert_allclose(loaded.predict(texts), probabilities, rtol=0, atol=1e-5)
+    served = _assert_exported_like_export_saved_model(model, tmp_path, texts, max_seq_length=16)
+    np.testing.assert_allclose(served["probabilities"], probabilities, rtol=0, atol=1e-5)
+    expected = [
+        row + [""] * (len(served["labels"][0]) - len(row)) for row in model.predict_labels(texts)
+    ]
+    assert served["labels"].numpy().astype(str).tolist() == expected
+
+
+def test_tagger_bad_input_is_one_line_naming_the_argument(tagger):
+    model = tagger[0]
+    with pytest.raises(ValueError, match=r"^y\[0\]: 2 labels for 4 words$"):
+        model.fit(SENTENCES[:1], [[0, 1]])
+    with pytest.raises(ValueError, match=r"^y\[1\]\[0\] = 3 is out of range for 3 labels"):
+        model.fit(SENTENCES[:2], [TAGS[0], [3, 0, 0, 0]])
+    with pytest.raises(ValueError, match=r"^x\[0\]\[1\] = 'two words' is not one word$"):
+        model.predict([["one", "two words"]])
+    with pytest.raises(ValueError, match=r"^labels: give the label strings"):
+        BertTokenClassifier(model.preprocessor, _tiny_config(), ["O"])
+
+
+def test_tagger_from_preset_of_a_run_ner_run_predicts_its_test_predictions(tmp_path):
+    people = [["Emma", "smiled", "."], ["Mr", "Knightley", "walked", "home"], ["It", "rained"]]
+    tags = [["B-PER", "O", "O"], ["B-PER", "I-PER", "O", "O"], ["O", "O"]]
+    test = [["Harriet", "and", "Emma", "laughed"], ["Jane", "Fairfax", "sang"] * 12]
+    os.makedirs(tmp_path / "data")
+    (tmp_path / "data" / "train.txt").write_text(
+        _conll_text(list(zip(people, tags, strict=True))) * 3
+    )
+    test_tags = [["O"] * len(words) for words in test]
+    (tmp_path / "data" / "test.txt").write_text(
+        _conll_text(list(zip(test, test_tags, strict=True)))
+    )
+    config = ner_config(
+        tmp_path / "data", tmp_path / "out", do_train=True, do_predict=True, train_batch_size=3
+    )
+    tagging.SPEC.run(config)
+    model = BertTokenClassifier.from_preset(tmp_path / "out", vocabulary=VOCAB)
+    assert model.task_info().to_json() == read_task_info(str(tmp_path / "out")).to_json()
+    predicted = _predicted_sentences(tmp_path / "out" / tagging.PREDICTIONS_FILE)
+    assert model.predict_labels(test) == [[line[-1] for line in lines] for lines in predicted]
+    with pytest.raises(ValueError, match=r"^labels=\['O', 'X'\], but the run in .* has labels="):
+        BertTokenClassifier.from_preset(tmp_path / "out", ["O", "X"], vocabulary=VOCAB)

@@ -12,6 +12,7 @@ Modules:
   text_embedder: `BertTextEmbedder`.
   masked_lm: `BertMaskedLM`, with `fill_mask`.
   multiple_choice: `BertMultipleChoice`.
+  token_classifier: `BertTokenClassifier`.
   windows: long texts in windows for the classifier.
 """
 
@@ -20,6 +21,7 @@ from bert_tf.models.multiple_choice import BertMultipleChoice
 from bert_tf.models.preprocessor import BertPreprocessor
 from bert_tf.models.text_classifier import BertTextClassifier
 from bert_tf.models.text_embedder import BertTextEmbedder
+from bert_tf.models.token_classifier import BertTokenClassifier
 
 __all__ = [
     "BertMaskedLM",
@@ -27,4 +29,5 @@ __all__ = [
     "BertPreprocessor",
     "BertTextClassifier",
     "BertTextEmbedder",
+    "BertTokenClassifier",
 ]
