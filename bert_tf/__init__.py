@@ -24,6 +24,7 @@ _PUBLIC = {
     "BertMaskedLM": "bert_tf.models",
     "BertMultipleChoice": "bert_tf.models",
     "BertTokenClassifier": "bert_tf.models",
+    "BertQuestionAnswerer": "bert_tf.models",
 }
 
 __all__ = sorted(_PUBLIC)

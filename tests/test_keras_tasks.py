@@ -1,4 +1,4 @@
-"""BertMultipleChoice and BertTokenClassifier on raw strings: fit, predict, save, export, from_preset
+"""BertMultipleChoice, BertTokenClassifier and BertQuestionAnswerer on raw strings: fit, predict, save, export, from_preset
 of a script's run.
 
 References: run_swag.py's own test_results.tsv, run_ner.py's test_predictions.txt, export_saved_model.py's export of the same weights,
@@ -15,7 +15,12 @@ import tensorflow as tf
 from test_run_ner import _conll_text, _predicted_sentences, ner_config
 from test_run_swag import swag_config, write_swag
 
-from bert_tf import BertMultipleChoice, BertPreprocessor, BertTokenClassifier
+from bert_tf import (
+    BertMultipleChoice,
+    BertPreprocessor,
+    BertQuestionAnswerer,
+    BertTokenClassifier,
+)
 from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.tasks import multiple_choice, tagging
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
@@ -246,3 +251,73 @@ def test_tagger_from_preset_of_a_run_ner_run_predicts_its_test_predictions(tmp_p
     assert model.predict_labels(test) == [[line[-1] for line in lines] for lines in predicted]
     with pytest.raises(ValueError, match=r"^labels=\['O', 'X'\], but the run in .* has labels="):
         BertTokenClassifier.from_preset(tmp_path / "out", ["O", "X"], vocabulary=VOCAB)
+
+
+# ---------------------------------------------------------------------------------- BertQuestionAnswerer
+
+# The second context spans several windows (doc_stride 6, 13 pieces a window); its answer is late.
+QUESTIONS = ["Who smiled?", "Who sang?", "Who smiled?"]
+QA_CONTEXTS = [
+    "Emma smiled at Harriet.",
+    "After the long walk to the house, under the old trees by the river near the church, Jane sang.",
+    "In the garden, after tea, Ünïcode smiled.",
+]
+ANSWERS = ["Emma", "Jane", "Ünïcode"]
+
+
+@pytest.fixture(scope="module")
+def answerer():
+    """A tiny random-init model fitted on Python lists to answer with the named person."""
+    keras.utils.set_random_seed(17)
+    preprocessor = BertPreprocessor(VOCAB, max_seq_length=24)
+    model = BertQuestionAnswerer(preprocessor, _tiny_config(), doc_stride=6, max_query_length=8)
+    model.compile(learning_rate=1e-3)
+    spans = [
+        [context.index(a), context.index(a) + len(a)]
+        for context, a in zip(QA_CONTEXTS, ANSWERS, strict=True)
+    ]
+    model.fit((QUESTIONS * 4, QA_CONTEXTS * 4), spans * 4, batch_size=4, epochs=4, verbose=0)
+    return model, spans
+
+
+def test_answerer_fits_character_spans_and_answers_with_them(answerer):
+    model, spans = answerer
+    predicted = model.predict((QUESTIONS, QA_CONTEXTS), batch_size=2)
+    assert predicted["answer"] == ANSWERS
+    assert predicted["score"].shape == (3,)
+    with pytest.raises(ValueError, match=r"^y\[1\] = \[3, 99\] is no answer in a context of 94 "):
+        model.fit((QUESTIONS[:2], QA_CONTEXTS[:2]), [[0, 4], [3, 99]])
+    with pytest.raises(ValueError, match=r"^x: 2 questions and 3 contexts$"):
+        model.predict((QUESTIONS[:2], QA_CONTEXTS))
+    with pytest.raises(ValueError, match=r"^max_seq_length=24 must exceed max_query_length=30"):
+        BertQuestionAnswerer(model.preprocessor, _tiny_config(), max_query_length=30)
+
+
+def test_answerer_save_load_and_export_give_the_same_answers(answerer, tmp_path):
+    model = answerer[0]
+    model.save(str(tmp_path / "qa.keras"))
+    loaded = keras.saving.load_model(str(tmp_path / "qa.keras"))
+    assert isinstance(loaded, BertQuestionAnswerer) and loaded.settings == model.settings
+    predicted = model.predict((QUESTIONS, QA_CONTEXTS))
+    again = loaded.predict((QUESTIONS, QA_CONTEXTS))
+    assert again["answer"] == predicted["answer"]
+    np.testing.assert_allclose(again["score"], predicted["score"], rtol=0, atol=1e-5)
+    path = model.export(str(tmp_path / "models" / "qa" / "1"))
+    save_google_checkpoint(model.task_model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
+    write_task_info(str(tmp_path / "ckpt"), model.task_info())
+    reference = export_checkpoint(
+        ExportConfig(
+            init_checkpoint=str(tmp_path / "ckpt" / "bert_model.ckpt"),
+            export_dir=str(tmp_path / "reference"),
+            vocab_file=VOCAB,
+        )
+    )
+    ours, theirs = tf.saved_model.load(path), tf.saved_model.load(reference)
+    assert sorted(ours.signatures) == sorted(theirs.signatures)
+    request = {"question": tf.constant(QUESTIONS), "context": tf.constant(QA_CONTEXTS)}
+    served = ours.signatures["serving_default"](**request)
+    expected = theirs.signatures["serving_default"](**request)
+    assert served["answer"].numpy().tolist() == expected["answer"].numpy().tolist()
+    assert [a.decode() for a in served["answer"].numpy()] == predicted["answer"]
+    np.testing.assert_allclose(served["score"], expected["score"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(served["score"], predicted["score"], rtol=0, atol=1e-5)
