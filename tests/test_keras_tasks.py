@@ -124,6 +124,7 @@ def test_bad_input_is_one_line_naming_the_argument(chooser):
         model.predict((CONTEXTS, CHOICES[:2]))
 
 
+@pytest.mark.slow  # a script run: about 20 s
 def test_from_preset_of_a_run_swag_run_predicts_its_test_results(tmp_path):
     sizes = (("train", 16), ("val", 4), ("test", 6))
     test_rows, _ = write_swag(tmp_path / "data", sizes=sizes)
@@ -229,6 +230,7 @@ def test_tagger_bad_input_is_one_line_naming_the_argument(tagger):
         BertTokenClassifier(model.preprocessor, _tiny_config(), ["O"])
 
 
+@pytest.mark.slow  # a script run: about 20 s
 def test_tagger_from_preset_of_a_run_ner_run_predicts_its_test_predictions(tmp_path):
     people = [["Emma", "smiled", "."], ["Mr", "Knightley", "walked", "home"], ["It", "rained"]]
     tags = [["B-PER", "O", "O"], ["B-PER", "I-PER", "O", "O"], ["O", "O"]]
