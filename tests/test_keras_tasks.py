@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from test_run_ner import _conll_text, _predicted_sentences, ner_config
+from test_run_squad import QUESTIONS as SQUAD_QUESTIONS
+from test_run_squad import make_config, squad_file
 from test_run_swag import swag_config, write_swag
 
 from bert_tf import (
@@ -22,11 +24,11 @@ from bert_tf import (
     BertTokenClassifier,
 )
 from bert_tf.checkpoints import save_google_checkpoint
-from bert_tf.tasks import multiple_choice, tagging
+from bert_tf.tasks import multiple_choice, squad, tagging
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.run_files import read_task_info, write_task_info
 
-from conftest import SAMPLE_DIR
+from conftest import SAMPLE_DIR, assert_float32_close
 
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
 CONTEXTS = ["The lady was very tired after the walk.", "She said that she was sad!", "Ünïcode"]
@@ -323,3 +325,29 @@ def test_answerer_save_load_and_export_give_the_same_answers(answerer, tmp_path)
     assert [a.decode() for a in served["answer"].numpy()] == predicted["answer"]
     np.testing.assert_allclose(served["score"], expected["score"], rtol=0, atol=1e-5)
     np.testing.assert_allclose(served["score"], predicted["score"], rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow  # a script run: about 20 s
+def test_answerer_from_preset_of_a_run_squad_run_answers_as_its_predictions(tmp_path):
+    data_file = squad_file(tmp_path / "data.json", version_2=False)
+    config_file = tmp_path / "bert_config.json"
+    config_file.write_text(json.dumps(_tiny_config()))
+    config = make_config(
+        str(config_file), tmp_path / "out", train_file=data_file, predict_file=data_file,
+        do_train=True, do_predict=True, num_train_epochs=16.0,
+    )  # fmt: skip
+    squad.SPEC.run(config)
+    model = BertQuestionAnswerer.from_preset(tmp_path / "out", vocabulary=VOCAB)
+    assert model.task_info().to_json() == read_task_info(str(tmp_path / "out")).to_json()
+    ids = list(SQUAD_QUESTIONS)
+    questions = [SQUAD_QUESTIONS[i][0] for i in ids]
+    contexts = [SQUAD_QUESTIONS[i][1] for i in ids]
+    predicted = model.predict((questions, contexts), batch_size=2)
+    predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
+    assert dict(zip(ids, predicted["answer"], strict=True)) == predictions
+    nbest = json.loads((tmp_path / "out" / "nbest_predictions.json").read_text())
+    best = [next(entry for entry in nbest[i] if entry["text"]) for i in ids]
+    scores = [entry["start_logit"] + entry["end_logit"] for entry in best]
+    assert_float32_close(predicted["score"], scores)
+    with pytest.raises(ValueError, match=r"^doc_stride=5, but the run in .* has doc_stride=16$"):
+        BertQuestionAnswerer.from_preset(tmp_path / "out", vocabulary=VOCAB, doc_stride=5)
