@@ -22,6 +22,9 @@ _PUBLIC = {
     "BertTextClassifier": "bert_tf.models",
     "BertTextEmbedder": "bert_tf.models",
     "BertMaskedLM": "bert_tf.models",
+    "BertMultipleChoice": "bert_tf.models",
+    "BertTokenClassifier": "bert_tf.models",
+    "BertQuestionAnswerer": "bert_tf.models",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -28,7 +28,7 @@ def test_the_python_api_page_runs(tmp_path, google_ckpt_dir, w_vocab_file, monke
     monkeypatch.chdir(tmp_path)
     namespace = {}
     blocks = _blocks()
-    assert len(blocks) == 4
+    assert len(blocks) == 7
     for block in blocks:
         for release in RELEASES:
             block = block.replace(f'"{release}"', repr(str(preset)))
@@ -37,6 +37,11 @@ def test_the_python_api_page_runs(tmp_path, google_ckpt_dir, w_vocab_file, monke
     probabilities = namespace["outputs"]["probabilities"].numpy()
     expected = np.exp(namespace["logits"][:1])
     np.testing.assert_allclose(probabilities, expected / expected.sum(), rtol=0, atol=1e-5)
+    assert namespace["choice_logits"].shape == (2, 2)
+    assert [len(labels) for labels in namespace["word_labels"]] == [3]
+    assert set(namespace["word_labels"][0]) <= {"O", "B-PER", "I-PER"}
+    assert len(namespace["answers"]["answer"]) == 1 and namespace["answers"]["score"].shape == (1,)
+    assert namespace["answers"]["answer"][0] in "Emma smiled at Harriet."
     assert namespace["vectors"].shape == (2, 48)  # the fixture's hidden size
     np.testing.assert_allclose(np.linalg.norm(namespace["vectors"], axis=1), 1.0, atol=1e-5)
     assert namespace["features"]["input_ids"].shape == (1, 8)

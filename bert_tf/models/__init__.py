@@ -11,12 +11,26 @@ Modules:
   text_classifier: `BertTextClassifier`.
   text_embedder: `BertTextEmbedder`.
   masked_lm: `BertMaskedLM`, with `fill_mask`.
+  multiple_choice: `BertMultipleChoice`.
+  question_answerer: `BertQuestionAnswerer`.
+  token_classifier: `BertTokenClassifier`.
   windows: long texts in windows for the classifier.
 """
 
 from bert_tf.models.masked_lm import BertMaskedLM
+from bert_tf.models.multiple_choice import BertMultipleChoice
 from bert_tf.models.preprocessor import BertPreprocessor
+from bert_tf.models.question_answerer import BertQuestionAnswerer
 from bert_tf.models.text_classifier import BertTextClassifier
 from bert_tf.models.text_embedder import BertTextEmbedder
+from bert_tf.models.token_classifier import BertTokenClassifier
 
-__all__ = ["BertMaskedLM", "BertPreprocessor", "BertTextClassifier", "BertTextEmbedder"]
+__all__ = [
+    "BertMaskedLM",
+    "BertMultipleChoice",
+    "BertPreprocessor",
+    "BertQuestionAnswerer",
+    "BertTextClassifier",
+    "BertTextEmbedder",
+    "BertTokenClassifier",
+]
