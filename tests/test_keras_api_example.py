@@ -28,7 +28,7 @@ def test_the_python_api_page_runs(tmp_path, google_ckpt_dir, w_vocab_file, monke
     monkeypatch.chdir(tmp_path)
     namespace = {}
     blocks = _blocks()
-    assert len(blocks) == 7
+    assert len(blocks) == 8
     for block in blocks:
         for release in RELEASES:
             block = block.replace(f'"{release}"', repr(str(preset)))
@@ -45,3 +45,4 @@ def test_the_python_api_page_runs(tmp_path, google_ckpt_dir, w_vocab_file, monke
     assert namespace["vectors"].shape == (2, 48)  # the fixture's hidden size
     np.testing.assert_allclose(np.linalg.norm(namespace["vectors"], axis=1), 1.0, atol=1e-5)
     assert namespace["features"]["input_ids"].shape == (1, 8)
+    assert namespace["encoded"]["pooled_output"].shape == (1, 48)

@@ -9,6 +9,7 @@ B = batch, S = sequence length, H = hidden size, L = number of labels (1 for reg
 """
 
 import dataclasses
+import functools
 
 import keras
 import numpy as np
@@ -107,7 +108,7 @@ def build_model(bert_config, info):
 
 
 def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
-    """Writes the classifier as a SavedModel serving raw text (DESIGN.md's serving contract).
+    """Writes the classifier as a SavedModel serving raw text (docs/serving.md's contract).
 
     serving_default: text_a (and text_b for pair tasks) -> "probabilities" [B, L] and "label" [B]
     (the label string); for regression, "predictions" [B]. labels.txt lands in assets/. A model
@@ -116,10 +117,7 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
     labels = list(info.labels or [])
     module = serving_module(model, info, vocab_file)
     label_strings = tf.constant(labels or [""], tf.string)
-
-    def outputs_of(logits):
-        return model.serving_outputs(logits, label_strings, info)
-
+    outputs_of = functools.partial(model.serving_outputs, labels=label_strings, info=info)
     if info.doc_stride:
         signatures = window_signatures(module.preprocessor, model, info, outputs_of)
     else:

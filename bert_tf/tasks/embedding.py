@@ -194,7 +194,7 @@ def build_model(bert_config, info):
 
 
 def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
-    """Writes the embedder as a SavedModel serving raw text (DESIGN.md's contract).
+    """Writes the embedder as a SavedModel serving raw text (docs/serving.md's contract).
 
     serving_default: text_a [B] -> "embeddings" float32 [B, H]; a text longer than the export's
     max_seq_length is cut to its first max_seq_length - 2 word pieces, as sentence-transformers cuts

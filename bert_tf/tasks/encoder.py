@@ -356,7 +356,7 @@ def build_model(bert_config, info):
 def export_model(
     model, info, vocab_file, export_dir, version=None, freeze_weights=False, encoder_layers=False
 ):
-    """Writes the encoder as a SavedModel serving raw text (DESIGN.md's serving contract).
+    """Writes the encoder as a SavedModel serving raw text (docs/serving.md's contract).
 
     serving_default: text_a -> "pooled_output" [B, H], "sequence_output" [B, S, H], "input_mask"
     [B, S]; serving_pair: text_a, text_b -> the same; with encoder_layers, also "encoder_layer_<i>"

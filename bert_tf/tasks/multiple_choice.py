@@ -102,7 +102,7 @@ def pack_choices(preprocessor, context, choices):
 
 
 def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
-    """Writes the multiple-choice model as a SavedModel serving raw text (DESIGN.md's contract).
+    """Writes the multiple-choice model as a SavedModel serving raw text (docs/serving.md's contract).
 
     serving_default: context [B] and choices [B, C] -> "probabilities" float32 [B, C] and "choice"
     int32 [B] (the most probable). preprocess: the same inputs -> "input_ids", "input_mask",

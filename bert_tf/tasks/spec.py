@@ -14,7 +14,7 @@ class TaskSpec:
       name: the model_type of the run's task.json ("classifier", "squad", ...).
       build_model: (BertConfig, TaskInfo) -> the task's keras.Model (a BertModel for the encoder).
       export_model: (model, TaskInfo, vocab_file, export_dir, version=None, **options) -> the path
-        of the export it writes (DESIGN.md's serving contract).
+        of the export it writes (docs/serving.md's contract).
       google_head: the name of its head's output_weights in a Google-format checkpoint (e.g.
         "cls/squad/output_weights"), or None for the encoder.
       info_from_google_head: (shape of that output_weights) -> a TaskInfo's head settings (dict),

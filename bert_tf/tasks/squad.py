@@ -101,7 +101,7 @@ def build_model(bert_config, info):
 
 
 def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
-    """Writes the SQuAD model as a SavedModel that answers raw questions (DESIGN.md's contract).
+    """Writes the SQuAD model as a SavedModel that answers raw questions (docs/serving.md's contract).
 
     serving_default: question, context (string [B]) -> answer (string [B], cut from the context),
     score (float32 [B], the answer's start + end logit) and, for SQuAD 2.0 models,

@@ -394,7 +394,7 @@ def _text_spec(name):
 
 
 def qa_signatures(preprocessor, logits_fn, settings):
-    """The SQuAD export's signatures (DESIGN.md's serving contract).
+    """The SQuAD export's signatures (docs/serving.md's contract).
 
     Args:
       preprocessor: a BertPreprocessor of the model's vocab, casing and max_seq_length.

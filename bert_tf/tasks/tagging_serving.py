@@ -221,7 +221,7 @@ def tagging_outputs(model, labels, features):
 
 
 def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
-    """Writes the tagger as a SavedModel serving raw text (DESIGN.md's serving contract).
+    """Writes the tagger as a SavedModel serving raw text (docs/serving.md's contract).
 
     serving_default: text [B] (words separated by whitespace) -> "labels" tf.string [B, W] (one per
     word, "" past a text's words), "words" tf.string [B, W] (likewise), "probabilities" float32
