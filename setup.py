@@ -44,6 +44,8 @@ setup(
             "scipy>=1.11",
             "scikit-learn>=1.4",
             "seqeval==1.2.2",
+            # keras-hub loads the presets convert_checkpoint.py --output_format=keras_hub writes.
+            "keras-hub==0.32.0",
         ],
         # Peers the benchmarks and parity tests compare against; never imported by the package.
         "bench": [
