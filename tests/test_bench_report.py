@@ -154,7 +154,9 @@ def test_bench_latency_times_the_export_one_request_at_a_time(tmp_path):
     rows = [
         line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| bert_tf")
     ]
+    # Back to back times the text path; taking turns, the text and the ids paths.
     assert [row[0] for row in rows] == [
+        "| bert_tf text (serving_default)",
         "| bert_tf text (serving_default)",
         "| bert_tf ids (serve_ids)",
     ]
