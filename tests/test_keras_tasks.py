@@ -90,9 +90,10 @@ def test_save_and_load_model_give_the_same_logits_under_safe_mode(chooser, tmp_p
     )
 
 
-def test_export_is_export_saved_model_s(chooser, tmp_path):
-    model = chooser[0]
-    path = model.export(str(tmp_path / "models" / "chooser" / "1"))
+def _served_pair(model, tmp_path, request, **export_settings):
+    """serving_default's outputs of `request` from model.export and from export_saved_model.py's
+    export of the same weights (export_checkpoint), after checking they have the same signatures."""
+    path = model.export(str(tmp_path / "models" / "model" / "1"))
     save_google_checkpoint(model.task_model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
     write_task_info(str(tmp_path / "ckpt"), model.task_info())
     reference = export_checkpoint(
@@ -100,14 +101,20 @@ def test_export_is_export_saved_model_s(chooser, tmp_path):
             init_checkpoint=str(tmp_path / "ckpt" / "bert_model.ckpt"),
             export_dir=str(tmp_path / "reference"),
             vocab_file=VOCAB,
-            max_seq_length=24,
+            **export_settings,
         )
     )
     ours, theirs = tf.saved_model.load(path), tf.saved_model.load(reference)
     assert sorted(ours.signatures) == sorted(theirs.signatures)
+    return ours.signatures["serving_default"](**request), theirs.signatures["serving_default"](
+        **request
+    )
+
+
+def test_export_is_export_saved_model_s(chooser, tmp_path):
+    model = chooser[0]
     request = {"context": tf.constant(CONTEXTS), "choices": tf.constant(CHOICES)}
-    served = ours.signatures["serving_default"](**request)
-    expected = theirs.signatures["serving_default"](**request)
+    served, expected = _served_pair(model, tmp_path, request, max_seq_length=24)
     np.testing.assert_allclose(served["probabilities"], expected["probabilities"], atol=1e-6)
     logits = model.predict((CONTEXTS, CHOICES), verbose=0)
     np.testing.assert_allclose(served["probabilities"], tf.nn.softmax(logits), rtol=0, atol=1e-5)
@@ -154,21 +161,8 @@ TAGS = [[1, 0, 1, 0], [1, 2, 0, 0], [1, 2, 0]]
 
 
 def _assert_exported_like_export_saved_model(model, tmp_path, texts, **export_settings):
-    path = model.export(str(tmp_path / "models" / "model" / "1"))
-    save_google_checkpoint(model.task_model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
-    write_task_info(str(tmp_path / "ckpt"), model.task_info())
-    reference = export_checkpoint(
-        ExportConfig(
-            init_checkpoint=str(tmp_path / "ckpt" / "bert_model.ckpt"),
-            export_dir=str(tmp_path / "reference"),
-            vocab_file=VOCAB,
-            **export_settings,
-        )
-    )
-    ours, theirs = tf.saved_model.load(path), tf.saved_model.load(reference)
-    assert sorted(ours.signatures) == sorted(theirs.signatures)
-    served = ours.signatures["serving_default"](text=tf.constant(texts))
-    expected = theirs.signatures["serving_default"](text=tf.constant(texts))
+    request = {"text": tf.constant(texts)}
+    served, expected = _served_pair(model, tmp_path, request, **export_settings)
     np.testing.assert_allclose(served["probabilities"], expected["probabilities"], atol=1e-6)
     np.testing.assert_array_equal(served["labels"], expected["labels"])
     return served
@@ -306,21 +300,8 @@ def test_answerer_save_load_and_export_give_the_same_answers(answerer, tmp_path)
     again = loaded.predict((QUESTIONS, QA_CONTEXTS))
     assert again["answer"] == predicted["answer"]
     np.testing.assert_allclose(again["score"], predicted["score"], rtol=0, atol=1e-5)
-    path = model.export(str(tmp_path / "models" / "qa" / "1"))
-    save_google_checkpoint(model.task_model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
-    write_task_info(str(tmp_path / "ckpt"), model.task_info())
-    reference = export_checkpoint(
-        ExportConfig(
-            init_checkpoint=str(tmp_path / "ckpt" / "bert_model.ckpt"),
-            export_dir=str(tmp_path / "reference"),
-            vocab_file=VOCAB,
-        )
-    )
-    ours, theirs = tf.saved_model.load(path), tf.saved_model.load(reference)
-    assert sorted(ours.signatures) == sorted(theirs.signatures)
     request = {"question": tf.constant(QUESTIONS), "context": tf.constant(QA_CONTEXTS)}
-    served = ours.signatures["serving_default"](**request)
-    expected = theirs.signatures["serving_default"](**request)
+    served, expected = _served_pair(model, tmp_path, request)
     assert served["answer"].numpy().tolist() == expected["answer"].numpy().tolist()
     assert [a.decode() for a in served["answer"].numpy()] == predicted["answer"]
     np.testing.assert_allclose(served["score"], expected["score"], rtol=0, atol=1e-5)
