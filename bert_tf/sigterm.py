@@ -1,6 +1,6 @@
 """SIGTERM outside the training loop: one `stopped:` line naming the step, status 143.
 
-The training loop catches SIGTERM itself and saves the current step (bert_tf.preemption). Anywhere
+The training loop catches SIGTERM itself and saves the current step (bert_tf.training.preemption). Anywhere
 else (evaluation, prediction, feature writing, between a sweep's runs) `stopping_on_sigterm`, which
 every script runs its work in (bert_tf.cli), raises `Terminated` at once, naming the step the process
 is in (`doing`). Every output is written under a temporary name and renamed when complete

@@ -15,10 +15,10 @@ import pytest
 import tensorflow as tf
 from test_training import ToyModel, toy_task
 
-from bert_tf.checkpoint_state import INPUT_STATE_DIR, CheckpointState, dropout_states
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
 from bert_tf.training import TrainConfig, Trainer, inputs
+from bert_tf.training.checkpoint_state import INPUT_STATE_DIR, CheckpointState, dropout_states
 
 
 class DropoutToy(ToyModel):

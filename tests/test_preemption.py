@@ -24,10 +24,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import preemption
 from bert_tf.optimization import create_optimizer
-from bert_tf.preemption import Preempted
-from bert_tf.training import TrainConfig, Trainer
+from bert_tf.training import TrainConfig, Trainer, preemption
+from bert_tf.training.preemption import Preempted
 
 from conftest import REPO_DIR, SAMPLE_DIR, assert_float32_close, free_ports
 

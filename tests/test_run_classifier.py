@@ -18,10 +18,10 @@ import pytest
 import scipy.stats
 import tensorflow as tf
 
-from bert_tf.checkpoint_state import CheckpointState
 from bert_tf.errors import InputError
 from bert_tf.tasks.classification import SPEC, ClassifierConfig, ClassifierRun
 from bert_tf.tokenization import FullTokenizer
+from bert_tf.training.checkpoint_state import CheckpointState
 
 from conftest import PROBABILITY_ATOL, REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 

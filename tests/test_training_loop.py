@@ -12,10 +12,10 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import Diverged
-from bert_tf.preemption import Preempted
-from bert_tf.progress import Mark, Progress, format_seconds
 from bert_tf.training import TrainConfig
 from bert_tf.training.loop import TrainLoop
+from bert_tf.training.preemption import Preempted
+from bert_tf.training.progress import Mark, Progress, format_seconds
 
 
 class _Losses:

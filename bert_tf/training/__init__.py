@@ -4,7 +4,7 @@ A task hands the loop a `Task`: how to build its model, its loss, its eval metri
 loop knows nothing else about it. The `Trainer` (trainer.py) puts together its parts, each tested alone:
 
 - config.py: `Task`, `TrainConfig` and `check_batch_sizes`, the one check of the batch sizes;
-- bert_tf/checkpoint_state.py: what a checkpoint keeps (weights, optimizer, dropout streams, the
+- bert_tf/training/checkpoint_state.py: what a checkpoint keeps (weights, optimizer, dropout streams, the
   input position) and the resume from it;
 - inputs.py: this worker's training input, at the run's position;
 - steps.py: the training step (gradient accumulation, XLA) and its loss sums;

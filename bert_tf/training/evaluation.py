@@ -4,7 +4,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import io
-from bert_tf.preemption import peer_errors
+from bert_tf.training.preemption import peer_errors
 
 
 class Evaluator:

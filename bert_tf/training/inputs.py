@@ -2,7 +2,7 @@
 
 A worker reads one tf.data pipeline (the dataset_fn of its InputContext) and hands its replicas
 consecutive batches, as tf.distribute's own per-worker input does; unlike that input's iterator, a
-plain tf.data iterator can be checkpointed (bert_tf.checkpoint_state). A TPU takes its input from a
+plain tf.data iterator can be checkpointed (bert_tf.training.checkpoint_state). A TPU takes its input from a
 distributed dataset instead, whose iterator no checkpoint keeps: it resumes by skipping.
 """
 

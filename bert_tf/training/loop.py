@@ -3,8 +3,8 @@ the end; a saved stop on SIGTERM; one line when the loss is not finite; a progre
 
 import time
 
-from bert_tf.preemption import Preempted
-from bert_tf.progress import Mark, Progress, check_finite_loss, steps_to_next_boundary
+from bert_tf.training.preemption import Preempted
+from bert_tf.training.progress import Mark, Progress, check_finite_loss, steps_to_next_boundary
 
 
 class TrainLoop:

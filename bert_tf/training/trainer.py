@@ -1,6 +1,6 @@
 """The Trainer: a task's model and optimizer built under the strategy, and the parts that train them.
 
-Its parts, each in its own module: the checkpoint state (bert_tf.checkpoint_state), the training
+Its parts, each in its own module: the checkpoint state (bert_tf.training.checkpoint_state), the training
 input (inputs), the step (steps), the loop (loop), evaluation (evaluation) and prediction (predictor).
 """
 
@@ -8,14 +8,14 @@ import os
 
 import tensorflow as tf
 
-from bert_tf.checkpoint_state import CheckpointState
 from bert_tf.distribute import input_context, is_chief
 from bert_tf.precision import SyncedLossScaleOptimizer, build_with_policy
-from bert_tf.preemption import StopSignal, any_worker_stopping, peer_errors
+from bert_tf.training.checkpoint_state import CheckpointState
 from bert_tf.training.evaluation import Evaluator
 from bert_tf.training.inputs import TrainInput, distribute, saveable
 from bert_tf.training.loop import TrainLoop
 from bert_tf.training.predictor import Predictor
+from bert_tf.training.preemption import StopSignal, any_worker_stopping, peer_errors
 from bert_tf.training.steps import TrainStep, make_steps_fn
 
 

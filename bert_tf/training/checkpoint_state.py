@@ -28,7 +28,7 @@ from absl import logging
 
 from bert_tf import io
 from bert_tf.errors import InputError
-from bert_tf.preemption import error_reason
+from bert_tf.training.preemption import error_reason
 
 # Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
 CHECKPOINT_NAME = "model.ckpt"
