@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from bert_tf import io, squad_evaluation
+from bert_tf import file_io, squad_evaluation
 from bert_tf.errors import InputError
 
 
@@ -58,9 +58,9 @@ def _parser():
 
 
 def _write_json_atomically(path, value):
-    """Writes `value` as JSON to `path` (bert_tf.io.atomic_write: whole or not at all)."""
+    """Writes `value` as JSON to `path` (bert_tf.file_io.atomic_write: whole or not at all)."""
     try:
-        io.write_text(path, json.dumps(value))
+        file_io.write_text(path, json.dumps(value))
     except OSError as error:
         raise InputError(f"{path}: cannot write it: {error.strerror or error}") from None
 

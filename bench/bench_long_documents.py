@@ -92,13 +92,13 @@ def window_scores(run, dump_path):
     with a probability over 0.9 (confidently wrong windows weigh on the averaging rules). The
     windows' logits, text_index, label_ids and input_mask are saved to `dump_path` (.npz).
     """
-    from bert_tf import io, metrics
+    from bert_tf import file_io, metrics
 
     path, info = run.features("eval")
     result = run.predict_features(
         path, info, FLAGS.eval_batch_size, ["logits"], ["label_ids", "text_index", "input_mask"]
     )
-    with io.atomic_write(dump_path, "wb") as writer:
+    with file_io.atomic_write(dump_path, "wb") as writer:
         np.savez(writer, **result)
     scores = {"windows_per_text": len(result["text_index"]) / len(np.unique(result["text_index"]))}
     scores.update(rule_accuracies(result))

@@ -51,11 +51,11 @@ def novels(held_out):
 
 def pieces_per_word(vocab_file, held_out):
     """{pieces per word, whole-word share, [UNK] share, words} of the held-out novel."""
-    from bert_tf import io, tokenization
+    from bert_tf import file_io, tokenization
 
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     words = []
-    for _, line in io.read_lines(held_out):
+    for _, line in file_io.read_lines(held_out):
         words += tokenizer.basic_tokenizer.tokenize(line)
     pieces = [tokenizer.wordpiece_tokenizer.tokenize(word) for word in words]
     return {

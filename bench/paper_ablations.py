@@ -54,7 +54,7 @@ import time
 from absl import app, flags, logging
 
 from bench import machine, minilm
-from bert_tf import io
+from bert_tf import file_io
 from scripts import make_sample_tasks  # its reading of the corpus and its split of chapters
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -141,7 +141,7 @@ def chapters_by_split(chapters):
 
 def write_pretraining_text(chapters, path):
     """One sentence a line, a blank line between chapters (create_pretraining_data's documents)."""
-    with io.atomic_write(path) as writer:
+    with file_io.atomic_write(path) as writer:
         writer.write("\n\n".join("\n".join(chapter) for chapter in chapters) + "\n")
 
 
@@ -178,7 +178,7 @@ def write_order_task(splits, data_dir, num_train, num_dev, seed=12345):
         for index, (first, second) in enumerate(pairs[:size]):
             # Alternate the labels: balanced classes, and each pair seen in one order only.
             rows.append((first, second, "in_order") if index % 2 else (second, first, "swapped"))
-        with io.atomic_write(os.path.join(data_dir, f"{split}.tsv")) as writer:
+        with file_io.atomic_write(os.path.join(data_dir, f"{split}.tsv")) as writer:
             writer.writelines(f"{a}\t{b}\t{label}\n" for a, b, label in rows)
 
 
@@ -252,7 +252,7 @@ def write_names_task(chapters, splits, data_dir, num_train, num_dev, seed=12345)
             words = basic.tokenize(sentence)
             labels = name_labels(words, names)
             blocks.append("".join(f"{w}\t{t}\n" for w, t in zip(words, labels, strict=True)))
-        with io.atomic_write(os.path.join(data_dir, f"{split}.txt")) as writer:
+        with file_io.atomic_write(os.path.join(data_dir, f"{split}.txt")) as writer:
             writer.write("\n".join(blocks))
 
 
@@ -266,7 +266,7 @@ def bert_config(vocab_size, path):
         hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
         max_position_embeddings=FLAGS.max_seq_length, type_vocab_size=2, initializer_range=0.02,
     )  # fmt: skip
-    with io.atomic_write(path) as writer:
+    with file_io.atomic_write(path) as writer:
         json.dump(config, writer, indent=2)
     return path
 

@@ -42,7 +42,7 @@ import tempfile
 import time
 
 from bench import machine, report
-from bert_tf import io
+from bert_tf import file_io
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
@@ -178,7 +178,7 @@ def main():
         not_run = [name for name in STEPS if name not in names]
         text = report.render(run, steps, not_run)
         appendix = report.appendix(args.results)
-        io.write_text(args.results, text + ("\n" + appendix if appendix else ""))
+        file_io.write_text(args.results, text + ("\n" + appendix if appendix else ""))
         print(f"wrote {args.results}")
     return 1 if failed else 0
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel, BertPretrainingModel
 
@@ -133,11 +133,11 @@ def resolve_checkpoint(path):
             return google
         if tf.io.gfile.isdir(os.path.join(path, "best")):  # a sweep's output_dir: its best run
             return resolve_checkpoint(os.path.join(path, "best"))
-        raise io.MissingFileError(
+        raise file_io.MissingFileError(
             f"{path} holds neither bert_model.ckpt.* nor a training checkpoint"
         )
     if not tf.io.gfile.exists(path + ".index"):
-        raise io.MissingFileError(f"no checkpoint at {path} (no {path}.index)")
+        raise file_io.MissingFileError(f"no checkpoint at {path} (no {path}.index)")
     return path
 
 
@@ -189,7 +189,7 @@ def _checkpoint_task(prefix):
     path = os.path.join(os.path.dirname(prefix), _TASK_FILE)
     if not tf.io.gfile.exists(path):
         return None
-    info = io.read_json(path)
+    info = file_io.read_json(path)
     return info.get("model_type") if isinstance(info, dict) else None
 
 
@@ -371,7 +371,7 @@ def load_google_checkpoint(model, ckpt_prefix, allow_missing_heads=False):
       InputError (a ValueError): naming the weight, if one is missing or has another shape.
     """
     if not tf.io.gfile.exists(ckpt_prefix + ".index") or not is_google_checkpoint(ckpt_prefix):
-        raise io.MissingFileError(f"no Google-format checkpoint at {ckpt_prefix}")
+        raise file_io.MissingFileError(f"no Google-format checkpoint at {ckpt_prefix}")
     report = restore_init_checkpoint(
         model, ckpt_prefix, heads="optional" if allow_missing_heads else "required"
     )
@@ -381,14 +381,14 @@ def load_google_checkpoint(model, ckpt_prefix, allow_missing_heads=False):
 def save_google_checkpoint(model, ckpt_prefix):
     """Writes `model`'s weights under Google's names, readable by the original TF1 code and other tools.
 
-    Writes `ckpt_prefix.index` and `ckpt_prefix.data-00000-of-00001` atomically (bert_tf.io.atomic_files).
+    Writes `ckpt_prefix.index` and `ckpt_prefix.data-00000-of-00001` atomically (bert_tf.file_io.atomic_files).
     Works for models built under any tf.distribute strategy (values are read in cross-replica context).
     Returns `ckpt_prefix`.
     """
     names = google_variable_names(model)
     tf.io.gfile.makedirs(os.path.dirname(ckpt_prefix) or ".")
     tensor_names = sorted(names)
-    with io.atomic_files(ckpt_prefix) as temp_prefix, tf.device("CPU:0"):
+    with file_io.atomic_files(ckpt_prefix) as temp_prefix, tf.device("CPU:0"):
         tensors = [
             tf.constant(np.asarray(names[name].numpy(), np.float32)) for name in tensor_names
         ]
@@ -405,23 +405,23 @@ def save_google_checkpoint(model, ckpt_prefix):
 def export_google_checkpoint(model, bert_config, output_dir):
     """Writes output_dir/bert_model.ckpt.* and bert_config.json in Google's format, each atomically."""
     save_google_checkpoint(model, os.path.join(output_dir, "bert_model.ckpt"))
-    io.write_text(os.path.join(output_dir, "bert_config.json"), bert_config.to_json_string())
+    file_io.write_text(os.path.join(output_dir, "bert_config.json"), bert_config.to_json_string())
     logging.info("Wrote Google-format checkpoint %s", os.path.join(output_dir, "bert_model.ckpt"))
 
 
 def copy_checkpoint(prefix, folder, extra_files=()):
     """Copies the checkpoint `prefix` into `folder` as that folder's only checkpoint.
 
-    The folder (replaced whole, atomically: bert_tf.io.atomic_path) gets the checkpoint's files
+    The folder (replaced whole, atomically: bert_tf.file_io.atomic_path) gets the checkpoint's files
     under their own names, a `checkpoint` state file naming it (so tf.train.latest_checkpoint and
     --init_checkpoint=folder find it), and copies of `extra_files` (e.g. eval_results.txt).
     Returns the new prefix.
     """
     name = os.path.basename(prefix)
-    with io.atomic_path(folder) as temp:
+    with file_io.atomic_path(folder) as temp:
         tf.io.gfile.makedirs(temp)
         for path in [*tf.io.gfile.glob(prefix + ".*"), *extra_files]:
             tf.io.gfile.copy(path, os.path.join(temp, os.path.basename(path)), overwrite=True)
         state = f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n'
-        io.write_text(os.path.join(temp, "checkpoint"), state)
+        file_io.write_text(os.path.join(temp, "checkpoint"), state)
     return os.path.join(folder, name)

@@ -24,7 +24,7 @@ import shutil
 import numpy as np
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.checkpoints import google_variable_names, save_google_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.hf_names import HIDDEN_ACTS, hf_names
@@ -132,7 +132,7 @@ def convert(hf_model_dir, output_dir, overwrite=False):
     paths = _input_paths(hf_model_dir)
     _check_output_dir(output_dir, overwrite)
     bert_config = bert_config_from_hf(
-        io.read_json_object(paths["config.json"]), paths["config.json"]
+        file_io.read_json_object(paths["config.json"]), paths["config.json"]
     )
     _check_vocab(paths["vocab.txt"], bert_config.vocab_size)
     _log_lower_case(hf_model_dir)
@@ -195,7 +195,7 @@ def _write_release(model, bert_config, vocab_path, output_dir, embedding=None):
     parent = os.path.dirname(output_dir)
     os.makedirs(parent, exist_ok=True)
     # Not tempfile.mkdtemp: its folder is private (0700) and would stay so once renamed to output_dir.
-    temp_dir = io.temporary_name(output_dir)
+    temp_dir = file_io.temporary_name(output_dir)
     os.mkdir(temp_dir)
     try:
         save_google_checkpoint(model, os.path.join(temp_dir, "bert_model.ckpt"))
@@ -204,7 +204,7 @@ def _write_release(model, bert_config, vocab_path, output_dir, embedding=None):
         shutil.copyfile(vocab_path, os.path.join(temp_dir, "vocab.txt"))
         if embedding is not None:
             text = json.dumps(embedding, indent=2, sort_keys=True) + "\n"
-            io.write_text(os.path.join(temp_dir, EMBEDDING_FILE), text)
+            file_io.write_text(os.path.join(temp_dir, EMBEDDING_FILE), text)
         _publish(temp_dir, output_dir)
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -370,7 +370,7 @@ def _log_lower_case(hf_model_dir):
     """Google's release keeps do_lower_case in its folder name only: say what the tokenizer used."""
     path = os.path.join(hf_model_dir, "tokenizer_config.json")
     if os.path.isfile(path):
-        do_lower_case = io.read_json_object(path).get("do_lower_case")
+        do_lower_case = file_io.read_json_object(path).get("do_lower_case")
         if do_lower_case is not None:
             logging.info("%s: tokenize with --do_lower_case=%s", path, do_lower_case)
 

@@ -23,7 +23,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.python.framework import convert_to_constants
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.errors import InputError
 
 ID_FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -234,11 +234,11 @@ def write_saved_model(export_dir, module, signatures, version=None, assets=None,
     tf.io.gfile.makedirs(export_dir)
     # TF Serving only loads folders named by a number: the temporary one is invisible to it.
     freeze = freeze and _weight_bytes(module) <= MAX_FROZEN_BYTES
-    with io.atomic_path(final_path) as temp_path:
+    with file_io.atomic_path(final_path) as temp_path:
         with _frozen_models(module) if freeze else contextlib.nullcontext():
             tf.saved_model.save(_servable(module, freeze), temp_path, signatures=signatures)
         for name, text in (assets or {}).items():
-            io.write_text(os.path.join(temp_path, "assets", name), text)
+            file_io.write_text(os.path.join(temp_path, "assets", name), text)
     logging.info(
         "Exported SavedModel %s (signatures: %s)", final_path, ", ".join(sorted(signatures))
     )

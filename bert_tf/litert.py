@@ -13,7 +13,7 @@ import importlib.util
 import os
 import re
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.errors import InputError
 
 QUANTIZATIONS = ("float32", "int8")
@@ -94,6 +94,6 @@ def write_tflite(saved_model_path, quantization):
     model = convert(saved_model_path, quantization)
     signature_runner(model)  # loads in LiteRT's own interpreter before anything is written
     path = tflite_path(saved_model_path, quantization)
-    with io.atomic_write(path, "wb") as writer:
+    with file_io.atomic_write(path, "wb") as writer:
         writer.write(model)
     return path

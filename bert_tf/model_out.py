@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.checkpoints import (
     google_variable_names,
     is_google_checkpoint,
@@ -255,7 +255,7 @@ def write_folder(files, output_dir, overwrite, replaces=()):
     output_dir = os.path.abspath(output_dir)
     check_output_dir(output_dir, overwrite)
     os.makedirs(os.path.dirname(output_dir), exist_ok=True)
-    temp_dir = io.temporary_name(output_dir)
+    temp_dir = file_io.temporary_name(output_dir)
     os.mkdir(temp_dir)
     try:
         for name, content in files.items():

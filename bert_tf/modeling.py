@@ -1,4 +1,4 @@
-"""BertConfig, BertModel and BertPretrainingModel with its loss, in Keras 3 (heads: bert_tf.layers.heads).
+"""BertConfig, BertModel and BertPretrainingModel with its loss, in Keras 3 (heads: bert_tf.layers.pretraining_heads).
 
 The math is the original google-research/bert modeling.py: post-LayerNorm blocks with epsilon 1e-12, an
 additive -10000 attention mask, tanh-approximate "gelu", a tanh pooler over [CLS], a masked-LM output layer
@@ -17,7 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.layers import ACTIVATIONS, BertEmbeddings, TransformerBlock
-from bert_tf.layers.heads import MaskedLMHead, NextSentenceHead
+from bert_tf.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
 from bert_tf.objectives import CAUSAL_OBJECTIVES, DEFAULT_OBJECTIVE, OBJECTIVES
 
 # Keys some Google releases (multilingual, Chinese) put in bert_config.json for a pooler this code, like the

@@ -19,7 +19,7 @@ import os
 
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.errors import InputError
 
 EMBEDDING_FILE = "embedding.json"
@@ -65,7 +65,7 @@ def sentence_transformers_settings(hf_model_dir, bert_config):
         raise FileNotFoundError(f"{pooling_path} does not exist ({modules_path} names it)")
     settings = {
         "pooling": _st_pooling(
-            io.read_json_object(pooling_path), pooling_path, bert_config.hidden_size
+            file_io.read_json_object(pooling_path), pooling_path, bert_config.hidden_size
         ),
         "normalize": "Normalize" in types,
     }
@@ -98,13 +98,13 @@ def _st_tokenizer_settings(hf_model_dir, bert_config):
     settings = {}
     tokenizer_path = os.path.join(hf_model_dir, "tokenizer_config.json")
     if os.path.isfile(tokenizer_path):
-        do_lower_case = io.read_json_object(tokenizer_path).get("do_lower_case")
+        do_lower_case = file_io.read_json_object(tokenizer_path).get("do_lower_case")
         if do_lower_case is not None:
             settings["do_lower_case"] = bool(do_lower_case)
     path = os.path.join(hf_model_dir, "sentence_bert_config.json")
     if not os.path.isfile(path):
         return settings
-    config = io.read_json_object(path)
+    config = file_io.read_json_object(path)
     if config.get("do_lower_case") and not settings.get("do_lower_case"):
         raise ValueError(
             f"{path}: do_lower_case lower-cases the texts but keeps their accents, which no "
@@ -165,7 +165,7 @@ def read_embedding_file(folder):
     if not os.path.isfile(path):
         return None
     try:
-        settings = io.read_json_object(path)
+        settings = file_io.read_json_object(path)
     except ValueError as error:
         raise InputError(str(error)) from None
     if settings.get("pooling", "mean") not in POOLINGS:

@@ -4,7 +4,7 @@ The training loop catches SIGTERM itself and saves the current step (bert_tf.tra
 else (evaluation, prediction, feature writing, between a sweep's runs) `stopping_on_sigterm`, which
 every script runs its work in (bert_tf.cli), raises `Terminated` at once, naming the step the process
 is in (`doing`). Every output is written under a temporary name and renamed when complete
-(bert_tf.io), so nothing half-written stays, and the same command redoes only what was unfinished.
+(bert_tf.file_io), so nothing half-written stays, and the same command redoes only what was unfinished.
 
 This module imports no TensorFlow: create_pretraining_data.py forks its workers from a process
 without it.

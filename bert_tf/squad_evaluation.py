@@ -20,7 +20,7 @@ import string
 
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.errors import InputError
 
 _PUNCTUATION = frozenset(string.punctuation)  # ASCII only: “ ” ’ « » — and accents stay
@@ -79,13 +79,13 @@ def _token_f1(gold_tokens, predicted_tokens):
 
 
 def load_json(path):
-    """The parsed JSON file at `path` (bert_tf.io.read_json).
+    """The parsed JSON file at `path` (bert_tf.file_io.read_json).
 
     Raises:
       InputError: the file is missing, unreadable or not JSON (the message names it and the line).
     """
     try:
-        return io.read_json(path)
+        return file_io.read_json(path)
     except OSError as error:
         raise InputError(f"{path}: cannot read it: {error.strerror or error}") from None
 

@@ -22,7 +22,7 @@ import re
 import unicodedata
 
 from bert_tf.errors import InputError
-from bert_tf.io import read_lines
+from bert_tf.file_io import read_lines
 
 # Code point blocks the original treats as CJK ideographs (each becomes a word of its own).
 # Hangul, Hiragana and Katakana are not in these blocks and are split by whitespace as usual.

@@ -20,7 +20,7 @@ import os
 
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.errors import InputError
 from bert_tf.settings import setting
 from bert_tf.sigterm import doing
@@ -84,7 +84,7 @@ def count_file_words(paths, do_lower_case):
     basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
     counts = collections.Counter()
     for path in paths:
-        count_words((line for _, line in io.read_lines(path)), basic_tokenizer, counts)
+        count_words((line for _, line in file_io.read_lines(path)), basic_tokenizer, counts)
     return counts
 
 
@@ -159,7 +159,7 @@ def _at_most(vocab, vocab_size, num_reserved, characters):
 
 def write_vocab(path, vocab):
     """Writes the tokens one a line, atomically (the file appears whole or not at all)."""
-    io.write_text(path, "".join(token + "\n" for token in vocab))
+    file_io.write_text(path, "".join(token + "\n" for token in vocab))
 
 
 def check_config(config):
@@ -176,9 +176,9 @@ def check_config(config):
     if config.num_unused < 0:
         raise InputError(f"--num_unused must be >= 0, got {config.num_unused}")
     folder = os.path.dirname(os.path.abspath(config.vocab_file))
-    if not io.is_url(config.vocab_file) and not os.path.isdir(folder):
+    if not file_io.is_url(config.vocab_file) and not os.path.isdir(folder):
         raise InputError(f"--vocab_file={config.vocab_file}: the folder {folder} does not exist")
-    return io.expand_globs(config.input_file, "--input_file")
+    return file_io.expand_globs(config.input_file, "--input_file")
 
 
 def run(config):
@@ -189,8 +189,8 @@ def run(config):
     """
     paths = check_config(config)
     for path in paths:
-        if not io.is_url(path):
-            io.check_utf8(path)  # invalid UTF-8 is named (file and line) before the counting
+        if not file_io.is_url(path):
+            file_io.check_utf8(path)  # invalid UTF-8 is named (file and line) before the counting
     with doing(f"counting the words of {len(paths)} file(s)"):
         counts = count_file_words(paths, config.do_lower_case)
     return learn_and_write(counts, config)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.data import conll
 from bert_tf.data.feature_cache import make_feature_dataset, write_records
 from bert_tf.errors import InputError
@@ -118,7 +118,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
 def test_find_data_files_accepts_the_original_release_names(tmp_path):
     for name in ("train.txt", "valid.txt", "eng.testb"):
         _write(tmp_path, "x O\n", name)
-    found = io.split_files(str(tmp_path), conll.CONLL_FILE_NAMES)
+    found = file_io.split_files(str(tmp_path), conll.CONLL_FILE_NAMES)
     assert found == {
         "train": str(tmp_path / "train.txt"),
         "dev": str(tmp_path / "valid.txt"),
@@ -126,7 +126,7 @@ def test_find_data_files_accepts_the_original_release_names(tmp_path):
     }
     (tmp_path / "valid.txt").unlink()
     with pytest.raises(InputError, match="no dev file .*dev.txt, valid.txt, eng.testa"):
-        io.require_split_file(str(tmp_path), conll.CONLL_FILE_NAMES, "dev")
+        file_io.require_split_file(str(tmp_path), conll.CONLL_FILE_NAMES, "dev")
 
 
 # ---------------------------------------------------------------------------------------- labels

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.data import swag
 from bert_tf.data.feature_cache import make_feature_dataset, write_records
 from bert_tf.errors import InputError
@@ -204,14 +204,14 @@ def test_an_empty_jsonl_file_names_the_file(tmp_path):
 def test_find_swag_files_prefers_csv_and_accepts_jsonl_names(tmp_path):
     for name in ("train.csv", "train.jsonl", "dev.jsonl", "test.jsonl"):
         _write(tmp_path, "", name)
-    assert io.split_files(str(tmp_path), swag.SWAG_FILE_NAMES) == {
+    assert file_io.split_files(str(tmp_path), swag.SWAG_FILE_NAMES) == {
         "train": str(tmp_path / "train.csv"),
         "dev": str(tmp_path / "dev.jsonl"),
         "test": str(tmp_path / "test.jsonl"),
     }
     (tmp_path / "test.jsonl").unlink()
     with pytest.raises(InputError, match="no test file .*test.csv, test.jsonl"):
-        io.require_split_file(str(tmp_path), swag.SWAG_FILE_NAMES, "test")
+        file_io.require_split_file(str(tmp_path), swag.SWAG_FILE_NAMES, "test")
 
 
 def test_read_multiple_choice_file_picks_the_reader_by_extension(tmp_path):

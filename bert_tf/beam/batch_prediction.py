@@ -31,7 +31,7 @@ import os
 import numpy as np
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.beam import pipeline
 from bert_tf.errors import InputError
 from bert_tf.settings import setting
@@ -106,7 +106,7 @@ def run(config):
     reserved = sorted(set(_KEYS) & set(handler.signature.outputs))
     if reserved:
         raise InputError(f"{handler.folder}: an output is named {reserved[0]!r}, a key of ours")
-    files = io.expand_globs(config.input_file, "--input_file")
+    files = file_io.expand_globs(config.input_file, "--input_file")
     for path in files:
         check_input_file(path, handler.signature.inputs)
     _check_output_prefix(config.output_file)
@@ -177,7 +177,7 @@ def check_input_file(path, inputs):
     """In the main process, before submission: the format, and a TSV file's header against the
     signature's inputs ({name: rank}). Raises InputError naming the file."""
     if input_format(path) == "tsv":
-        lines = io.read_lines(path)
+        lines = file_io.read_lines(path)
         try:
             _tsv_columns(path, next(lines, None), inputs)
         finally:
@@ -223,7 +223,7 @@ def _tsv_columns(path, header, inputs):
 
 
 def _tsv_examples(path, inputs):
-    lines = io.read_lines(path)
+    lines = file_io.read_lines(path)
     columns, width = _tsv_columns(path, next(lines, None), inputs)
     for number, line in lines:
         cells = line.split("\t")
@@ -239,7 +239,7 @@ def _tsv_examples(path, inputs):
 
 
 def _json_examples(path, inputs):
-    for number, line in io.read_lines(path):
+    for number, line in file_io.read_lines(path):
         if not line.strip():
             continue
         try:
@@ -307,5 +307,5 @@ def _check_output_prefix(output_file):
     folder, name = os.path.split(output_file)
     if not name:
         raise InputError(f"--output_file={output_file}: a prefix of file names, not a folder")
-    if folder and not io.is_url(folder):
-        io.check_writable_folder(folder, "--output_file")
+    if folder and not file_io.is_url(folder):
+        file_io.check_writable_folder(folder, "--output_file")

@@ -145,9 +145,9 @@ SHARD_GLOB = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
 
 def escaped(path):
     """`path` with its glob characters escaped (local paths; URLs are left as they are)."""
-    from bert_tf import io
+    from bert_tf import file_io
 
-    return path if io.is_url(path) else glob.escape(path)
+    return path if file_io.is_url(path) else glob.escape(path)
 
 
 @contextlib.contextmanager
@@ -155,12 +155,12 @@ def removing_sink_temporaries(prefix):
     """Around a run writing files under `prefix` through a Beam file sink: if the run fails, removes
     the temporary folders the sink made beside it (beam-temp-<name>-<uuid>) during the run. The
     sink gives files their final names only when the whole pipeline has succeeded."""
-    from bert_tf import io
+    from bert_tf import file_io
 
     folder, name = os.path.split(prefix)
     pattern = escaped(os.path.join(folder, f"beam-temp-{name}-")) + "*"
-    if io.is_url(prefix):
-        gfile = io._gfile()
+    if file_io.is_url(prefix):
+        gfile = file_io._gfile()
         list_folders, remove = gfile.glob, gfile.rmtree
     else:
         list_folders, remove = glob.glob, shutil.rmtree

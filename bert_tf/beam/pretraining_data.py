@@ -25,7 +25,7 @@ import time
 
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.beam import pipeline
 from bert_tf.data.pretraining import chunks, writer
 from bert_tf.errors import InputError
@@ -56,8 +56,8 @@ def run(config):
         raise InputError(f"--chunk_bytes must be positive, got {config.chunk_bytes}")
     if not config.skip_invalid_utf8:
         for path, _ in inputs:
-            if not io.is_url(path):
-                io.check_utf8(path)
+            if not file_io.is_url(path):
+                file_io.check_utf8(path)
     total_bytes = sum(size for _, size in inputs)
     num_shards = config.num_output_shards or max(
         1, math.ceil(total_bytes * config.dupe_factor / TEXT_BYTES_PER_SHARD)
@@ -106,7 +106,7 @@ def _build(beam_pipeline, paths, job, config, prefix, num_shards):
 def match_inputs(patterns):
     """Comma-separated globs -> [(path, size in bytes)], each pattern's matches sorted by path.
 
-    The same files, in the same order, as io.expand_globs gives the one-machine run; through Beam's
+    The same files, in the same order, as file_io.expand_globs gives the one-machine run; through Beam's
     file systems, so gs:// and the other paths a runner reads work too.
 
     Raises:
@@ -138,7 +138,7 @@ def _output_prefix(output_file):
             f"--output_file={output_file}: with --beam_pipeline_options it is one prefix of the "
             "shards (<output_file>-00000-of-000NN), not a list"
         )
-    if not io.is_url(prefix):
+    if not file_io.is_url(prefix):
         folder = os.path.dirname(os.path.abspath(prefix))
         if not os.path.isdir(folder):
             raise InputError(f"--output_file={output_file}: the folder {folder} does not exist")
@@ -232,7 +232,7 @@ class _ReadChunks(_do_fn()):
         skipped = _counter("skipped_invalid_lines")
         on_invalid = chunks.skipping_invalid_utf8(self._skip_invalid_utf8, skipped.inc)
         with pipeline.worker_input_errors(), FileSystems.open(path) as f:
-            lines = (line for _, line in io.decode_lines(f, path, on_invalid=on_invalid))
+            lines = (line for _, line in file_io.decode_lines(f, path, on_invalid=on_invalid))
             for chunk_index, documents in enumerate(chunks.file_chunks(lines, self._chunk_bytes)):
                 yield (file_index, chunk_index), documents
 

@@ -14,7 +14,7 @@ for local files invalid UTF-8 with file and line); a worker's error comes back a
 
 from absl import logging
 
-from bert_tf import io, vocabulary
+from bert_tf import file_io, vocabulary
 from bert_tf.beam import pipeline
 from bert_tf.beam.pretraining_data import match_inputs
 from bert_tf.sigterm import doing
@@ -30,14 +30,14 @@ def run(config):
     vocabulary.check_config(config)  # the flags, and a pattern matching nothing, as one machine
     inputs = match_inputs(config.input_file)
     for path, _ in inputs:
-        if not io.is_url(path):
-            io.check_utf8(path)
+        if not file_io.is_url(path):
+            file_io.check_utf8(path)
     beam_pipeline = pipeline.make_pipeline(options)
     _build(beam_pipeline, [path for path, _ in inputs], config)
     logging.info("Beam: counting the words of %d file(s)", len(inputs))
     with doing(f"writing {config.vocab_file}"):
         pipeline.run(beam_pipeline)
-    with io.open_binary(config.vocab_file) as f:
+    with file_io.open_binary(config.vocab_file) as f:
         return sum(1 for _ in f)
 
 
@@ -71,6 +71,6 @@ class _CountFileWords(pipeline.import_beam().DoFn):
         from bert_tf.tokenization import BasicTokenizer
 
         with pipeline.worker_input_errors(), FileSystems.open(path) as f:
-            lines = (line for _, line in io.decode_lines(f, path))
+            lines = (line for _, line in file_io.decode_lines(f, path))
             counts = vocabulary.count_words(lines, BasicTokenizer(self._do_lower_case))
         yield from counts.items()

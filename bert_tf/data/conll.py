@@ -27,7 +27,7 @@ import tensorflow as tf
 from bert_tf.data.packing import pad_to
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
-from bert_tf.io import read_text, write_text
+from bert_tf.file_io import read_text, write_text
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE_LABEL = "O"

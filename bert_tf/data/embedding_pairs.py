@@ -22,7 +22,7 @@ import tensorflow as tf
 from bert_tf.data.packing import pack_tokens, pad_to
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
-from bert_tf.io import read_lines
+from bert_tf.file_io import read_lines
 
 # Accepted names of each split's file, in the order they are looked for.
 PAIR_FILE_NAMES = {

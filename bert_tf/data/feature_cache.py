@@ -15,7 +15,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.data.records import decode_record, reading_records, serialize_values
 
 SETTINGS_SUFFIX = ".settings.json"
@@ -28,9 +28,9 @@ def file_identity(path):
 
 
 def write_records(path, serialized_examples):
-    """Writes serialized examples to `path` atomically (bert_tf.io.atomic_path); returns the count."""
+    """Writes serialized examples to `path` atomically (bert_tf.file_io.atomic_path); returns the count."""
     count = 0
-    with io.atomic_path(path) as temp_path, tf.io.TFRecordWriter(temp_path) as writer:
+    with file_io.atomic_path(path) as temp_path, tf.io.TFRecordWriter(temp_path) as writer:
         for serialized in serialized_examples:
             writer.write(serialized)
             count += 1
@@ -66,7 +66,7 @@ def cached_records(path, settings, make_examples):
     if tf.io.gfile.exists(settings_path):
         tf.io.gfile.remove(settings_path)
     info = {**info, "num_records": write_records(path, examples)}
-    io.write_text(
+    file_io.write_text(
         settings_path, json.dumps({"settings": settings, "info": info}, indent=2, sort_keys=True)
     )
     return info

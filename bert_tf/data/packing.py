@@ -1,5 +1,8 @@
 """Packing wordpieces into BERT's input layout, as the original scripts do it (one copy for every task).
 
+Python lists, outside the graph; a SavedModel packs ragged id tensors in
+bert_tf/preprocessing/graph_packing.py.
+
 tokens:       [CLS] a1 a2 a3 [SEP] b1 b2 [SEP]
 segment_ids:  0     0  0  0  0     1  1  1
 """

@@ -15,7 +15,7 @@ from absl import logging
 
 from bert_tf import tokenization
 from bert_tf.errors import InputError
-from bert_tf.io import read_json
+from bert_tf.file_io import read_json
 
 # The original's paragraph whitespace: narrower than str.split() (U+00A0, U+2009, ... stay in words).
 _PARAGRAPH_WHITESPACE = frozenset(" \t\r\n\u202f")

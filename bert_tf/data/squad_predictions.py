@@ -17,7 +17,7 @@ import math
 from absl import logging
 
 from bert_tf import tokenization
-from bert_tf.io import write_text
+from bert_tf.file_io import write_text
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
 _Candidate = collections.namedtuple(

@@ -29,7 +29,7 @@ import tensorflow as tf
 from bert_tf.data.packing import pack_tokens, pad_to
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
-from bert_tf.io import read_text
+from bert_tf.file_io import read_text
 
 _ENDING_COLUMN = re.compile(r"^ending(\d+)$")
 

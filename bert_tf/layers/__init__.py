@@ -1,5 +1,5 @@
 """Keras layers of the BERT encoder: embeddings, self-attention, transformer block, activations
-(and the pretraining heads, in bert_tf.layers.heads)."""
+(and the pretraining heads, in bert_tf.layers.pretraining_heads)."""
 
 from bert_tf.layers.activations import ACTIVATIONS, get_activation
 from bert_tf.layers.attention import SelfAttention

@@ -15,7 +15,7 @@ reader below.
 import dataclasses
 import os
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.checkpoints import resolve_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
@@ -61,11 +61,11 @@ def folder_kind(folder):
     Raises:
       ValueError: naming the folder, when it is missing or is neither kind.
     """
-    if not io.exists(folder) or not os.path.isdir(folder):
+    if not file_io.exists(folder) or not os.path.isdir(folder):
         raise ValueError(f"preset folder {folder} does not exist")
-    if io.exists(os.path.join(folder, TASK_FILE)):
+    if file_io.exists(os.path.join(folder, TASK_FILE)):
         return "run"
-    if io.exists(os.path.join(folder, "bert_config.json")):
+    if file_io.exists(os.path.join(folder, "bert_config.json")):
         return "release"
     raise ValueError(
         f"preset folder {folder} holds neither bert_config.json (a release or a converted model) "
@@ -112,8 +112,8 @@ def _read_release(folder):
         raise ValueError(f"{config_path}: {error}") from None
     embedding = None
     embedding_path = os.path.join(folder, EMBEDDING_FILE)
-    if io.exists(embedding_path):
-        embedding = io.read_json_object(embedding_path)
+    if file_io.exists(embedding_path):
+        embedding = file_io.read_json_object(embedding_path)
     recorded = embedding or {}
     return {
         "bert_config": bert_config,
@@ -150,7 +150,7 @@ def _read_run(folder):
 
 
 def _check_vocab(vocab_file, folder, vocab_size):
-    if not io.exists(vocab_file):
+    if not file_io.exists(vocab_file):
         remedy = (
             " (a run written before runs kept their vocab.txt: pass vocabulary=<its --vocab_file>)"
         )

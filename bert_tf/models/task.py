@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.models.preprocessor import as_text_batch
 from bert_tf.optimization import AdamWeightDecay, WarmupLinearDecay, create_optimizer
 
@@ -209,7 +209,7 @@ class BertTask(keras.Model):
           ValueError: if `path` exists or is not a local path.
         """
         path = os.fspath(path)
-        if io.is_url(path):
+        if file_io.is_url(path):
             raise ValueError(f"export path {path}: export to a local folder, then copy it")
         if os.path.exists(path):
             raise ValueError(f"export path {path} already exists")

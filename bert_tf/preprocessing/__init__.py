@@ -19,7 +19,8 @@ Modules:
   normalizer_model: a `FastBertNormalizer` model (darts-clone trie in a flatbuffer) built
     from a Python mapping.
   code_points: the code point path, for the strings no kernel can take exactly.
-  packing: [CLS] a [SEP] b [SEP] with the original's truncation.
+  graph_packing: [CLS] a [SEP] b [SEP] with the original's truncation, on ragged id tensors
+    (bert_tf/data/packing.py packs Python lists of tokens, outside the graph).
 
 Invalid UTF-8 is handled as `FullTokenizer` handles `bytes`: invalid bytes are skipped.
 """

@@ -25,7 +25,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf import tokenization
-from bert_tf.preprocessing import code_points, normalized_path, packing
+from bert_tf.preprocessing import code_points, graph_packing, normalized_path
 
 # FastWordpieceTokenizer's limit on a vocab token's length, without its "##".
 _MAX_WORDPIECE_BYTES = 256
@@ -129,7 +129,7 @@ class BertPreprocessor(tf.Module):
 
     @_graph_code
     def pack(self, segments, max_seq_length=None):
-        """Packs one or two segments of ids into BERT's model inputs (see `packing.pack`).
+        """Packs one or two segments of ids into BERT's model inputs (see `graph_packing.pack`).
 
         Args:
           segments: list of 1 or 2 tf.RaggedTensor int [B, (N)] of ids.
@@ -139,7 +139,7 @@ class BertPreprocessor(tf.Module):
           dict of int32 [B, L] tensors `input_ids`, `input_mask`, `segment_ids`.
         """
         max_seq_length = self.max_seq_length if max_seq_length is None else int(max_seq_length)
-        return packing.pack(segments, max_seq_length, self.cls_id, self.sep_id)
+        return graph_packing.pack(segments, max_seq_length, self.cls_id, self.sep_id)
 
     @_graph_code
     def __call__(self, text_a, text_b=None):

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io, metrics
+from bert_tf import file_io, metrics
 from bert_tf.data import classification as data
 from bert_tf.data.classification import features as data_features
 from bert_tf.data.feature_cache import file_identity
@@ -311,11 +311,11 @@ class ClassifierRun(FineTuningRun):
             "format": self.feature_format,
             "task_name": config.task_name,
             "tfds_name": config.tfds_name,
-            "inputs": [file_identity(p) if io.exists(p) else p for p in sources(config.data_dir)],
+            "inputs": [file_identity(p) if file_io.exists(p) else p for p in sources(config.data_dir)],
             "labels": self.labels,
             "is_regression": self.is_regression,
             "split": step,
-        }
+        }  # fmt: skip
         if self.windows:
             windows_format = self.feature_format.replace(" features ", " windows ")
             settings.update(format=windows_format, doc_stride=config.doc_stride)

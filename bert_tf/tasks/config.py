@@ -9,7 +9,7 @@ so the tasks run the same from flags, from tests and from bench/ without absl.
 
 import dataclasses
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.distribute import STRATEGIES
 from bert_tf.errors import InputError
 from bert_tf.precision import MIXED_PRECISION_POLICIES
@@ -91,7 +91,7 @@ class RunConfig(Settings):
         """--output_dir is given and a folder that can be written (created if need be)."""
         if not self.output_dir:
             raise InputError("--output_dir is required")
-        io.check_writable_folder(self.output_dir, "--output_dir")
+        file_io.check_writable_folder(self.output_dir, "--output_dir")
 
     def asked_steps(self):
         """The steps the --do_* flags ask for, of "train" and "eval"."""

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.checkpoints import resolve_checkpoint
 from bert_tf.data import embedding_pairs
 from bert_tf.data.feature_cache import file_identity
@@ -314,7 +314,9 @@ class EmbeddingRun(FineTuningRun):
 
     def read_split(self, split):
         """(path, rows) of a split's file: pairs for "train" and "dev", texts for "test"."""
-        path = io.require_split_file(self.config.data_dir, embedding_pairs.PAIR_FILE_NAMES, split)
+        path = file_io.require_split_file(
+            self.config.data_dir, embedding_pairs.PAIR_FILE_NAMES, split
+        )
         if split == "test":
             return path, embedding_pairs.read_texts_file(path)
         return path, embedding_pairs.read_pairs_file(path)

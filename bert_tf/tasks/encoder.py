@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.data.packing import pack_tokens
 from bert_tf.distribute import describe, get_strategy
@@ -47,7 +47,7 @@ def read_sentences(input_file):
     Raises:
       InputError: naming the file and line, for a line that is not UTF-8.
     """
-    for number, line in io.read_lines(input_file):
+    for number, line in file_io.read_lines(input_file):
         line = line.strip()
         match = _PAIR.match(line)
         index = number - 1
@@ -235,7 +235,7 @@ def extract_features(
         return [tf.cast(encoder_outputs[i], tf.float32) for i in layer_indexes]
 
     num_lines, start, last_log = 0, time.time(), time.time()
-    with io.atomic_path(output_file) as temp_path:
+    with file_io.atomic_path(output_file) as temp_path:
         writer = (_JsonWriter if output_format == "json" else _NpzWriter)(temp_path, layer_indexes)
         try:
             sentences = read_sentences(input_file)
@@ -302,7 +302,7 @@ def run_extract_features(config):
             raise InputError(f"--{name} is required")
     validate_case_matches_checkpoint(config.do_lower_case, config.init_checkpoint)
     for name in ("input_file", "vocab_file"):
-        if not io.exists(getattr(config, name)):
+        if not file_io.exists(getattr(config, name)):
             raise InputError(f"--{name}={getattr(config, name)} does not exist")
     bert_config = load_bert_config(
         config.bert_config_file, config.max_seq_length, config.init_checkpoint
@@ -310,7 +310,7 @@ def run_extract_features(config):
     if config.batch_size <= 0:
         raise InputError(f"--batch_size must be positive, got {config.batch_size}")
     folder = os.path.dirname(os.path.abspath(config.output_file))
-    if not io.is_url(config.output_file) and not os.path.isdir(folder):
+    if not file_io.is_url(config.output_file) and not os.path.isdir(folder):
         raise InputError(f"--output_file={config.output_file}: the folder {folder} does not exist")
     check_vocab(
         config.vocab_file,

@@ -14,7 +14,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io, metrics
+from bert_tf import file_io, metrics
 from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint
 from bert_tf.data.feature_cache import (
     cached_records,
@@ -283,7 +283,7 @@ class FineTuningRun(Run, TaskHooks):
     def best_checkpoint_metric(self):
         """The metric of best_checkpoint/ (an earlier part of this run), or None."""
         path = os.path.join(self.config.output_dir, BEST_CHECKPOINT, BEST_METRIC_FILE)
-        return io.read_json(path) if io.exists(path) else None
+        return file_io.read_json(path) if file_io.exists(path) else None
 
     def keep_best_checkpoint(self, best):
         """Copies the latest checkpoint to best_checkpoint/, with its metric and eval results."""
@@ -291,7 +291,7 @@ class FineTuningRun(Run, TaskHooks):
             return
         folder = self.config.output_dir
         metric_file = os.path.join(folder, BEST_METRIC_FILE)
-        io.write_text(metric_file, json.dumps(best, indent=2) + "\n")
+        file_io.write_text(metric_file, json.dumps(best, indent=2) + "\n")
         # With task.json and labels.txt, --init_checkpoint=best_checkpoint rebuilds the run's model.
         extra = [metric_file] + [
             path
@@ -299,7 +299,7 @@ class FineTuningRun(Run, TaskHooks):
                 os.path.join(folder, name)
                 for name in (*EVAL_RESULTS_FILES, TASK_FILE, LABELS_FILE, VOCAB_FILE)
             )
-            if io.exists(path)
+            if file_io.exists(path)
         ]
         copy_checkpoint(
             tf.train.latest_checkpoint(folder), os.path.join(folder, BEST_CHECKPOINT), extra

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import io, metrics
+from bert_tf import file_io, metrics
 from bert_tf.data import swag
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
@@ -163,7 +163,7 @@ class MultipleChoiceRun(FineTuningRun):
 
     def read_split(self, split):
         """(path, examples) of a split's file ("train", "dev", "test")."""
-        path = io.require_split_file(self.config.data_dir, swag.SWAG_FILE_NAMES, split)
+        path = file_io.require_split_file(self.config.data_dir, swag.SWAG_FILE_NAMES, split)
         examples = swag.read_multiple_choice_file(path)
         if split != "test" and examples[0].label is None:
             raise InputError(f"{path}: the {split} file has no labels")

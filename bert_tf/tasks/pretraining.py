@@ -14,7 +14,7 @@ import math
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.checkpoints import export_google_checkpoint
 from bert_tf.data.pretraining.dynamic import DynamicMaskingSetting
 from bert_tf.data.pretraining.masking import MaskingOptions
@@ -219,7 +219,7 @@ class PretrainingRun(Run):
 
     def __init__(self, config):
         super().__init__(config)
-        self.input_files = io.expand_globs(config.input_file, "--input_file")
+        self.input_files = file_io.expand_globs(config.input_file, "--input_file")
         check_records(
             self.input_files,
             config.max_seq_length,

@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.checkpoints import resolve_checkpoint, restore_init_checkpoint
 from bert_tf.distribute import describe, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.errors import InputError
@@ -193,7 +193,7 @@ class Run:
     def write_output(self, name, text):
         """Writes output_dir/<name> atomically, on the chief only."""
         if self.is_chief:
-            io.write_text(os.path.join(self.config.output_dir, name), text)
+            file_io.write_text(os.path.join(self.config.output_dir, name), text)
 
     def write_eval_results(self, results):
         """Writes output_dir/eval_results.txt (the original's `key = value` lines), on the chief only."""

@@ -11,7 +11,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.objectives import DEFAULT_OBJECTIVE, describe
@@ -130,7 +130,7 @@ def write_task_info(folder, info):
     import json
 
     text = json.dumps(info.to_json(), indent=2, sort_keys=True)
-    io.write_text(os.path.join(folder, TASK_FILE), text + "\n")
+    file_io.write_text(os.path.join(folder, TASK_FILE), text + "\n")
 
 
 def read_task_info(checkpoint_path):
@@ -141,20 +141,20 @@ def read_task_info(checkpoint_path):
     path = os.path.join(folder, TASK_FILE)
     if not tf.io.gfile.exists(path):
         return None
-    return TaskInfo.from_json(io.read_json(path), path)
+    return TaskInfo.from_json(file_io.read_json(path), path)
 
 
 def write_labels(folder, labels):
     """Writes folder/labels.txt: one label string per line, in id order."""
-    io.write_text(os.path.join(folder, LABELS_FILE), labels_text(labels))
+    file_io.write_text(os.path.join(folder, LABELS_FILE), labels_text(labels))
 
 
 def write_vocab(folder, vocab_file):
     """Copies `vocab_file` to folder/vocab.txt (atomically), unless that file already holds it."""
     target = os.path.join(folder, VOCAB_FILE)
-    text = io.read_text(vocab_file)
-    if not io.exists(target) or io.read_text(target) != text:
-        io.write_text(target, text)
+    text = file_io.read_text(vocab_file)
+    if not file_io.exists(target) or file_io.read_text(target) != text:
+        file_io.write_text(target, text)
 
 
 def labels_text(labels):
@@ -167,7 +167,7 @@ def read_labels(folder):
     path = os.path.join(folder, LABELS_FILE)
     if not tf.io.gfile.exists(path):
         return None
-    return [line for _, line in io.read_lines(path) if line.strip()]
+    return [line for _, line in file_io.read_lines(path) if line.strip()]
 
 
 def recorded_bert_config(checkpoint_path):

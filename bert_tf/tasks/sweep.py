@@ -33,7 +33,7 @@ import statistics
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.checkpoints import copy_checkpoint
 from bert_tf.errors import Diverged, InputError
 from bert_tf.sigterm import doing
@@ -87,7 +87,7 @@ def parse_shard(text):
 def read_run(folder):
     """The sweep_run.json of a finished combination's folder, or None."""
     path = os.path.join(folder, RUN_FILE)
-    return io.read_json(path) if io.exists(path) else None
+    return file_io.read_json(path) if file_io.exists(path) else None
 
 
 def run(config, run_class):
@@ -165,7 +165,7 @@ def _train(config, run_class, combination, number, total):
             # The paper's grid goes on past a learning rate too high for the task.
             done = {"settings": combination, "metric": None, "value": None, "diverged": str(error)}
         if task_run.is_chief:
-            io.write_text(os.path.join(folder, RUN_FILE), json.dumps(done, indent=2) + "\n")
+            file_io.write_text(os.path.join(folder, RUN_FILE), json.dumps(done, indent=2) + "\n")
     else:
         name += " (finished before)"
     if done["value"] is None:
@@ -203,7 +203,7 @@ def collect(config, grid):
     missing = [run_name(c) for c in grid if run_name(c) not in finished]
     if missing:
         logging.warning("%d combination(s) not finished: %s", len(missing), ", ".join(missing))
-    io.write_text(os.path.join(config.output_dir, RESULTS_FILE), results_table(grid, finished))
+    file_io.write_text(os.path.join(config.output_dir, RESULTS_FILE), results_table(grid, finished))
     ranked = [name for name, done in finished.items() if done["value"] is not None]
     if not ranked:
         first = next(iter(finished))
@@ -223,11 +223,11 @@ def collect(config, grid):
     copy_checkpoint(
         tf.train.latest_checkpoint(source),
         os.path.join(config.output_dir, BEST),
-        [path for path in dict.fromkeys(extra) if io.exists(path)],
+        [path for path in dict.fromkeys(extra) if file_io.exists(path)],
     )
     # export_saved_model.py --init_checkpoint=<output_dir> reads the task from here.
     task_file = os.path.join(config.output_dir, best_name, TASK_FILE)
-    io.write_text(os.path.join(config.output_dir, TASK_FILE), io.read_text(task_file))
+    file_io.write_text(os.path.join(config.output_dir, TASK_FILE), file_io.read_text(task_file))
     write_vocab(config.output_dir, config.vocab_file)
     logging.info(
         "Best of %d run(s): %s, %s = %.4f -> %s",

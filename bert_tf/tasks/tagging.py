@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io, metrics
+from bert_tf import file_io, metrics
 from bert_tf.data import conll
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
@@ -134,7 +134,7 @@ class TaggerRun(FineTuningRun):
 
     def read_split(self, split):
         """(path, sentences) of a split's CoNLL file ("train", "dev", "test")."""
-        path = io.require_split_file(self.config.data_dir, conll.CONLL_FILE_NAMES, split)
+        path = file_io.require_split_file(self.config.data_dir, conll.CONLL_FILE_NAMES, split)
         sentences = conll.read_conll(path, self.config.label_column)
         if split != "test" and sentences[0].labels is None:
             raise InputError(f"{path}: the {split} file has no label column")
@@ -142,7 +142,7 @@ class TaggerRun(FineTuningRun):
 
     def _labels(self):
         """The training file's labels (saved as labels.txt), else those of an earlier run."""
-        if io.split_files(self.config.data_dir, conll.CONLL_FILE_NAMES)["train"]:
+        if file_io.split_files(self.config.data_dir, conll.CONLL_FILE_NAMES)["train"]:
             return conll.labels_from_sentences(self.data("train")[1])
         labels = self.earlier_labels()
         if labels is None:

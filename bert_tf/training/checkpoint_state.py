@@ -26,7 +26,7 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.errors import InputError
 from bert_tf.training.preemption import error_reason
 
@@ -152,7 +152,7 @@ class CheckpointState:
             return
         if iterator is not None and self._input_saveable:
             self._save_input(iterator, step)
-        with io.writing_checkpoint(f"{self.manager.directory}/{CHECKPOINT_NAME}-{step}"):
+        with file_io.writing_checkpoint(f"{self.manager.directory}/{CHECKPOINT_NAME}-{step}"):
             path = self.manager.save(checkpoint_number=step)
         if self.chief:
             logging.info("Saved checkpoint %s", path)
@@ -163,7 +163,7 @@ class CheckpointState:
         prefix = self._input_prefix + str(step)
         tf.io.gfile.makedirs(os.path.dirname(prefix))
         try:
-            with io.writing_checkpoint(prefix):
+            with file_io.writing_checkpoint(prefix):
                 tf.train.Checkpoint(input=iterator).write(prefix)
         except tf.errors.FailedPreconditionError as error:
             # An input with state tf.data cannot save (a py_function, a generator): resuming then

@@ -3,7 +3,7 @@
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.training.preemption import peer_errors
 
 
@@ -79,6 +79,6 @@ class Evaluator:
 def write_eval_results(path, results):
     """Writes `key = value` lines (sorted, the original's eval_results.txt format), atomically."""
     lines = [f"{key} = {results[key]}" for key in sorted(results)]
-    io.write_text(path, "\n".join(lines) + "\n")
+    file_io.write_text(path, "\n".join(lines) + "\n")
     for line in lines:
         logging.info("  %s", line)

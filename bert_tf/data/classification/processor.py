@@ -12,7 +12,7 @@ import functools
 from absl import logging
 
 from bert_tf.errors import InputError
-from bert_tf.io import read_lines
+from bert_tf.file_io import read_lines
 
 
 @dataclasses.dataclass

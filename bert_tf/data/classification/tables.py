@@ -5,10 +5,10 @@ import os
 
 import numpy as np
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.data.classification.processor import Columns, TableProcessor, rows
 from bert_tf.errors import InputError
-from bert_tf.io import MissingFileError
+from bert_tf.file_io import MissingFileError
 
 
 def _sorted_labels(labels):
@@ -91,7 +91,7 @@ class ColumnsProcessor(TableProcessor):
                     f"task {self.task_name}: give --labels, or a data_dir whose training file has them"
                 )
             (train_path,) = self._source(self.data_dir, "train")
-            if not io.exists(train_path):
+            if not file_io.exists(train_path):
                 raise MissingFileError(
                     f"task {self.task_name} finds its labels in {train_path}, which does not "
                     "exist; give --labels"

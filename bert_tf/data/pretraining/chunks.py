@@ -77,7 +77,7 @@ def log_single_document_files(count):
 
 
 def skipping_invalid_utf8(skip, counter):
-    """The `on_invalid` of io.read_lines for --skip_invalid_utf8: count the line, or refuse it.
+    """The `on_invalid` of file_io.read_lines for --skip_invalid_utf8: count the line, or refuse it.
 
     Args:
       skip: --skip_invalid_utf8.

@@ -15,7 +15,7 @@ import struct
 import numpy as np
 
 from bert_tf.data.pretraining import dynamic
-from bert_tf.io import PendingFile, reporting_write_errors
+from bert_tf.file_io import PendingFile, reporting_write_errors
 
 # Feature order in every example: the original's (any order parses the same).
 FEATURE_NAMES = (
@@ -226,7 +226,7 @@ def frame_records(datas):
 
 
 class AtomicRecordFile:
-    """A TFRecord file written under a temporary name (bert_tf.io.PendingFile), published when done.
+    """A TFRecord file written under a temporary name (bert_tf.file_io.PendingFile), published when done.
 
     With `compression="gzip"` the whole file is one gzip stream (TF's "GZIP" compression_type).
     """

@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from bert_tf.data.pretraining import masking as dynamic_masking
 from bert_tf.data.records import decode_record, detect_compression
 from bert_tf.errors import InputError
-from bert_tf.io import expand_globs
+from bert_tf.file_io import expand_globs
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):

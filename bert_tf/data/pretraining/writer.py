@@ -28,11 +28,11 @@ import time
 
 from absl import logging
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.data.pretraining import chunks, encoding, instances
 from bert_tf.data.pretraining.dynamic import DynamicMaskingSetting
 from bert_tf.errors import InputError
-from bert_tf.io import expand_globs, read_lines
+from bert_tf.file_io import expand_globs, read_lines
 from bert_tf.objectives import ObjectiveSetting
 from bert_tf.settings import setting
 from bert_tf.sigterm import doing
@@ -139,7 +139,7 @@ def prepare(config):
     for name in ("input_file", "output_file", "vocab_file"):
         if not getattr(config, name):
             raise InputError(f"--{name} is required")
-    if not io.exists(config.vocab_file):
+    if not file_io.exists(config.vocab_file):
         raise InputError(f"--vocab_file={config.vocab_file} does not exist")
     for name in ("chunk_bytes", "shuffle_buffer_size"):
         if getattr(config, name) <= 0:

@@ -1,4 +1,4 @@
-"""Packing wordpiece ids into BERT's model inputs, as the original `run_classifier.py` does.
+"""Packing wordpiece ids into BERT's model inputs in the graph, as the original `run_classifier.py` does.
 
 Shape letters: B = batch, N = packed tokens of the whole batch, L = the longest packed row.
 """

@@ -1,4 +1,4 @@
-"""bert_tf.io: atomic writes that leave nothing half-written, UTF-8 text with file:line errors, globs."""
+"""bert_tf.file_io: atomic writes that leave nothing half-written, UTF-8 text with file:line errors, globs."""
 
 import errno
 import gzip
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bert_tf import io
+from bert_tf import file_io
 from bert_tf.errors import InputError, WriteError
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
@@ -18,13 +18,13 @@ def test_atomic_write_replaces_the_file_only_when_complete(tmp_path):
     path = tmp_path / "results.txt"
     path.write_text("old\n")
     with pytest.raises(RuntimeError, match="disk full"):
-        with io.atomic_write(path) as f:
+        with file_io.atomic_write(path) as f:
             f.write("half of the new")
             assert path.read_text() == "old\n"  # the final name is untouched while writing
             raise RuntimeError("disk full")
     assert path.read_text() == "old\n"
     assert os.listdir(tmp_path) == ["results.txt"]  # no temporary file left behind
-    with io.atomic_write(path) as f:
+    with file_io.atomic_write(path) as f:
         f.write("new\n")
     assert path.read_text() == "new\n"
     assert os.listdir(tmp_path) == ["results.txt"]
@@ -34,11 +34,11 @@ def test_atomic_path_publishes_a_folder_and_removes_a_failed_one(tmp_path):
     target = tmp_path / "export" / "1"
     target.parent.mkdir()
     with pytest.raises(ValueError):
-        with io.atomic_path(target) as temp:
+        with file_io.atomic_path(target) as temp:
             os.makedirs(os.path.join(temp, "variables"))
             raise ValueError("tracing failed")
     assert os.listdir(target.parent) == []
-    with io.atomic_path(target) as temp:
+    with file_io.atomic_path(target) as temp:
         os.makedirs(os.path.join(temp, "variables"))
     assert os.listdir(target.parent) == ["1"] and (target / "variables").is_dir()
 
@@ -46,14 +46,14 @@ def test_atomic_path_publishes_a_folder_and_removes_a_failed_one(tmp_path):
 def test_read_lines_drops_a_bom_and_line_ends_and_names_the_line_that_is_not_utf8(tmp_path):
     path = tmp_path / "train.tsv"
     path.write_bytes(b"\xef\xbb\xbffirst\r\nsecond\tcol\n\nbad \xff byte\n")
-    lines = io.read_lines(path)
+    lines = file_io.read_lines(path)
     assert [next(lines), next(lines), next(lines)] == [(1, "first"), (2, "second\tcol"), (3, "")]
     with pytest.raises(
         InputError, match=r"train\.tsv:4: not valid UTF-8 \(byte b'\\xff' at column 5\)"
     ):
         next(lines)
     skipped = []
-    kept = list(io.read_lines(path, on_invalid=lambda number, error: skipped.append(number)))
+    kept = list(file_io.read_lines(path, on_invalid=lambda number, error: skipped.append(number)))
     assert [number for number, _ in kept] == [1, 2, 3] and skipped == [4]
 
 
@@ -61,33 +61,33 @@ def test_read_lines_reads_gzip_and_reports_a_missing_file(tmp_path):
     path = tmp_path / "corpus.txt.gz"
     with gzip.open(path, "wb") as f:
         f.write("één\ntwee\n".encode())
-    assert list(io.read_lines(path)) == [(1, "één"), (2, "twee")]
-    with pytest.raises(io.MissingFileError, match=r"nope\.txt does not exist"):
-        list(io.read_lines(tmp_path / "nope.txt"))
+    assert list(file_io.read_lines(path)) == [(1, "één"), (2, "twee")]
+    with pytest.raises(file_io.MissingFileError, match=r"nope\.txt does not exist"):
+        list(file_io.read_lines(tmp_path / "nope.txt"))
 
 
 def test_read_text_and_read_json_name_the_line_of_an_error(tmp_path):
     path = tmp_path / "data.json"
     path.write_bytes(b'{"a": 1,\n "b": "\xc3"\n}')
     with pytest.raises(InputError, match=r"data\.json:2: not valid UTF-8"):
-        io.read_text(path)
+        file_io.read_text(path)
     path.write_text('{"a": 1,\n "b": ]\n}')
     with pytest.raises(InputError, match=r"data\.json:2: not valid JSON \(column 7"):
-        io.read_json(path)
+        file_io.read_json(path)
     path.write_text('\ufeff{"a": [1, 2]}')
-    assert io.read_json(path) == {"a": [1, 2]}
+    assert file_io.read_json(path) == {"a": [1, 2]}
 
 
 def test_expand_globs_sorts_each_pattern_skips_folders_and_names_an_empty_pattern(tmp_path):
     for name in ("b.txt", "a.txt", "c.rec"):
         (tmp_path / name).write_text("x")
     (tmp_path / "d.txt").mkdir()
-    files = io.expand_globs(f"{tmp_path}/*.txt, {tmp_path}/c.rec", "--input_file")
+    files = file_io.expand_globs(f"{tmp_path}/*.txt, {tmp_path}/c.rec", "--input_file")
     assert files == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt"), str(tmp_path / "c.rec")]
     with pytest.raises(InputError, match=r"^--input_file=.*/none-\*: no file matches it$"):
-        io.expand_globs([str(tmp_path / "a.txt"), str(tmp_path / "none-*")], "--input_file")
+        file_io.expand_globs([str(tmp_path / "a.txt"), str(tmp_path / "none-*")], "--input_file")
     with pytest.raises(InputError, match=r"^--input_file=.*/missing\.txt: no file matches it$"):
-        io.expand_globs(str(tmp_path / "missing.txt"), "--input_file")
+        file_io.expand_globs(str(tmp_path / "missing.txt"), "--input_file")
 
 
 def test_check_writable_folder_refuses_a_folder_under_a_file(tmp_path):
@@ -95,26 +95,29 @@ def test_check_writable_folder_refuses_a_folder_under_a_file(tmp_path):
     with pytest.raises(
         InputError, match=r"^--output_dir=.*/file/out: .*/file is a file, not a folder$"
     ):
-        io.check_writable_folder(tmp_path / "file" / "out", "--output_dir")
+        file_io.check_writable_folder(tmp_path / "file" / "out", "--output_dir")
     with pytest.raises(InputError, match="is a file, not a folder"):
-        io.check_writable_folder(tmp_path / "file", "--output_dir")
-    io.check_writable_folder(tmp_path / "new" / "deeper", "--output_dir")
+        file_io.check_writable_folder(tmp_path / "file", "--output_dir")
+    file_io.check_writable_folder(tmp_path / "new" / "deeper", "--output_dir")
     assert (tmp_path / "new" / "deeper").is_dir()
 
 
 def test_split_files_take_the_first_name_found(tmp_path):
     (tmp_path / "valid.txt").write_text("x")
     names = {"train": ["train.txt"], "dev": ["dev.txt", "valid.txt"]}
-    assert io.split_files(tmp_path, names) == {"train": None, "dev": str(tmp_path / "valid.txt")}
+    assert file_io.split_files(tmp_path, names) == {
+        "train": None,
+        "dev": str(tmp_path / "valid.txt"),
+    }
     with pytest.raises(InputError, match=r"no train file \(expected one of train\.txt\)"):
-        io.require_split_file(tmp_path, names, "train")
+        file_io.require_split_file(tmp_path, names, "train")
 
 
 def test_a_full_disk_is_one_line_naming_the_file_and_the_old_file_stays(tmp_path):
     path = tmp_path / "results.txt"
     path.write_text("old\n")
     with pytest.raises(WriteError) as error:
-        with io.atomic_write(path) as f:
+        with file_io.atomic_write(path) as f:
             f.write("half of the new")
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # what write() raises then
     assert str(error.value) == f"cannot write {path}: No space left on device"
@@ -124,7 +127,7 @@ def test_a_full_disk_is_one_line_naming_the_file_and_the_old_file_stays(tmp_path
 def test_another_os_error_inside_a_write_is_not_called_a_full_disk(tmp_path):
     # An input that cannot be read while writing keeps its own error (and file name).
     with pytest.raises(PermissionError) as error:
-        with io.atomic_write(tmp_path / "out.txt"):
+        with file_io.atomic_write(tmp_path / "out.txt"):
             raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "input.txt"))
     assert not isinstance(error.value, WriteError)
     assert os.listdir(tmp_path) == []
