@@ -10,12 +10,11 @@ from bert_tf.data import classification
 from bert_tf.data.classification.features import (
     classifier_feature_spec,
     convert_example_to_feature,
-    padding_feature,
-    serialize_classifier_feature,
 )
 from bert_tf.data.classification.processor import InputExample
 from bert_tf.data.feature_cache import write_records
 from bert_tf.data.packing import truncate_seq_pair
+from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 
@@ -501,27 +500,14 @@ def test_a_label_outside_the_label_map_names_the_examples_source(tokenizer):
         convert_example_to_feature(example, ["yes", "no"], 8, tokenizer)
 
 
-def test_padding_feature_is_zeros_and_not_real():
-    assert padding_feature(3) == {
-        "input_ids": [0, 0, 0],
-        "input_mask": [0, 0, 0],
-        "segment_ids": [0, 0, 0],
-        "label_ids": 0,
-        "is_real_example": 0,
-    }
-    assert padding_feature(3, is_regression=True)["label_ids"] == 0.0
-
-
 @pytest.mark.parametrize("is_regression, label", [(False, "neg"), (True, "3.8")])
 def test_features_round_trip_through_a_tfrecord(tmp_path, tokenizer, is_regression, label):
     example = InputExample("g", "the cat", "a dog", label=label)
-    features = [
-        convert_example_to_feature(example, ["pos", "neg"], 8, tokenizer, is_regression),
-        padding_feature(8, is_regression),
-    ]
-    path = str(tmp_path / "features.tf_record")
-    write_records(path, (serialize_classifier_feature(f, is_regression) for f in features))
+    features = [convert_example_to_feature(example, ["pos", "neg"], 8, tokenizer, is_regression)]
     spec = classifier_feature_spec(8, is_regression)
+    path = str(tmp_path / "features.tf_record")
+    # As ClassifierRun writes them.
+    write_records(path, (serialize_values(f, spec) for f in features))
     parsed = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(path)]
     for feature, record in zip(features, parsed, strict=True):
         for name in ("input_ids", "input_mask", "segment_ids", "is_real_example"):

@@ -294,10 +294,17 @@ def test_merge_refuses_a_word_predicted_twice_or_never(tokenizer):
         conll.merge_window_predictions([sentence, sentence], [feature], predictions[:1])
 
 
+def _fake_window(max_seq_length):
+    """The fake window that fills a last batch (run_ner.py's): no word, no sentence, not real."""
+    spec = conll.tagging_feature_spec(max_seq_length)
+    window = {name: [0] * max_seq_length if spec[name].shape else 0 for name in spec}
+    return {**window, "word_ids": [-1] * max_seq_length, "sentence_index": -1}
+
+
 def test_merge_reads_passed_through_features_and_skips_padding(tokenizer):
     sentences = [_sentence(["Emma", "Woodhouse"]), _sentence(["Hartfield"])]
     features = conll.convert_sentences_to_features(sentences, None, 6, tokenizer)
-    features.append(conll.tagging_padding_feature(6))
+    features.append(_fake_window(6))
     passed = {
         "sentence_index": np.array([f["sentence_index"] for f in features]),
         "word_ids": np.array([f["word_ids"] for f in features]),
@@ -324,11 +331,11 @@ def test_features_survive_a_tfrecord_round_trip(tmp_path, tokenizer):
         batch_size=4,
         is_training=False,
         num_records=len(features),
-        padding_features=conll.tagging_padding_feature(6),
+        padding_features=_fake_window(6),
     )
     batches = list(dataset.as_numpy_iterator())
     read = {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}
-    padded = [*features, *[conll.tagging_padding_feature(6)] * (-len(features) % 4)]
+    padded = [*features, *[_fake_window(6)] * (-len(features) % 4)]
     for name, spec in conll.tagging_feature_spec(6).items():
         assert read[name].dtype == np.int32 and read[name].shape[1:] == tuple(spec.shape)
         np.testing.assert_array_equal(read[name], [f[name] for f in padded], err_msg=name)

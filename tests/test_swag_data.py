@@ -263,7 +263,8 @@ def test_features_survive_a_tfrecord_round_trip(tmp_path, tiny_tokenizer):
     path = str(tmp_path / "eval.tf_record")
     write_records(path, [swag.serialize_multiple_choice_feature(f) for f in features])
     spec = swag.multiple_choice_feature_spec(3, 8)
-    padding = swag.multiple_choice_padding_feature(3, 8)
+    # A fake example: zeros, is_real_example 0.
+    padding = {name: np.zeros(spec[name].shape, np.int64).tolist() for name in spec}
     dataset = make_feature_dataset(
         path, spec, batch_size=3, is_training=False, num_records=2, padding_features=padding
     )

@@ -343,13 +343,6 @@ def serialize_tagging_feature(feature):
     return serialize_values(feature, tagging_feature_spec(len(feature["input_ids"])))
 
 
-def tagging_padding_feature(max_seq_length):
-    """A fake window that fills the last evaluation batch: nothing to predict, is_real_example 0."""
-    feature = {name: [0] * max_seq_length for name in _SEQUENCE_FEATURES}
-    feature["word_ids"] = [-1] * max_seq_length
-    return {**feature, "sentence_index": -1, "is_real_example": 0}
-
-
 def merge_window_predictions(sentences, features, predicted_label_ids, label_list=None):
     """Puts the windows' predictions back together: one prediction per word of every sentence.
 

@@ -242,11 +242,3 @@ def serialize_multiple_choice_feature(feature):
     multiple_choice_feature_spec says."""
     num_choices, max_seq_length = np.shape(feature["input_ids"])
     return serialize_values(feature, multiple_choice_feature_spec(num_choices, max_seq_length))
-
-
-def multiple_choice_padding_feature(num_choices, max_seq_length):
-    """A fake example that fills the last evaluation batch: all zeros, is_real_example 0."""
-    feature = {
-        name: [[0] * max_seq_length for _ in range(num_choices)] for name in _SEQUENCE_FEATURES
-    }
-    return {**feature, "label_ids": 0, "is_real_example": 0}

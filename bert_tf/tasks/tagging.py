@@ -120,7 +120,7 @@ class TaggerRun(FineTuningRun):
     """One run_ner.py invocation: features, training, evaluation, prediction and export."""
 
     metric_name = "eval_f1"  # entity F1 (token accuracy for labels that are not chunks)
-    # A fake window: no word, no sentence (as conll.tagging_padding_feature).
+    # A fake window: no word, no sentence.
     padding_values = {"word_ids": -1, "sentence_index": -1}
 
     def __init__(self, config):

@@ -12,7 +12,6 @@ import collections
 import tensorflow as tf
 
 from bert_tf.data.packing import Span, pack_tokens, pad_to, window_spans
-from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 
 
@@ -151,21 +150,6 @@ def convert_example_to_window_features(
     return features
 
 
-def padding_feature(max_seq_length, is_regression=False, windows=False):
-    """A feature that fills the last evaluation / prediction batch; is_real_example 0 keeps it out."""
-    zeros = [0] * max_seq_length
-    feature = {
-        "input_ids": zeros,
-        "input_mask": zeros,
-        "segment_ids": zeros,
-        "label_ids": 0.0 if is_regression else 0,
-        "is_real_example": 0,
-    }
-    if windows:
-        feature["text_index"] = 0
-    return feature
-
-
 def classifier_feature_spec(max_seq_length, is_regression=False, windows=False):
     """The TFRecord features, as the original's: int64 ids [S], label_ids int64 (float32 regression);
     with windows, the int64 text_index of each window's text too."""
@@ -180,12 +164,3 @@ def classifier_feature_spec(max_seq_length, is_regression=False, windows=False):
     if windows:
         spec["text_index"] = tf.io.FixedLenFeature([], tf.int64)
     return spec
-
-
-def serialize_classifier_feature(feature, is_regression=False):
-    """A feature dict from `convert_example_to_feature` (or a window's, with its text_index) as
-    serialized tf.train.Example bytes, as classifier_feature_spec says."""
-    spec = classifier_feature_spec(
-        len(feature["input_ids"]), is_regression, windows="text_index" in feature
-    )
-    return serialize_values(feature, spec)

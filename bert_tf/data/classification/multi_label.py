@@ -100,15 +100,3 @@ def feature_spec(max_seq_length, num_labels):
         "label_ids": tf.io.FixedLenFeature([num_labels], tf.float32),
         "is_real_example": tf.io.FixedLenFeature([], tf.int64),
     }
-
-
-def padding_feature(max_seq_length, num_labels):
-    """A feature that fills the last evaluation / prediction batch; is_real_example 0 keeps it out."""
-    zeros = [0] * max_seq_length
-    return {
-        "input_ids": zeros,
-        "input_mask": zeros,
-        "segment_ids": zeros,
-        "label_ids": [0.0] * num_labels,
-        "is_real_example": 0,
-    }
