@@ -154,8 +154,6 @@ SCRIPTS = [
 ]  # fmt: skip
 
 
-# Today's path is longer (14 calls in 9 files for run_classifier.py); issue 51 shortens it.
-@pytest.mark.xfail(strict=True, reason="the path is not shortened yet")
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_the_first_gradient_is_a_few_calls_from_the_script(trails, script):
     trail = trails[script]

@@ -103,7 +103,7 @@ def classification_loss(outputs, features, num_examples, is_regression, class_we
 def build_model(bert_config, info):
     """The classifier of a run's TaskInfo (its labels, regression or not)."""
     return BertClassifier(
-        bert_config, max(len(info.labels or []), 1), is_regression=info.is_regression
+        bert_config, max(len(info.labels or []), 1), is_regression=info.settings.is_regression
     )
 
 
@@ -118,13 +118,13 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
     module = serving_module(model, info, vocab_file)
     label_strings = tf.constant(labels or [""], tf.string)
     outputs_of = functools.partial(model.serving_outputs, labels=label_strings, info=info)
-    if info.doc_stride:
+    if info.settings.doc_stride:
         signatures = window_signatures(module.preprocessor, model, info, outputs_of)
     else:
         signatures = serving_signatures(
             module.preprocessor,
             lambda features: outputs_of(model(features, training=False)["logits"]),
-            pair=info.is_pair,
+            pair=info.settings.is_pair,
         )
     assets = {LABELS_FILE: labels_text(labels)} if labels else None
     return write_saved_model(
@@ -179,8 +179,24 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
             raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
 
 
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=ClassifierConfig,
+    export_model=export_model,
+    google_head="output_weights",
+    # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
+    info_from_google_head=lambda shape: {
+        "labels": [str(i) for i in range(shape[0])],
+        "is_pair": True,
+    },
+)
+
+
 class ClassifierRun(FineTuningRun):
     """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
+
+    spec = SPEC
 
     # The features' format in the cache key: a change of it makes the features again.
     feature_format = "bert_tf classifier features 1"
@@ -241,16 +257,20 @@ class ClassifierRun(FineTuningRun):
         info = None
         if not config.do_train or self.resumes():
             info = self.checkpoint_task_info()
-        if info is not None and (info.model_type != self.spec.name or info.doc_stride is None):
+        if info is not None and (
+            info.model_type != self.spec.name or info.settings.doc_stride is None
+        ):
             info = None
         changes, stride_source = {}, f"--doc_stride={config.doc_stride}"
         if config.doc_stride is None and info is not None:
-            changes["doc_stride"] = info.doc_stride
+            changes["doc_stride"] = info.settings.doc_stride
             stride_source = (
-                f"--doc_stride={info.doc_stride} (the task.json of the checkpoint's run)"
+                f"--doc_stride={info.settings.doc_stride} (the task.json of the checkpoint's run)"
             )
         if config.window_combination is None:
-            changes["window_combination"] = info.window_combination if info else "weighted_mean"
+            changes["window_combination"] = (
+                info.settings.window_combination if info else "weighted_mean"
+            )
         if changes and info is not None:
             logging.info("from the task.json of the checkpoint's run: %s", changes)
             if info.max_seq_length != config.max_seq_length:
@@ -432,19 +452,3 @@ def evaluation_results(logits, label_ids, task_name, is_regression):
         results[f"eval_{name}"] = value
     results["loss"] = results["eval_loss"]
     return results
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=ClassifierRun,
-    config_class=ClassifierConfig,
-    export_model=export_model,
-    google_head="output_weights",
-    # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
-    info_from_google_head=lambda shape: {
-        "labels": [str(i) for i in range(shape[0])],
-        "is_pair": True,
-    },
-)
-ClassifierRun.spec = SPEC

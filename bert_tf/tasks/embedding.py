@@ -190,7 +190,9 @@ def retrieval_metrics(anchors, candidates, scale=DEFAULT_SCALE):
 
 def build_model(bert_config, info):
     """The embedder of `info`'s pooling and normalisation (task.json's, or the flags' defaults)."""
-    return BertEmbedder(bert_config, pooling=info.pooling, normalize=info.normalize)
+    return BertEmbedder(
+        bert_config, pooling=info.settings.pooling, normalize=info.settings.normalize
+    )
 
 
 def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
@@ -271,8 +273,19 @@ class EmbeddingConfig(FineTuningConfig):
             raise InputError("--data_dir is required")
 
 
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    export_model=export_model,
+    info_from_encoder=encoder_info,
+    config_class=EmbeddingConfig,
+)
+
+
 class EmbeddingRun(FineTuningRun):
     """One run_embedding.py invocation: features, training, evaluation, prediction and export."""
+
+    spec = SPEC
 
     metric_name = "eval_mrr@10"
 
@@ -370,14 +383,3 @@ class EmbeddingRun(FineTuningRun):
         rows = ("\t".join(f"{value:.8g}" for value in row) + "\n" for row in embeddings)
         self.write_output("test_results.tsv", "".join(rows))
         return embeddings
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    export_model=export_model,
-    info_from_encoder=encoder_info,
-    run_class=EmbeddingRun,
-    config_class=EmbeddingConfig,
-)
-EmbeddingRun.spec = SPEC

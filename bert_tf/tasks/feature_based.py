@@ -179,8 +179,8 @@ def build_model(bert_config, info):
     return FeatureTagger(
         bert_config,
         len(info.labels),
-        info.feature_layers or "last_hidden",
-        info.lstm_size or DEFAULT_LSTM_SIZE,
+        info.settings.feature_layers or "last_hidden",
+        info.settings.lstm_size or DEFAULT_LSTM_SIZE,
     )
 
 
@@ -230,8 +230,22 @@ class FeatureTaggerConfig(tagging.TaggerConfig):
                 raise InputError("--encoder_features_dir applies only with --feature_layers")
 
 
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=FeatureTaggerConfig,
+    export_model=tagging_serving.export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    info_from_google_head=_info_from_google_head,
+    variant_of=tagging.SPEC,
+    chosen_by="feature_layers",
+)
+
+
 class FeatureTaggerRun(tagging.TaggerRun):
     """run_ner.py --feature_layers: the tagger's data and steps, on the frozen encoder's cached layers."""
+
+    spec = SPEC
 
     def __init__(self, config):
         self._frozen = None  # (BertModel, fingerprint) of the encoder's weights
@@ -252,7 +266,7 @@ class FeatureTaggerRun(tagging.TaggerRun):
         info = self.checkpoint_task_info()
         if info is not None and info.model_type == MODEL_TYPE and self.checkpoint_heads != "skip":
             for name in ("feature_layers", "lstm_size"):
-                ours, theirs = getattr(self.config, name), getattr(info, name)
+                ours, theirs = getattr(self.config, name), getattr(info.settings, name)
                 if ours != theirs:
                     raise InputError(
                         f"--{name}={ours}, but the checkpoint's run has {name}={theirs} (its "
@@ -336,24 +350,3 @@ class FeatureTaggerRun(tagging.TaggerRun):
     def dummy_batch(self):
         window = padding_window(len(self.layer_indices), self.bert_config.hidden_size, length=2)
         return {name: value[None] for name, value in window.items()}
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=FeatureTaggerRun,
-    config_class=FeatureTaggerConfig,
-    export_model=tagging_serving.export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    info_from_google_head=_info_from_google_head,
-    variant_of=tagging.SPEC,
-    chosen_by="feature_layers",
-)
-FeatureTaggerRun.spec = SPEC
-
-
-def run(config):
-    """run_ner.py's run for callers of this module (tests, bench/): the feature-based approach when
-    --feature_layers is set, else fine-tuning (the tagger's), as bert_tf.tasks.script("tagger")
-    chooses; a sweep when a sweep flag lists several values."""
-    return (SPEC if SPEC.is_chosen(config) else tagging.SPEC).run(config)

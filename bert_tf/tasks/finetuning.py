@@ -7,7 +7,6 @@ task.json. A task's run (tasks/classification.py, ...) says only what is its own
 tasks/hooks.py (TaskHooks): its reader, its features, loss, metrics and outputs.
 """
 
-import dataclasses
 import json
 import os
 
@@ -26,6 +25,7 @@ from bert_tf.distribute import resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
 from bert_tf.precision import store_in_compute_dtype
+from bert_tf.settings import recorded_fields, recorded_settings
 from bert_tf.sigterm import doing
 from bert_tf.tasks.hooks import TaskHooks
 from bert_tf.tasks.run import Run
@@ -101,15 +101,12 @@ class FineTuningRun(Run, TaskHooks):
 
     def task_info(self):
         """What rebuilds this run's model and export: task.json's content, the task's part being
-        the recorded settings of its config (TaskSpec.settings_class)."""
-        config, settings_class = self.config, self.spec.settings_class
-        settings = None
-        if settings_class is not None:
-            values = {
-                field.name: getattr(config, field.name)
-                for field in dataclasses.fields(settings_class)
-            }
-            settings = settings_class(**values)
+        the recorded settings of its config (bert_tf.settings.recorded_settings)."""
+        config, config_class = self.config, self.spec.config_class
+        values = {
+            field.name: getattr(config, field.name) for field in recorded_fields(config_class)
+        }
+        settings = recorded_settings(config_class, **values)
         return TaskInfo(
             model_type=self.spec.name,
             bert_config=self.bert_config,
@@ -375,4 +372,5 @@ class FineTuningRun(Run, TaskHooks):
         if config.export_dir and self.is_chief:
             with doing("the export"):
                 outcome["export"] = self.export()
+        self.add_to_outcome(outcome)
         return outcome

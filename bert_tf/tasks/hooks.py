@@ -41,6 +41,7 @@ class TaskHooks(abc.ABC):
       feature_spec, padding_feature: the records' tf.io spec and one fake example (from the spec).
       loss, normalizers: the training loss of a batch (the Trainer's).
       evaluate, predict_test: the --do_eval and --do_predict steps.
+      add_to_outcome: what else the run's outcome reports.
     And these attributes: `spec` (its TaskSpec, assigned by the task module), `labels`,
     `metric_name`, `splits`, `sequence_features`, `padding_values`. The task's part of task.json is
     its config's recorded settings (bert_tf.settings.setting(recorded=True)): no hook writes it.
@@ -138,3 +139,7 @@ class TaskHooks(abc.ABC):
     @abc.abstractmethod
     def predict_test(self):
         """--do_predict: the predictions of the test data, written to --output_dir and returned."""
+
+    def add_to_outcome(self, outcome):  # noqa: B027 (optional: nothing to add by default)
+        """After the steps: what else the run reports in its outcome ({"train", "eval",
+        "predict", "export"}: their results), added to `outcome` in place; nothing by default."""

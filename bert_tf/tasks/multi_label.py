@@ -64,7 +64,7 @@ class BertMultiLabelClassifier(classification.BertClassifier):
 
 def thresholds_of(info):
     """Each label's threshold in a TaskInfo: its own, else 0.5."""
-    return list(info.thresholds or [DEFAULT_THRESHOLD] * len(info.labels))
+    return list(info.settings.thresholds or [DEFAULT_THRESHOLD] * len(info.labels))
 
 
 def build_model(bert_config, info):
@@ -180,8 +180,21 @@ class MultiLabelConfig(classification.ClassifierConfig):
             raise InputError("--tune_thresholds picks the thresholds on dev: pass --do_eval")
 
 
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=MultiLabelConfig,
+    export_model=classification.export_model,
+    google_head="output_weights",
+    variant_of=classification.SPEC,
+    chosen_by="multi_label",
+)
+
+
 class MultiLabelRun(classification.ClassifierRun):
     """One run_classifier.py --multi_label=True invocation."""
+
+    spec = SPEC
 
     metric_name = "eval_micro_f1"
     multi_label = True
@@ -319,22 +332,3 @@ class MultiLabelRun(classification.ClassifierRun):
 
 def _sigmoid(logits):
     return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=MultiLabelRun,
-    config_class=MultiLabelConfig,
-    export_model=classification.export_model,
-    google_head="output_weights",
-    variant_of=classification.SPEC,
-    chosen_by="multi_label",
-)
-MultiLabelRun.spec = SPEC
-
-
-def run(config):
-    """run_classifier.py's run for callers of this module (tests, bench/): the multi-label run with
-    --multi_label=True, else the classifier's, as bert_tf.tasks.script("classifier") chooses."""
-    return (SPEC if SPEC.is_chosen(config) else classification.SPEC).run(config)

@@ -156,8 +156,20 @@ class MultipleChoiceConfig(FineTuningConfig):
             raise InputError("--data_dir is required")
 
 
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=MultipleChoiceConfig,
+    export_model=export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    info_from_google_head=lambda shape: {},
+)
+
+
 class MultipleChoiceRun(FineTuningRun):
     """One run_swag.py invocation: features, training, evaluation, prediction and export."""
+
+    spec = SPEC
 
     # ------------------------------------------------------------------ data
 
@@ -232,15 +244,3 @@ def evaluation_results(logits, label_ids):
     loss = float(-np.mean(log_probs[np.arange(len(labels)), labels]))
     accuracy = metrics.accuracy(np.asarray(logits).argmax(axis=-1), labels)
     return {"eval_accuracy": accuracy, "eval_loss": loss, "loss": loss}
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=MultipleChoiceRun,
-    config_class=MultipleChoiceConfig,
-    export_model=export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    info_from_google_head=lambda shape: {},
-)
-MultipleChoiceRun.spec = SPEC

@@ -148,7 +148,7 @@ class SquadConfig(FineTuningConfig, squad_serving.SquadFlags):
         """FineTuningConfig.check, SQuAD's windowing and n-best rules (squad_serving.QaSettings,
         which the export checks too) and where the data comes from."""
         super().check()
-        squad_serving.QaSettings.from_info(self)
+        squad_serving.QaSettings.of(self, self.max_seq_length)
         if self.tfds_name and (self.train_file or self.predict_file):
             raise InputError("pass --tfds_name or --train_file/--predict_file, not both")
         if self.do_train and not (self.train_file or self.tfds_name):
@@ -157,8 +157,22 @@ class SquadConfig(FineTuningConfig, squad_serving.SquadFlags):
             raise InputError("--do_predict and --do_eval need --predict_file (or --tfds_name)")
 
 
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=SquadConfig,
+    export_model=export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
+    # it is exported with the original's defaults as a SQuAD 1.1 model.
+    info_from_google_head=lambda shape: {"max_seq_length": squad_serving.MAX_SEQ_LENGTH},
+)
+
+
 class SquadRun(FineTuningRun):
     """One run_squad.py invocation: features, training, prediction, evaluation and export."""
+
+    spec = SPEC
 
     metric_name = "f1"  # the official evaluation's
     # --do_eval scores the predictions of --predict_file.
@@ -364,13 +378,11 @@ class SquadRun(FineTuningRun):
         )
         return results
 
-    def run(self):
-        """FineTuningRun.run, but --do_eval scores the predictions of --predict_file, so it predicts
-        first and also reports them under "predict"."""
-        outcome = super().run()
+    def add_to_outcome(self, outcome):
+        """--do_eval scores the predictions of --predict_file: it made them, so they are also
+        reported under "predict"."""
         if self._predicted is not None:
             outcome["predict"] = self.predict_test()
-        return outcome
 
 
 def dataset_json_of(examples, version_2_with_negative):
@@ -387,17 +399,3 @@ def dataset_json_of(examples, version_2_with_negative):
         article = articles.setdefault(example.title, {"title": example.title, "paragraphs": []})
         article["paragraphs"].append({"context": example.context_text, "qas": [qa]})
     return {"version": "2.0" if version_2_with_negative else "1.1", "data": list(articles.values())}
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=SquadRun,
-    config_class=SquadConfig,
-    export_model=export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
-    # it is exported with the original's defaults as a SQuAD 1.1 model.
-    info_from_google_head=lambda shape: {"max_seq_length": squad_serving.MAX_SEQ_LENGTH},
-)
-SquadRun.spec = SPEC

@@ -116,8 +116,21 @@ class TaggerConfig(FineTuningConfig):
             raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
 
 
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=TaggerConfig,
+    export_model=tagging_serving.export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    # Label names are not in a Google checkpoint: "0", "1", ... (or a labels.txt beside it).
+    info_from_google_head=lambda shape: {"labels": [str(i) for i in range(shape[0])]},
+)
+
+
 class TaggerRun(FineTuningRun):
     """One run_ner.py invocation: features, training, evaluation, prediction and export."""
+
+    spec = SPEC
 
     metric_name = "eval_f1"  # entity F1 (token accuracy for labels that are not chunks)
     # A fake window: no word, no sentence (as conll.tagging_padding_feature).
@@ -269,16 +282,3 @@ def evaluation_results(gold, predicted, labels):
 
 
 # ---------------------------------------------------------------------------------- the export
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=TaggerRun,
-    config_class=TaggerConfig,
-    export_model=tagging_serving.export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    # Label names are not in a Google checkpoint: "0", "1", ... (or a labels.txt beside it).
-    info_from_google_head=lambda shape: {"labels": [str(i) for i in range(shape[0])]},
-)
-TaggerRun.spec = SPEC

@@ -4,6 +4,7 @@ Its parts, each in its own module: the checkpoint state (bert_tf.checkpoint_stat
 input (inputs), the step (steps), the loop (loop), evaluation (evaluation) and prediction (predictor).
 """
 
+import functools
 import os
 
 import tensorflow as tf
@@ -87,14 +88,14 @@ class Trainer:
         """
         config = self.config
         end = config.num_train_steps if until is None else min(until, config.num_train_steps)
-        if self._loop is None:
-            self._loop = self._make_loop()
         self._stop.flag.assign(False)
         writer = self._summary_writer("train")
         with self._stop.watching(), peer_errors(self.strategy):
             if self._train_iterator is None:
                 skip = int(self._input_steps.numpy())
                 self._train_iterator = self._input.iterator(skip, self.state.restore_input)
+            if self._loop is None:
+                self._loop = self._make_loop()
             last = self._loop.run(end, writer)
         writer.flush()
         return last
@@ -115,7 +116,8 @@ class Trainer:
         )
         return TrainLoop(
             config,
-            run_steps=lambda n: self._train_loop_fn(self._train_iterator, tf.constant(n, tf.int32)),
+            # The tf.function itself, its iterator bound: the loop calls it with no frame between.
+            run_steps=functools.partial(self._train_loop_fn, self._train_iterator),
             optimizer=self.optimizer,
             loss_sums=step.loss_sums,
             save=lambda at: self.state.save(at, saveable(self._train_iterator)),
