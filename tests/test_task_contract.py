@@ -19,6 +19,7 @@ from bert_tf.tasks.hooks import padding_of
 from bert_tf.tasks.run import load_bert_config
 from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import CONFIG_CLASSES
 
 from conftest import SAMPLE_DIR
 
@@ -231,3 +232,8 @@ def test_two_variants_of_a_task_give_its_script_the_flags_of_both(monkeypatch):
     assert {"first", "second", "data_dir"} <= flags
     assert choose(task, config_class(second=True)) is TASKS["second"]
     assert choose(task, config_class()) is task
+
+
+def test_task_json_s_reader_knows_the_settings_of_every_registered_task():
+    with_settings = {name: spec.config_class for name, spec in TASKS.items() if spec.config_class}
+    assert CONFIG_CLASSES == with_settings

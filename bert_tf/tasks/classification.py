@@ -23,13 +23,12 @@ from bert_tf.data.feature_cache import file_identity
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, serving_signatures, write_saved_model
-from bert_tf.settings import derived, setting
-from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.run_files import LABELS_FILE, labels_text
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.windows import WINDOW_COMBINATIONS, combine_windows, window_signatures
+from bert_tf.tasks.task_configs import ClassifierConfig
+from bert_tf.tasks.windows import combine_windows, window_signatures
 
 MODEL_TYPE = "classifier"
 
@@ -133,50 +132,6 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
 
 
 # ---------------------------------------------------------------------------------- the run
-
-
-@dataclasses.dataclass(kw_only=True)
-class ClassifierConfig(FineTuningConfig, data.DataSource):
-    """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
-
-    doc_stride: int | None = setting(
-        None,
-        "Classify each text whole: a text longer than --max_seq_length - 2 wordpieces becomes "
-        "windows of that many, starting this many apart (as run_squad.py's). Training uses every "
-        "window (steps count windows); eval, predict and the export combine a text's windows "
-        "(--window_combination). Single-text tasks. Default: cut texts, as the original; a run "
-        "that does not train, or resumes, takes the windows of the checkpoint's run (its "
-        "task.json), as its export does.",
-        recorded=True,
-    )
-    class_weights: str | None = setting(
-        None,
-        "Weights of the labels in the training loss, for imbalanced data: none, auto or one number "
-        "per label, comma-separated, in label order. auto: n / (labels * n_label) for one label "
-        "per text; with --multi_label, each label's positives weighed by n_negative / n_positive. "
-        "Default: auto with --multi_label=True (sparse labels learn nothing without it), else "
-        "none. Classification only; eval_loss stays unweighted.",
-    )
-    window_combination: str | None = setting(
-        None,
-        "How a text's windows combine: weighted_mean (of their log-probabilities, each window "
-        "weighted by the text's wordpieces it holds), mean (unweighted) or max (of each label's "
-        "probability), renormalized; regression averages (weighted for weighted_mean). Default: "
-        "the checkpoint's run's (its task.json) when the run does not train or resumes, else "
-        "weighted_mean.",
-        choices=WINDOW_COMBINATIONS,
-        recorded=True,
-        recorded_default="mean",  # a run that recorded none had the rule before weighted_mean
-    )
-    is_pair: bool = derived(False, "Two texts per example (the task's data).")
-    is_regression: bool = derived(False, "A score per example instead of labels (the task's).")
-
-    def check(self):
-        super().check()
-        if self.task_name and not self.tfds_name and not self.data_dir:
-            raise InputError("--data_dir is required with --task_name")
-        if self.doc_stride is not None and self.doc_stride <= 0:
-            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
 
 
 SPEC = TaskSpec(

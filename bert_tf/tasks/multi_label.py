@@ -20,11 +20,10 @@ from absl import logging
 
 from bert_tf import metrics
 from bert_tf.data.classification import multi_label as data_multi_label
-from bert_tf.errors import InputError
-from bert_tf.settings import derived, setting
 from bert_tf.tasks import classification
 from bert_tf.tasks.run_files import write_task_info
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import MultiLabelConfig
 
 MODEL_TYPE = "multi_label"
 DEFAULT_THRESHOLD = 0.5
@@ -139,45 +138,6 @@ def tune_thresholds(probabilities, gold):
         ]
         thresholds.append(float(candidates[max(range(len(candidates)), key=scores.__getitem__)]))
     return thresholds
-
-
-@dataclasses.dataclass(kw_only=True)
-class MultiLabelConfig(classification.ClassifierConfig):
-    """run_classifier.py's settings: the classifier's, and those of --multi_label."""
-
-    multi_label: bool = setting(
-        False,
-        "Several labels per text (tsv/csv): --label_column holds them joined by "
-        "--label_separator (an empty cell: none); a sigmoid per label, binary cross-entropy.",
-    )
-    label_separator: str = setting(",", "--multi_label: what joins a cell's labels.")
-    threshold: float | None = setting(
-        None,
-        "--multi_label: a label is predicted when its probability is over this. Default: the "
-        "thresholds of the checkpoint's run (its task.json) when the run does not train, else 0.5.",
-    )
-    tune_thresholds: bool = setting(
-        False,
-        "--multi_label with --do_eval: pick each label's threshold that maximizes its F1 on dev, "
-        "record them in task.json; prediction and the export then use them.",
-    )
-    thresholds: list | None = derived(
-        None, "Each label's threshold (--threshold, tuned, or the checkpoint's run's); None: 0.5."
-    )
-
-    def check(self):
-        super().check()
-        if not self.multi_label:
-            for name in ("threshold", "tune_thresholds"):
-                if getattr(self, name):
-                    raise InputError(f"--{name} is for --multi_label=True")
-            return
-        if self.task_name not in ("tsv", "csv") or self.tfds_name:
-            raise InputError("--multi_label reads your own tables: --task_name=tsv or csv")
-        if self.threshold is not None and not 0 < self.threshold < 1:
-            raise InputError(f"--threshold must be in (0, 1), got {self.threshold}")
-        if self.tune_thresholds and not self.do_eval:
-            raise InputError("--tune_thresholds picks the thresholds on dev: pass --do_eval")
 
 
 SPEC = TaskSpec(

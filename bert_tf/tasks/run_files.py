@@ -16,6 +16,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.objectives import DEFAULT_OBJECTIVE, describe
 from bert_tf.settings import recorded_fields, recorded_settings
+from bert_tf.tasks.task_configs import CONFIG_CLASSES
 
 TASK_FILE = "task.json"
 LABELS_FILE = "labels.txt"
@@ -28,13 +29,9 @@ _SHARED = ("model_type", "bert_config", "do_lower_case", "max_seq_length", "labe
 
 
 def _config_class(model_type):
-    """The settings dataclass of a registered task (bert_tf.tasks.TASKS), or None: its recorded
-    fields are the task's part of task.json. (Imported here, when a task.json is read or made: the
-    registry imports this module.)"""
-    from bert_tf.tasks import TASKS
-
-    spec = TASKS.get(model_type)
-    return None if spec is None else spec.config_class
+    """The config class of a task (task_configs.CONFIG_CLASSES), or None: its recorded fields are
+    the task's part of task.json."""
+    return CONFIG_CLASSES.get(model_type)
 
 
 @dataclasses.dataclass(init=False)
@@ -122,14 +119,7 @@ class TaskInfo:
 def _flat_keys():
     """Every task's own settings: the task.json of a version before each task had its own part held
     them all flat (they read as the part's)."""
-    from bert_tf.tasks import TASKS
-
-    return {
-        field.name
-        for spec in TASKS.values()
-        if spec.config_class is not None
-        for field in recorded_fields(spec.config_class)
-    }
+    return {f.name for cls in CONFIG_CLASSES.values() for f in recorded_fields(cls)}
 
 
 def write_task_info(folder, info):

@@ -17,7 +17,6 @@ padding: so an example's loss does not depend on how far its batch is cut (--cut
 B = batch, S = sequence length, H = hidden size.
 """
 
-import dataclasses
 import json
 import os
 import random
@@ -32,12 +31,11 @@ from bert_tf.data import squad_predictions
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, write_saved_model
-from bert_tf.settings import changed, setting
 from bert_tf.tasks import squad_serving
-from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import SquadConfig
 
 MODEL_TYPE = "squad"
 GOOGLE_SCOPE = "cls/squad/"
@@ -109,7 +107,7 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
     `squad_serving.qa_signatures` says. Tokenization, windowing and span selection run in the
     graph, with the windowing and n-best settings of `info` (task.json).
     """
-    settings = squad_serving.QaSettings.from_info(info)
+    settings = squad_serving.QaSettings.of(info.settings, info.max_seq_length)
     module = serving_module(model, info, vocab_file)
 
     def logits_fn(features):
@@ -121,40 +119,6 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
 
 
 # ---------------------------------------------------------------------------------- the run
-
-
-@dataclasses.dataclass(kw_only=True)
-class SquadConfig(FineTuningConfig, squad_serving.SquadFlags):
-    """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384), the windowing and
-    n-best ones (squad_serving.SquadFlags) and where the data comes from."""
-
-    max_seq_length = changed(
-        squad_serving.MAX_SEQ_LENGTH,
-        help="Longest WordPiece sequence: question, window and 3 tokens.",
-    )
-    train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
-    predict_file: str | None = setting(
-        None, "SQuAD json for predictions, e.g. dev-v1.1.json or dev-v2.0.json."
-    )
-    verbose_logging: bool = setting(
-        False, "Log why an answer could not be mapped back onto its words."
-    )
-    tfds_name: str | None = setting(
-        None, "Read TensorFlow Datasets squad/v1.1 or squad/v2.0 instead of files."
-    )
-    tfds_data_dir: str | None = setting(None, "TensorFlow Datasets data_dir for --tfds_name.")
-
-    def check(self):
-        """FineTuningConfig.check, SQuAD's windowing and n-best rules (squad_serving.QaSettings,
-        which the export checks too) and where the data comes from."""
-        super().check()
-        squad_serving.QaSettings.of(self, self.max_seq_length)
-        if self.tfds_name and (self.train_file or self.predict_file):
-            raise InputError("pass --tfds_name or --train_file/--predict_file, not both")
-        if self.do_train and not (self.train_file or self.tfds_name):
-            raise InputError("--do_train needs --train_file (or --tfds_name)")
-        if (self.do_predict or self.do_eval) and not (self.predict_file or self.tfds_name):
-            raise InputError("--do_predict and --do_eval need --predict_file (or --tfds_name)")
 
 
 SPEC = TaskSpec(
