@@ -3,6 +3,7 @@ tasks/hooks.py and finetuning.py (the hooks), settings.py and spec.py (each sett
 config.py, run.py, heads.py and the registry (bert_tf/tasks/__init__.py)."""
 
 import dataclasses
+import inspect
 import json
 
 import numpy as np
@@ -13,9 +14,9 @@ from bert_tf.errors import InputError
 from bert_tf.settings import derived, flag_fields, recorded_settings, setting
 from bert_tf.tasks import RUNS, TASKS, choose, script_config, squad_serving, variants
 from bert_tf.tasks.config import FineTuningConfig
-from bert_tf.tasks.finetuning import FineTuningRun, dummy_batch
+from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertHead
-from bert_tf.tasks.hooks import padding_of
+from bert_tf.tasks.hooks import ClassifierHooks, TaskHooks, dummy_batch, padding_of
 from bert_tf.tasks.run import load_bert_config
 from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.spec import TaskSpec
@@ -237,3 +238,32 @@ def test_two_variants_of_a_task_give_its_script_the_flags_of_both(monkeypatch):
 def test_task_json_s_reader_knows_the_settings_of_every_registered_task():
     with_settings = {name: spec.config_class for name, spec in TASKS.items() if spec.config_class}
     assert CONFIG_CLASSES == with_settings
+
+
+def _overrides_of_undeclared_methods(run_class):
+    """ "Class.name overrides Base.name" for each method (or property) a task's class redefines
+    that a base implements and neither tasks/hooks.py class declares."""
+    hooks = {name for cls in (TaskHooks, ClassifierHooks) for name in vars(cls)}
+    found = []
+    for klass in run_class.__mro__:
+        if klass in FineTuningRun.__mro__ or klass is ClassifierHooks:
+            continue  # the framework and the contracts, not a task's
+        for name, value in vars(klass).items():
+            if name.startswith("__") or name in hooks:
+                continue
+            if not (inspect.isfunction(value) or isinstance(value, property)):
+                continue
+            base = next((b for b in klass.__mro__[1:] if name in vars(b)), None)
+            if base is not None and not getattr(vars(base)[name], "__isabstractmethod__", False):
+                found.append(f"{klass.__name__}.{name} overrides {base.__name__}.{name}")
+    return found
+
+
+def test_no_task_run_overrides_a_method_that_is_not_a_declared_hook():
+    for name, run_class in RUNS.items():
+        assert not _overrides_of_undeclared_methods(run_class), name
+    # What the check finds: a run that redefines a shared step instead of filling a hook.
+    planted = type("Planted", (RUNS["tagger"],), {"validate": lambda self: None})
+    assert _overrides_of_undeclared_methods(planted) == [
+        "Planted.validate overrides FineTuningRun.validate"
+    ]

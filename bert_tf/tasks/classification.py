@@ -25,6 +25,7 @@ from bert_tf.errors import InputError
 from bert_tf.export import serving_module, serving_signatures, write_saved_model
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
+from bert_tf.tasks.hooks import ClassifierHooks
 from bert_tf.tasks.run_files import LABELS_FILE, labels_text
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import ClassifierConfig
@@ -148,7 +149,7 @@ SPEC = TaskSpec(
 )
 
 
-class ClassifierRun(FineTuningRun):
+class ClassifierRun(FineTuningRun, ClassifierHooks):
     """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
 
     spec = SPEC
@@ -180,9 +181,9 @@ class ClassifierRun(FineTuningRun):
         )
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
-        self.class_weights = self._class_weights()
+        self.class_weights = self.class_weights_of_flags()
 
-    def _class_weights(self):
+    def class_weights_of_flags(self):
         """--class_weights as one float per label (logged), or None; read only when training."""
         value = self.config.class_weights
         if value in (None, "", "none"):

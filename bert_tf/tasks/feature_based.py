@@ -206,8 +206,7 @@ class FeatureTaggerRun(tagging.TaggerRun):
         self._frozen = None  # (BertModel, fingerprint) of the encoder's weights
         super().__init__(config)
 
-    def check_settings(self):
-        bert_config = super().check_settings()
+    def check_own_settings(self, bert_config):
         config = self.config
         self.layer_indices = layer_indices(config.feature_layers, bert_config.num_hidden_layers)
         if not config.init_checkpoint and not self.resumes():
@@ -215,9 +214,8 @@ class FeatureTaggerRun(tagging.TaggerRun):
                 "--feature_layers freezes the encoder: pass --init_checkpoint (a pretrained BERT) "
                 "for its weights"
             )
-        return bert_config
 
-    def validate(self):
+    def check_checkpoint(self):
         info = self.checkpoint_task_info()
         if info is not None and info.model_type == MODEL_TYPE and self.checkpoint_heads != "skip":
             for name in ("feature_layers", "lstm_size"):
@@ -227,7 +225,6 @@ class FeatureTaggerRun(tagging.TaggerRun):
                         f"--{name}={ours}, but the checkpoint's run has {name}={theirs} (its "
                         f"task.json): pass --{name}={theirs}, or --restore_head=false"
                     )
-        super().validate()
 
     # ------------------------------------------------------------------ the cached layers
 

@@ -18,10 +18,8 @@ from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint
 from bert_tf.data.feature_cache import (
     cached_records,
     file_identity,
-    make_feature_dataset,
     reading_cached_records,
 )
-from bert_tf.distribute import resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
 from bert_tf.precision import store_in_compute_dtype
@@ -58,14 +56,6 @@ def num_train_steps(config, num_train_examples):
             f"{config.train_batch_size} in --num_train_epochs={config.num_train_epochs}"
         )
     return max(steps, 1), int(max(steps, 1) * config.warmup_proportion)
-
-
-def dummy_batch(feature_spec, feature):
-    """One example of `feature` ({name: list}) as [1, ...] tensors of the spec's dtypes (int32 for int64)."""
-    return {
-        name: tf.constant([feature[name]], tf.float32 if spec.dtype == tf.float32 else tf.int32)
-        for name, spec in feature_spec.items()
-    }
 
 
 class FineTuningRun(Run, TaskHooks):
@@ -152,15 +142,6 @@ class FineTuningRun(Run, TaskHooks):
         for step in self.config.asked_steps():
             self.check_split(step, self.step_data(step))
 
-    def features(self, step):
-        """Writes (or reuses) the step's features file; returns (path, info).
-
-        info holds "num_real_examples" and "num_records" (see feature_cache.cached_records).
-        """
-        return self.cached_features(
-            step, self.feature_settings(step), lambda: self.make_records(step)
-        )
-
     def cached_features(self, step, settings, make_records):
         """The features file of `step` (feature_path), remade by make_records() unless it was
         made with the same `settings` and the same vocab, casing and max_seq_length."""
@@ -182,8 +163,15 @@ class FineTuningRun(Run, TaskHooks):
         (what a feature_spec that depends on the file reads: a row's number of choices, ...)."""
         return self._feature_infos[path]
 
+    def check_settings(self):
+        """Run.check_settings, then the task's own (the check_own_settings hook)."""
+        bert_config = super().check_settings()
+        self.check_own_settings(bert_config)
+        return bert_config
+
     def validate(self):
         """Everything the run will read, checked before its first step."""
+        self.check_checkpoint()
         self.check_data()
         self.check_init_checkpoint(needs_head=not self.config.do_train)
 
@@ -203,34 +191,6 @@ class FineTuningRun(Run, TaskHooks):
             dataset_fn=dataset_fn,
             dummy_batch_fn=self.dummy_batch,
         )
-
-    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
-        """The features file at `path` as batches (make_feature_dataset with the run's seed).
-
-        Training batches are the original's random ones, cut to their longest input unless
-        --cut_batches_to_longest=false, or sorted by length (--length_bucketing). Evaluation and
-        prediction sort by length and cut (the padding is masked: the same outputs, put back in file
-        order), and pad their last batch with fake examples. On a TPU (one shape) only
-        --length_bucketing cuts.
-        """
-        strategy = resolve_strategy_name(self.config.distribution_strategy, self.config.use_tpu)
-        return make_feature_dataset(
-            path,
-            self.feature_spec(is_training, path),
-            batch_size,
-            is_training,
-            input_context=input_context,
-            seed=self.config.seed,
-            length_bucketing=self.config.length_bucketing if is_training else strategy != "tpu",
-            cut_to_longest=self.config.cut_batches_to_longest and strategy != "tpu",
-            sequence_features=self.sequence_features,
-            num_records=num_records,
-            padding_features=None if is_training else self.padding_feature(is_training, path),
-        )
-
-    def dummy_batch(self):
-        """One fake training example, [1, ...] tensors: what builds the model's weights."""
-        return dummy_batch(self.feature_spec(True), self.padding_feature(True))
 
     def trainer(self, train_path=None, num_train_examples=0):
         """The Trainer (built on first use, resuming from output_dir's latest checkpoint)."""

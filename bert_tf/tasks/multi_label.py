@@ -201,7 +201,7 @@ class MultiLabelRun(classification.ClassifierRun):
         """--class_weights as the run reads it: auto unless given (sparse labels need it)."""
         return self.config.class_weights or "auto"
 
-    def _class_weights(self):
+    def class_weights_of_flags(self):
         """Each label's weight of its positives (logged), or None; read only when training."""
         if not self.config.do_train:
             return None
