@@ -39,7 +39,7 @@ from bert_tf.tasks.run_files import (
     write_vocab,
 )
 from bert_tf.tokenization import FullTokenizer, check_vocab
-from bert_tf.training import Task
+from bert_tf.training import Trainable
 
 # --eval_every_steps keeps the best checkpoint of a run here, with its metric in BEST_METRIC_FILE.
 BEST_CHECKPOINT = "best_checkpoint"
@@ -175,15 +175,15 @@ class FineTuningRun(Run, TaskHooks):
         self.check_data()
         self.check_init_checkpoint(needs_head=not self.config.do_train)
 
-    def task(self, train_path=None):
-        """The training.Task over the training features at `train_path`."""
+    def trainable(self, train_path=None):
+        """What the loop trains (a training.Trainable), over the training features at `train_path`."""
 
         def dataset_fn(input_context, batch_size, is_training):
             if train_path is None:
                 raise ValueError("no training features")
             return self.dataset(train_path, batch_size, is_training, input_context)
 
-        return Task(
+        return Trainable(
             build_model=self.build_model,
             loss_fn=self.loss,
             normalizer_fn=self.normalizers,
@@ -198,7 +198,7 @@ class FineTuningRun(Run, TaskHooks):
             config = self.config
             steps, warmup = num_train_steps(config, num_train_examples)
             self._trainer = self.make_trainer(
-                self.task(train_path),
+                self.trainable(train_path),
                 lambda: create_optimizer(config.learning_rate, steps, warmup),
                 self.train_config(steps),
             )
