@@ -1,12 +1,14 @@
 """The tasks: every one has the same shape, and this registry is where the rest of the project finds them.
 
-Each task module holds its model (BertModel + a `heads.BertHead`), its settings dataclass (the
-flags, each declared once, the recorded ones also its part of task.json), its run (a
-`finetuning.FineTuningRun`: its data, loss, metrics and outputs), its in-graph serving, and its
-`spec.TaskSpec`, listed here. A script calls `script(model_type)`: its flags are those of the task
-and of its variants (multi-label in run_classifier.py, feature-based in run_ner.py), and the
-variant whose flag is set runs. export_saved_model.py and --init_checkpoint find a checkpoint's
-task through TASKS. bench/ and the demo import tasks, never scripts. docs/adding_a_task.md is the
+Each task module holds its model (BertModel + a `heads.BertHead`), its run (a
+`finetuning.FineTuningRun` subclass filling the hooks of `hooks.py`: its data, loss, metrics and
+outputs), its in-graph serving, and its `spec.TaskSpec`; its settings dataclass (the flags, each
+declared once, the recorded ones also its part of task.json) is in `task_configs.py`. Both are
+listed here, by hand: `TASKS` (the specs) and `RUNS` (the run classes). A fine-tuning script's
+flags are `script_config(task)` (the task's and its variants': multi-label in run_classifier.py,
+feature-based in run_ner.py) and its run is `make_run(task, config)`: the variant whose flag is
+set, or a sweep of runs. export_saved_model.py and --init_checkpoint find a checkpoint's task
+through TASKS. bench/ and the demo import tasks, never scripts. docs/adding_a_task.md is the
 checklist.
 """
 

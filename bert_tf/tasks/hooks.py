@@ -82,7 +82,7 @@ class TaskHooks(abc.ABC):
                 "(docs/adding_a_task.md)"
             )
         if cls.spec is None:
-            raise TypeError(f"{cls.__name__}.spec is not set: its task module assigns its TaskSpec")
+            raise TypeError(f"{cls.__name__}.spec is not set: its class body names its TaskSpec")
         return super().__new__(cls)
 
     def check_own_settings(self, bert_config):  # noqa: B027 (optional: nothing by default)
