@@ -39,7 +39,6 @@ TASKS = {
     )
 }
 
-# task.json's reader learns each task's part here, and only here.
 # The run of each task with a script: its FineTuningRun subclass, whose `spec` is the task's.
 RUNS = {
     run.spec.name: run
