@@ -19,10 +19,18 @@ cli.load_tensorflow_quietly()
 
 from bert_tf import tasks  # noqa: E402 (after TensorFlow's quiet start)
 
+TASK = tasks.TASKS["tagger"]
+
+
+def make_run(config):
+    """The run the flags ask for: a tagger's, the feature-based tagger's with --feature_layers,
+    or a sweep of such runs when a sweep flag lists several values."""
+    return tasks.make_run(TASK, config)
+
 
 def cli_main():
     """Console entry point `bert-run-ner`."""
-    cli.main(*tasks.script("tagger"), __name__)
+    cli.run_main(tasks.script_config(TASK), make_run, __name__)
 
 
 if __name__ == "__main__":

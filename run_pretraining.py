@@ -24,7 +24,7 @@ def run(config):
 
 def cli_main():
     """Console entry point `bert-run-pretraining`."""
-    cli.main(pretraining.PretrainingConfig, run, __name__)
+    cli.run_main(pretraining.PretrainingConfig, pretraining.PretrainingRun, __name__)
 
 
 if __name__ == "__main__":

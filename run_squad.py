@@ -14,10 +14,18 @@ cli.load_tensorflow_quietly()
 
 from bert_tf import tasks  # noqa: E402 (after TensorFlow's quiet start)
 
+TASK = tasks.TASKS["squad"]
+
+
+def make_run(config):
+    """The run the flags ask for: SQuAD's, or a sweep of such runs when a sweep flag lists
+    several values."""
+    return tasks.make_run(TASK, config)
+
 
 def cli_main():
     """Console entry point `bert-run-squad`."""
-    cli.main(*tasks.script("squad"), __name__)
+    cli.run_main(tasks.script_config(TASK), make_run, __name__)
 
 
 if __name__ == "__main__":

@@ -116,14 +116,14 @@ def _config(release, data_dir, output_dir, **overrides):
 
 
 def retrieval(release, data_dir):
-    from bert_tf.tasks import embedding
+    from bert_tf.tasks import embedding, run_script
 
     runs = {}
     for name, steps in (("before fine-tuning", {}), ("after fine-tuning", {"do_train": True})):
         output_dir = os.path.join(FLAGS.work_dir, name.replace(" ", "_"))
         start = time.time()
         config = _config(release, data_dir, output_dir, do_eval=True, **steps)
-        outcome = embedding.SPEC.run(config)
+        outcome = run_script(embedding.SPEC, config)
         runs[name] = {**outcome["eval"], "seconds": round(time.time() - start, 1)}
         print(f"{name}: {json.dumps(runs[name])}  ({machine.load_line()})", flush=True)
     print("\n| all-MiniLM-L6-v2 | dev recall@1 | recall@10 | MRR@10 | eval_loss |")

@@ -104,14 +104,14 @@ def bert_tf_runner(shape, jit_compile, records, work_dir):
     """() -> trains FLAGS.steps more steps through the Trainer, as run_pretraining.py does."""
     from bert_tf.modeling import BertConfig
     from bert_tf.optimization import create_optimizer
-    from bert_tf.tasks.pretraining import pretraining_task
+    from bert_tf.tasks.pretraining import pretraining_trainable
     from bert_tf.training import TrainConfig, Trainer
 
     config = BertConfig(
         vocab_size=VOCAB_SIZE, hidden_act="gelu", max_position_embeddings=512, type_vocab_size=2,
         hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.02, **SHAPES[shape],
     )  # fmt: skip
-    task = pretraining_task(config, records, FLAGS.seq_length, FLAGS.max_predictions, seed=1)
+    task = pretraining_trainable(config, records, FLAGS.seq_length, FLAGS.max_predictions, seed=1)
     train_config = TrainConfig(
         model_dir=tempfile.mkdtemp(dir=work_dir), train_batch_size=FLAGS.batch_size,
         num_train_steps=FLAGS.warmup_steps, steps_per_loop=1000, save_checkpoints_steps=10**9,

@@ -99,7 +99,7 @@ def print_table(results_path, best):
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
-    from bert_tf.tasks import classification, sweep
+    from bert_tf.tasks import classification, run_script, sweep
 
     threads = machine.set_threads(FLAGS.threads)
     work_dir = FLAGS.work_dir or "/tmp/bench_sweep"
@@ -116,7 +116,7 @@ def main(argv):
         flush=True,
     )
     start = time.perf_counter()
-    outcome = classification.SPEC.run(sweep_config(data_dir, model_dir, output_dir))
+    outcome = run_script(classification.SPEC, sweep_config(data_dir, model_dir, output_dir))
     print(f"sweep wall time (this command): {time.perf_counter() - start:.0f} s")
     print_table(os.path.join(output_dir, sweep.RESULTS_FILE), outcome["best"])
     print(machine.load_line())

@@ -55,6 +55,7 @@ from absl import app, flags, logging
 
 from bench import machine, minilm
 from bert_tf import file_io
+from bert_tf.tasks import run_script
 from scripts import make_sample_tasks  # its reading of the corpus and its split of chapters
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -354,8 +355,8 @@ def fine_tune(task, model, data_dir, vocab, seed, output_dir):
         config = classification.ClassifierConfig(
             **common, task_name="tsv", text_a_column="0", text_b_column="1", label_column="2"
         )
-        return classification.SPEC.run(config)["eval"]["eval_accuracy"]
-    return tagging.SPEC.run(tagging.TaggerConfig(**common))["eval"]["eval_f1"]
+        return run_script(classification.SPEC, config)["eval"]["eval_accuracy"]
+    return run_script(tagging.SPEC, tagging.TaggerConfig(**common))["eval"]["eval_f1"]
 
 
 def feature_based_runs(data_dir, work_dir, seeds, record, done):
@@ -387,14 +388,14 @@ def feature_based_runs(data_dir, work_dir, seeds, record, done):
                     **common, output_dir=output_dir, seed=seed,
                     learning_rate=FLAGS.minilm_learning_rate,
                 )  # fmt: skip
-                outcome = tagging.SPEC.run(config)
+                outcome = run_script(tagging.SPEC, config)
             else:
                 config = feature_based.FeatureTaggerConfig(
                     **common, output_dir=output_dir, seed=seed, feature_layers=layers,
                     lstm_size=FLAGS.lstm_size, learning_rate=FLAGS.feature_learning_rate,
                     encoder_features_dir=os.path.join(work_dir, "encoder_features"),
                 )  # fmt: skip
-                outcome = feature_based.run(config)
+                outcome = run_script(tagging.SPEC, config)
             record(
                 dict(part="feature_based", layers=layers, seed=seed,
                      metric=outcome["eval"]["eval_f1"], seconds=round(time.perf_counter() - start, 1))

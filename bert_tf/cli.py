@@ -1,9 +1,10 @@
 """Running a top-level script: its flags from its settings dataclass, one-line errors, quiet devices.
 
 Every script is the same few lines: `load_tensorflow_quietly()` before its imports, then
-`main(ItsConfig, its_run_function, __name__)`. This module imports no TensorFlow itself; it
-declares the dataclass's flags (bert_tf.settings), parses the command line, builds the settings and
-calls the run function. Bad input raises `InputError` anywhere below; it ends the program with one
+`main(ItsConfig, its_run_function, __name__)`, or for a training script `run_main(ItsConfig,
+make_its_run, __name__)`. This module imports no TensorFlow itself; it declares the dataclass's
+flags (bert_tf.settings), parses the command line, builds the settings and calls the run function
+(or makes the run and calls its `run()`). Bad input raises `InputError` anywhere below; it ends the program with one
 `error: ...` line on stderr and exit status 1, not a traceback. A run stopped from outside (SIGTERM
 at any point, a lost multi-worker peer: `RunStopped`) ends with one `stopped: ...` line and its own
 exit status (143 for SIGTERM).
@@ -70,11 +71,26 @@ def main(config_class, run_function, module_name, **flag_defaults):
       module_name: the script's `__name__`: --helpshort lists its flags.
       **flag_defaults: the script's own defaults for some flags.
     """
-    from absl import app, flags
+    from absl import app
 
-    from bert_tf.errors import InputError, RunStopped
-    from bert_tf.settings import define_flags, from_flags, script_module_name
-    from bert_tf.sigterm import stopping_on_sigterm
+    _define_flags(config_class, module_name, flag_defaults)
+    app.run(_absl_main(config_class, run_function=run_function))
+
+
+def run_main(config_class, make_run, module_name):
+    """A training script's main: declares `config_class`'s flags, parses argv, makes the run of
+    the settings (`make_run(config)`, which checks everything before any work) and calls its
+    `run()`, the first call of the path to the gradient (docs/architecture.md's trail)."""
+    from absl import app
+
+    _define_flags(config_class, module_name, {})
+    app.run(_absl_main(config_class, make_run=make_run))
+
+
+def _define_flags(config_class, module_name, flag_defaults):
+    from absl import flags
+
+    from bert_tf.settings import define_flags, script_module_name
 
     define_flags(config_class, module_name, **flag_defaults)
     # absl lists the flags of the module that sys.argv[0] names. For a console command that is its
@@ -84,16 +100,30 @@ def main(config_class, run_function, module_name, **flag_defaults):
         for flag in flags.FLAGS.get_key_flags_for_module(name):
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
-    def run(argv):
+
+def _absl_main(config_class, run_function=None, make_run=None):
+    """absl's main: the settings of the parsed flags to `run_function(config)`, or to
+    `make_run(config).run()`; one line for bad input or a stop from outside."""
+    from absl import app
+
+    from bert_tf.errors import InputError, RunStopped
+    from bert_tf.settings import from_flags
+    from bert_tf.sigterm import stopping_on_sigterm
+
+    def absl_main(argv):
         if len(argv) > 1:
             raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
         try:
             with stopping_on_sigterm():
-                run_function(from_flags(config_class))
+                config = from_flags(config_class)
+                if make_run is None:
+                    run_function(config)
+                else:
+                    make_run(config).run()
         except InputError as error:
             sys.exit(f"error: {error}")
         except RunStopped as error:  # SIGTERM or a lost peer: a rerun resumes
             print(f"stopped: {error}", file=sys.stderr, flush=True)
             sys.exit(error.exit_status)
 
-    app.run(run)
+    return absl_main

@@ -192,7 +192,8 @@ def _bert_config(bert_config_file, info, prefix):
 def _embedding(kind, info, prefix, from_task_json):
     """An embedding run's pooling (task.json), or a converted sentence-transformers folder's."""
     if kind == "embedding" and from_task_json:
-        return {"pooling": info.pooling or "mean", "normalize": info.normalize is not False}
+        settings = info.settings
+        return {"pooling": settings.pooling or "mean", "normalize": settings.normalize is not False}
     if kind != "encoder":
         return None
     return read_embedding_file(os.path.dirname(prefix))

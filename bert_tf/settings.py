@@ -59,39 +59,32 @@ def recorded_fields(config_class):
     return [field for field in dataclasses.fields(config_class) if field.metadata.get("recorded")]
 
 
-def recorded_settings(config_class, name):
-    """The dataclass of `config_class`'s recorded fields (a task's part of task.json), or None.
+def recorded_settings(config_class, **values):
+    """A task's recorded settings (its part of task.json): a namespace of `config_class`'s recorded
+    fields, or None when it has none.
 
-    Each field keeps its type, and its default is `recorded_default` or the flag's: a task.json that
-    lacks it, or holds null, reads as that default. A value outside a setting's choices is a
-    ValueError.
+    Each field is `values`' or, when missing or None, its `recorded_default` (else the flag's
+    default): a task.json that lacks a setting, or holds null, reads as that default.
+
+    Raises:
+      ValueError: for a name that is no recorded field, or a value outside a setting's choices.
     """
     fields = recorded_fields(config_class)
     if not fields:
         return None
-    hints = typing.get_type_hints(config_class)
-    defaults = {f.name: f.metadata.get("recorded_default", f.default) for f in fields}
-    choices = {f.name: f.metadata["choices"] for f in fields if f.metadata.get("choices")}
-
-    def __post_init__(self):
-        for key, default in defaults.items():
-            if getattr(self, key) is None:
-                setattr(self, key, default)
-        for key, allowed in choices.items():
-            value = getattr(self, key)
-            if value is not None and value not in allowed:
-                raise ValueError(f"{key} {value!r} is none of {', '.join(allowed)}")
-
-    settings_class = dataclasses.make_dataclass(
-        name,
-        [(f.name, hints[f.name], dataclasses.field(default=defaults[f.name])) for f in fields],
-        namespace={
-            "__post_init__": __post_init__,
-            "__doc__": f"The recorded settings of {config_class.__name__}: its part of task.json.",
-        },
-    )
-    settings_class.__module__ = config_class.__module__
-    return settings_class
+    unknown = sorted(set(values) - {field.name for field in fields})
+    if unknown:
+        raise ValueError(f"unknown settings {unknown} (known: {[f.name for f in fields]})")
+    settings = {}
+    for field in fields:
+        value = values.get(field.name)
+        if value is None:
+            value = field.metadata.get("recorded_default", field.default)
+        allowed = field.metadata.get("choices")
+        if value is not None and allowed and value not in allowed:
+            raise ValueError(f"{field.name} {value!r} is none of {', '.join(allowed)}")
+        settings[field.name] = value
+    return types.SimpleNamespace(**settings)
 
 
 class _Change:

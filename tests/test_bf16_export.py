@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import InputError
+from bert_tf.tasks import run_script
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 
 from conftest import REPO_DIR, SUBPROCESS_ENV
@@ -206,7 +207,7 @@ def test_a_bfloat16_run_s_export_is_export_saved_model_s_export_of_its_checkpoin
         tmp_path / "data", tmp_path / "out", do_train=True, num_train_epochs=1.0,
         mixed_precision="mixed_bfloat16", export_dir=str(tmp_path / "run_export"),
     )  # fmt: skip
-    run_export = SPEC.run(config)["export"]
+    run_export = run_script(SPEC, config)["export"]
     script_export = export_checkpoint(
         ExportConfig(
             init_checkpoint=str(tmp_path / "out"),

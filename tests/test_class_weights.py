@@ -8,7 +8,7 @@ import pytest
 from test_run_classifier import tsv_config
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import classification
+from bert_tf.tasks import classification, run_script
 
 # Three labels, 3 / 2 / 1 training examples: "auto" gives n / (L * n_label) = 6 / 9, 6 / 6, 6 / 3.
 TRAIN = [
@@ -68,7 +68,7 @@ def test_the_training_loss_weights_each_example_by_its_label(data_dir, tmp_path)
 
 @pytest.mark.slow
 def test_a_weighted_run_trains(data_dir, tmp_path):
-    outcome = classification.SPEC.run(weighted_run(data_dir, tmp_path, "auto").config)
+    outcome = run_script(classification.SPEC, weighted_run(data_dir, tmp_path, "auto").config)
     assert outcome["train"]["global_step"] == 3
 
 

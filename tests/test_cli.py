@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from bert_tf.tasks import RUNS, TASKS
+
 BIN_DIR = os.path.dirname(sys.executable)
 
 
@@ -32,18 +34,23 @@ def test_console_command_helpshort_lists_its_flags(command, flags):
         assert f"--{flag}:" in listed, f"{command} --helpshort does not list --{flag}"
 
 
-# The fine-tuning scripts by the task they run (bert_tf.tasks.script): a variant's flags are its
+def _fine_tuning_scripts():
+    """{model_type: script}: the top-level run_*.py of each registered task (its module's TASK)."""
+    import importlib
+
+    from conftest import REPO_DIR
+
+    scripts = {}
+    for path in sorted(REPO_DIR.glob("run_*.py")):
+        task = getattr(importlib.import_module(path.stem), "TASK", None)
+        if task is not None:
+            scripts[task.name] = path.name
+    return scripts
+
+
+# The fine-tuning scripts by the task they run (bert_tf.tasks.make_run): a variant's flags are its
 # task's script's.
-FINE_TUNING_SCRIPTS = {
-    "classifier": "run_classifier.py",
-    "squad": "run_squad.py",
-    "tagger": "run_ner.py",
-    "multiple_choice": "run_swag.py",
-    "embedding": "run_embedding.py",
-}
-# Every registered task and variant with flags (TaskSpec.config_class).
-FINE_TUNING_TASKS = ["classifier", "multi_label", "squad", "tagger", "feature_tagger"]
-FINE_TUNING_TASKS += ["multiple_choice", "embedding"]
+FINE_TUNING_SCRIPTS = _fine_tuning_scripts()
 # Every other script with its settings dataclass: --helpshort must list each of its flags.
 SCRIPTS = [
     ("run_pretraining.py", "bert_tf.tasks.pretraining", "PretrainingConfig"),
@@ -89,18 +96,17 @@ def test_helpshort_lists_every_flag_of_the_script(helpshort, script, module, con
     assert len(fields) >= 3
 
 
-def test_every_registered_task_with_flags_is_checked_here():
-    from bert_tf.tasks import TASKS
-
-    assert sorted(name for name, spec in TASKS.items() if spec.config_class) == sorted(
-        FINE_TUNING_TASKS
+def test_every_registered_task_has_its_script():
+    tasks = sorted(
+        name for name, spec in TASKS.items() if spec.config_class and not spec.variant_of
     )
+    assert sorted(FINE_TUNING_SCRIPTS) == tasks and len(tasks) >= 5
+    assert sorted(RUNS) == sorted(name for name, spec in TASKS.items() if spec.config_class)
 
 
-@pytest.mark.parametrize("model_type", FINE_TUNING_TASKS)
+@pytest.mark.parametrize("model_type", sorted(RUNS))
 def test_helpshort_lists_every_flag_of_each_task_and_variant(helpshort, model_type):
     from bert_tf.settings import flag_fields
-    from bert_tf.tasks import TASKS
 
     spec = TASKS[model_type]
     script = FINE_TUNING_SCRIPTS[(spec.variant_of or spec).name]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks import classification
+from bert_tf.tasks import classification, run_script
 
 from conftest import W_WORDS as WORDS
 
@@ -86,7 +86,7 @@ def test_a_head_forced_to_one_label_is_reported_in_one_warning_line(
         init_checkpoint=head, learning_rate=1e-4,
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="absl"), caplog.at_level(logging.WARNING):
-        classification.SPEC.run(config)
+        run_script(classification.SPEC, config)
     assert _predicted_labels(out) == {"a"}  # the premise: one label for every dev text
     (warning,) = _collapse_warnings(caplog)
     assert "every dev label is 'a' (all 16)" in warning
@@ -107,7 +107,7 @@ def test_a_head_that_reads_the_text_gives_no_warning(
         init_checkpoint=head,
     )  # fmt: skip
     with caplog.at_level(logging.WARNING, logger="absl"), caplog.at_level(logging.WARNING):
-        classification.SPEC.run(config)
+        run_script(classification.SPEC, config)
     assert _predicted_labels(out) == {"a", "b"}  # the premise: both labels predicted
     assert _collapse_warnings(caplog) == []
 
@@ -124,7 +124,7 @@ def test_a_sweep_marks_the_seeds_whose_run_collapsed(
         google_ckpt_dir, w_vocab_file, data_dir, out, do_train=True, do_eval=True,
         init_checkpoint=head, learning_rate=(1e-9,), seed=(1, 2),
     )  # fmt: skip
-    classification.SPEC.run(config)
+    run_script(classification.SPEC, config)
     header, row = [
         line.split("\t") for line in (out / "sweep_results.tsv").read_text().splitlines()
     ]

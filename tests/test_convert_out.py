@@ -26,6 +26,7 @@ from bert_tf.checkpoints import (
 from bert_tf.convert import ConvertConfig, convert, google_values_from_hf, run
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel, BertPretrainingModel
+from bert_tf.tasks import run_script
 from bert_tf.tasks.embedding import pool
 from bert_tf.tokenization import FullTokenizer
 
@@ -337,7 +338,7 @@ def test_a_run_classifier_run_converts_to_a_folder_that_predicts_its_test_result
                 text if split == "test" else f"{text}\t{'pos' if 'good' in text else 'neg'}"
             )
         (data / f"{split}.tsv").write_text("\n".join(rows) + "\n")
-    SPEC.run(
+    run_script(SPEC,
         ClassifierConfig(
             bert_config_file=str(SAMPLE_DIR / "bert_config_tiny.json"),
             vocab_file=str(SAMPLE_DIR / "vocab.txt"), output_dir=str(tmp_path / "run"),

@@ -245,6 +245,7 @@ def _dev_rows(out):
 def _predict(demo, texts, output_dir):
     """Probabilities [N, 2] of classifier_pretrained's best seed for `texts`: run_classifier.py
     --do_predict from its folder, as the README's tour does."""
+    from bert_tf.tasks import run_script
     from bert_tf.tasks.classification import SPEC, ClassifierConfig
 
     data = output_dir / "data"
@@ -252,7 +253,7 @@ def _predict(demo, texts, output_dir):
     (data / "test.tsv").write_text(
         "index\tsentence\n" + "".join(f"{i}\t{text}\n" for i, text in enumerate(texts))
     )
-    SPEC.run(
+    run_script(SPEC,
         ClassifierConfig(
             task_name="tsv", data_dir=str(data), has_header=True, text_a_column="sentence",
             label_column="label", vocab_file=str(SAMPLE_DIR / "vocab.txt"),

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from bert_tf.data import embedding_pairs
 from bert_tf.errors import InputError
-from bert_tf.tasks import TASKS, embedding
+from bert_tf.tasks import TASKS, embedding, run_script
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
@@ -184,7 +184,7 @@ def trained(tmp_path_factory):
         root / "data", root / "out", do_train=True, do_eval=True, do_predict=True,
         export_dir=str(root / "export"),
     )  # fmt: skip
-    outcome = embedding.SPEC.run(config)
+    outcome = run_script(embedding.SPEC, config)
     return {"root": root, "outcome": outcome, "texts": texts}
 
 
@@ -217,7 +217,7 @@ def test_eval_of_the_untrained_encoder_is_near_chance(trained, tmp_path):
         trained["root"] / "data", tmp_path / "out", do_eval=True,
         init_checkpoint=str(tmp_path / "init" / "bert_model.ckpt"),
     )  # fmt: skip
-    before = embedding.SPEC.run(config)["eval"]
+    before = run_script(embedding.SPEC, config)["eval"]
     after = _read_results(trained["root"] / "out" / "eval_results.txt")
     assert before["eval_mrr@10"] < 0.4 < after["eval_mrr@10"] - 0.2, (before, after)
 
@@ -266,7 +266,7 @@ def test_a_learning_rate_sweep_ranks_its_runs_by_dev_mrr(tmp_path):
         tmp_path / "data", tmp_path / "sweep", do_train=True, do_eval=True,
         learning_rate=(1e-6, 2e-3), num_train_epochs=2.0,
     )  # fmt: skip
-    outcome = embedding.SPEC.run(config)
+    outcome = run_script(embedding.SPEC, config)
     runs = outcome["runs"]
     assert len(runs) == 2 and {run["metric"] for run in runs.values()} == {"eval_mrr@10"}
     values = sorted(run["value"] for run in runs.values())

@@ -27,7 +27,7 @@ from bert_tf.data.feature_cache import cached_records
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import feature_based, tagging_serving
+from bert_tf.tasks import feature_based, run_script, tagging, tagging_serving
 from bert_tf.tasks.run_files import read_task_info
 from bert_tf.tokenization import FullTokenizer
 
@@ -84,7 +84,7 @@ def trained(tmp_path_factory, austen_sentences_path):
         root, root / "out", do_train=True, do_eval=True, do_predict=True,
         export_dir=str(root / "export"),
     )  # fmt: skip
-    outcome = feature_based.run(config)
+    outcome = run_script(tagging.SPEC, config)
     return {
         "root": root, "outcome": outcome, "test_words": test_words,
         "cache": _file_hashes(root / "cache"),
@@ -160,7 +160,7 @@ def test_a_second_run_with_another_head_reads_the_cache_and_never_runs_the_encod
         root, tmp_path / "out", lstm_size=8, learning_rate=1e-3, num_train_epochs=1.0,
         do_train=True,
     )  # fmt: skip
-    steps = feature_based.run(config)["train"]["global_step"]
+    steps = run_script(tagging.SPEC, config)["train"]["global_step"]
     windows = json.loads((tmp_path / "out" / "train.tf_record.settings.json").read_text())
     assert steps == int(windows["info"]["num_real_examples"] / 32) > 0
     assert (
@@ -216,7 +216,7 @@ def test_predicting_from_the_trained_checkpoint_in_a_new_output_dir_gives_the_ru
     config = feature_config(
         root, tmp_path, do_predict=True, init_checkpoint=checkpoint, encoder_features_dir=None
     )
-    predicted = feature_based.run(config)["predict"]
+    predicted = run_script(tagging.SPEC, config)["predict"]
     assert predicted == trained["outcome"]["predict"]
     assert (tmp_path / "test_predictions.txt").read_text() == (
         root / "out" / "test_predictions.txt"
@@ -232,7 +232,7 @@ def test_export_saved_model_rebuilds_the_feature_tagger_from_task_json(
     model, info = rebuilt_for_export(
         monkeypatch, feature_based.SPEC, str(trained["root"] / "out"), str(tmp_path), VOCAB
     )
-    assert (info.model_type, info.feature_layers, info.lstm_size) == (
+    assert (info.model_type, info.settings.feature_layers, info.settings.lstm_size) == (
         "feature_tagger", "weighted_sum_last_four", LSTM_SIZE,
     )  # fmt: skip
     preprocessor = tagging_serving.TaggingPreprocessor(BertPreprocessor(VOCAB, True, 32))
@@ -396,7 +396,7 @@ def test_each_misuse_is_a_one_line_error_naming_the_flag(trained, tmp_path, case
         trained["root"], tmp_path / "out", **_misuse_config(trained, tmp_path, case)
     )
     with pytest.raises(InputError, match=message) as error:
-        feature_based.run(config)
+        run_script(tagging.SPEC, config)
     assert "\n" not in str(error.value)
     assert not list((tmp_path / "out").glob("*.tf_record"))  # before any work
 

@@ -17,7 +17,7 @@ from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.data.classification.features import classifier_feature_spec
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
-from bert_tf.tasks import classification, squad
+from bert_tf.tasks import classification, run_script, squad
 
 from conftest import FLOAT32_EPS
 from conftest import W_WORDS as WORDS
@@ -79,10 +79,11 @@ def test_an_original_fine_tuned_classifier_predicts_with_its_own_head(
     prefix = str(tmp_path / "trained" / "model.ckpt-120")
     weights, bias = write_fine_tuned_google_checkpoint(ckpt_prefix, prefix, num_labels=2)
     out = tmp_path / "predicted"
-    classification.SPEC.run(
+    run_script(
+        classification.SPEC,
         config(
             google_ckpt_dir, w_vocab_file, data_dir, out, do_predict=True, init_checkpoint=prefix
-        )
+        ),
     )
     rows = (out / "test_results.tsv").read_text().splitlines()
     predicted = np.array([[float(p) for p in row.split("\t")] for row in rows])
@@ -119,10 +120,11 @@ def test_a_head_of_another_shape_is_one_error_naming_both_shapes_and_the_way_out
     write_fine_tuned_google_checkpoint(ckpt_prefix, mnli, num_labels=3)
     out = tmp_path / "out"
     with pytest.raises(InputError) as error:
-        classification.SPEC.run(
+        run_script(
+            classification.SPEC,
             config(
                 google_ckpt_dir, w_vocab_file, data_dir, out, do_train=True, init_checkpoint=mnli
-            )
+            ),
         )
     message = str(error.value)
     assert "\n" not in message and message.startswith("--init_checkpoint")
@@ -130,7 +132,7 @@ def test_a_head_of_another_shape_is_one_error_naming_both_shapes_and_the_way_out
     assert "--restore_head=false" in message
     assert not (out / "train.tf_record").exists()  # found before any work
     # --restore_head=false: the encoder comes from the checkpoint, the head starts new.
-    outcome = classification.SPEC.run(
+    outcome = run_script(classification.SPEC,
         config(
             google_ckpt_dir, w_vocab_file, data_dir, out, do_train=True, init_checkpoint=mnli,
             restore_head=False,
@@ -160,7 +162,7 @@ def test_a_pretraining_checkpoint_gives_the_encoder_but_never_a_head(
     # Predicting alone from it would use an untrained head: refused before any work.
     out = tmp_path / "out"
     with pytest.raises(InputError, match="has no trained classifier head"):
-        classification.SPEC.run(
+        run_script(classification.SPEC,
             config(
                 google_ckpt_dir, w_vocab_file, data_dir, out, do_predict=True,
                 init_checkpoint=ckpt_prefix,

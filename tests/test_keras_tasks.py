@@ -24,7 +24,7 @@ from bert_tf import (
     BertTokenClassifier,
 )
 from bert_tf.checkpoints import save_google_checkpoint
-from bert_tf.tasks import multiple_choice, squad, tagging
+from bert_tf.tasks import multiple_choice, run_script, squad, tagging
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.run_files import read_task_info, write_task_info
 
@@ -140,7 +140,7 @@ def test_from_preset_of_a_run_swag_run_predicts_its_test_results(tmp_path):
     config = swag_config(
         tmp_path / "data", tmp_path / "out", do_train=True, do_predict=True, num_train_epochs=1.0
     )
-    multiple_choice.SPEC.run(config)
+    run_script(multiple_choice.SPEC, config)
     model = BertMultipleChoice.from_preset(tmp_path / "out", vocabulary=VOCAB)
     assert model.task_info().to_json() == read_task_info(str(tmp_path / "out")).to_json()
     # SWAG's context is sent1, a choice sent2 + " " + ending (bert_tf/data/swag.py).
@@ -242,7 +242,7 @@ def test_tagger_from_preset_of_a_run_ner_run_predicts_its_test_predictions(tmp_p
     config = ner_config(
         tmp_path / "data", tmp_path / "out", do_train=True, do_predict=True, train_batch_size=3
     )
-    tagging.SPEC.run(config)
+    run_script(tagging.SPEC, config)
     model = BertTokenClassifier.from_preset(tmp_path / "out", vocabulary=VOCAB)
     assert model.task_info().to_json() == read_task_info(str(tmp_path / "out")).to_json()
     predicted = _predicted_sentences(tmp_path / "out" / tagging.PREDICTIONS_FILE)
@@ -317,7 +317,7 @@ def test_answerer_from_preset_of_a_run_squad_run_answers_as_its_predictions(tmp_
         str(config_file), tmp_path / "out", train_file=data_file, predict_file=data_file,
         do_train=True, do_predict=True, num_train_epochs=16.0,
     )  # fmt: skip
-    squad.SPEC.run(config)
+    run_script(squad.SPEC, config)
     model = BertQuestionAnswerer.from_preset(tmp_path / "out", vocabulary=VOCAB)
     assert model.task_info().to_json() == read_task_info(str(tmp_path / "out")).to_json()
     ids = list(SQUAD_QUESTIONS)

@@ -18,7 +18,7 @@ import pytest
 import sklearn.metrics
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import classification, multi_label
+from bert_tf.tasks import classification, multi_label, run_script
 from bert_tf.tasks.multi_label import MultiLabelConfig, MultiLabelRun
 
 from conftest import PROBABILITY_ATOL, REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV, finish, start_python
@@ -79,7 +79,7 @@ def trained(tmp_path_factory):
         root / "data", root / "out", do_train=True, do_eval=True, do_predict=True,
         export_dir=str(root / "export"), class_weights="none",
     )  # fmt: skip
-    outcome = multi_label.run(config)
+    outcome = run_script(classification.SPEC, config)
     return {"root": root, "splits": splits, "outcome": outcome}
 
 
@@ -207,7 +207,7 @@ def test_prediction_in_a_fresh_dir_restores_the_head(trained, tmp_path):
         root / "data", tmp_path / "predicted", do_predict=True,
         init_checkpoint=str(root / "out"),
     )  # fmt: skip
-    multi_label.run(config)
+    run_script(classification.SPEC, config)
     _, expected = _test_results(root / "out")
     _, predicted = _test_results(tmp_path / "predicted")
     np.testing.assert_allclose(predicted, expected, atol=PROBABILITY_ATOL)
@@ -220,7 +220,7 @@ def test_tuned_thresholds_go_to_task_json_prediction_and_the_export(trained, tmp
     root = trained["root"]
     tuned = tmp_path / "tuned"  # the run's folder, evaluated again there with --tune_thresholds
     shutil.copytree(root / "out", tuned)
-    multi_label.run(
+    run_script(classification.SPEC,
         ml_config(
             root / "data", tuned, do_eval=True, do_predict=True, tune_thresholds=True,
             export_dir=str(tmp_path / "export"),
@@ -258,7 +258,10 @@ def test_tuned_thresholds_go_to_task_json_prediction_and_the_export(trained, tmp
     ]
     # A later prediction elsewhere, without --threshold, uses the tuned ones; so does the export.
     again = tmp_path / "again"
-    multi_label.run(ml_config(root / "data", again, do_predict=True, init_checkpoint=str(tuned)))
+    run_script(
+        classification.SPEC,
+        ml_config(root / "data", again, do_predict=True, init_checkpoint=str(tuned)),
+    )
     assert (again / "test_labels.tsv").read_text() == (tuned / "test_labels.tsv").read_text()
     served = serve(str(tmp_path / "export" / "1"), [s for s, _ in trained["splits"]["dev"]])
     assert_served_labels(served, lines, thresholds)
@@ -296,7 +299,7 @@ def test_a_dev_label_outside_the_training_labels_is_one_line_before_any_work(tmp
         f.write("a bird\tanimal,plant\n")
     config = ml_config(tmp_path / "data", tmp_path / "out", do_train=True, do_eval=True)
     with pytest.raises(InputError) as error:
-        multi_label.run(config)
+        run_script(classification.SPEC, config)
     message = str(error.value)
     assert "dev.tsv:6: label 'plant' is not one of the training file's labels" in message
     assert not (tmp_path / "out" / "train.tf_record").exists()
@@ -305,13 +308,14 @@ def test_a_dev_label_outside_the_training_labels_is_one_line_before_any_work(tmp
 def test_multi_label_flags_need_their_setting(tmp_path):
     write_tables(tmp_path / "data", sizes=(("train", 20), ("dev", 5)))
     with pytest.raises(InputError, match="--tune_thresholds is for --multi_label=True"):
-        multi_label.run(
+        run_script(classification.SPEC,
             ml_config(tmp_path / "data", tmp_path / "out", multi_label=False, do_eval=True,
                       tune_thresholds=True)
         )  # fmt: skip
     with pytest.raises(InputError, match="--multi_label reads your own tables"):
-        multi_label.run(
-            ml_config(tmp_path / "data", tmp_path / "o", task_name="mrpc", do_eval=True)
+        run_script(
+            classification.SPEC,
+            ml_config(tmp_path / "data", tmp_path / "o", task_name="mrpc", do_eval=True),
         )
 
 
@@ -325,7 +329,7 @@ def test_windows_combine_each_labels_probability_as_the_windows_predicted_alone(
     shutil.copytree(root / "data", data)
     (data / "test.tsv").write_text("".join(f"{text}\n" for text in texts))
     windowed = tmp_path / "windowed"
-    multi_label.run(
+    run_script(classification.SPEC,
         ml_config(
             data, windowed, do_predict=True, init_checkpoint=str(root / "out"), max_seq_length=8,
             doc_stride=3, window_combination="mean", export_dir=str(tmp_path / "export"),
@@ -334,7 +338,7 @@ def test_windows_combine_each_labels_probability_as_the_windows_predicted_alone(
     windows = [" ".join(words) for text in texts for words in (text.split()[:6], text.split()[3:])]
     (data / "test.tsv").write_text("".join(f"{window}\n" for window in windows))
     alone = tmp_path / "alone"
-    multi_label.run(
+    run_script(classification.SPEC,
         ml_config(
             data, alone, do_predict=True, init_checkpoint=str(root / "out"), max_seq_length=8
         )
@@ -380,7 +384,7 @@ def test_a_run_that_predicts_no_label_is_told_to_weigh_the_labels(tmp_path, capl
 
 def _learned_nothing_warning(config, caplog):
     with caplog.at_level(logging.WARNING):
-        multi_label.run(config)
+        run_script(classification.SPEC, config)
     warnings = [r.getMessage() for r in caplog.records if "learned nothing" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
     return warnings[0]

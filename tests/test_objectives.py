@@ -21,7 +21,7 @@ from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.data.pretraining import reader, writer
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel, pretraining_loss
-from bert_tf.tasks import classification
+from bert_tf.tasks import classification, run_script
 from bert_tf.tasks.classification import ClassifierConfig
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.pretraining import PretrainingConfig, next_token_loss
@@ -326,7 +326,7 @@ def test_fine_tuning_and_export_keep_the_causal_mask_of_the_checkpoints_config(
         max_seq_length=SEQ, train_batch_size=16, num_train_epochs=1.0, do_train=True,
         iterations_per_loop=2, log_steps=2, save_checkpoints_steps=2,
     )  # fmt: skip
-    classification.SPEC.run(config)
+    run_script(classification.SPEC, config)
     task = json.loads((tmp_path / "out" / "task.json").read_text())
     assert task["bert_config"]["objective"] == "ltr"
     # The fine-tuned classifier's encoder, as export_saved_model.py rebuilds it from the run's files.
@@ -353,14 +353,15 @@ def test_fine_tuning_and_export_keep_the_causal_mask_of_the_checkpoints_config(
 
     # Misuse: the same checkpoints with the original bert_config.json (no causal attention).
     with pytest.raises(InputError) as error:
-        classification.SPEC.run(
+        run_script(
+            classification.SPEC,
             ClassifierConfig(
                 **{
                     **vars(config),
                     "bert_config_file": str(TINY_CONFIG),
                     "output_dir": str(tmp_path / "o2"),
                 }
-            )
+            ),
         )
     message = str(error.value)
     assert "\n" not in message

@@ -5,6 +5,7 @@ or a negative set, and its label says which (chance is 50%).
 """
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ import scipy.stats
 import tensorflow as tf
 
 from bert_tf.errors import InputError
+from bert_tf.tasks import run_script
 from bert_tf.tasks.classification import SPEC, ClassifierConfig, ClassifierRun
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training.checkpoint_state import CheckpointState
@@ -31,7 +33,7 @@ FILLER = "the lady walked to the house and said that she was very much in".split
 TINY_CONFIG = str(SAMPLE_DIR / "bert_config_tiny.json")
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
 
-run = SPEC.run  # run_classifier.py's work
+run = functools.partial(run_script, SPEC)  # run_classifier.py's work
 
 
 def _sentence(rng, label):

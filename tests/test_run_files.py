@@ -34,9 +34,13 @@ def test_a_flat_task_json_of_an_earlier_version_reads_as_the_task_s_settings(tmp
     (tmp_path / "task.json").write_text(json.dumps(_FLAT_SQUAD, indent=2, sort_keys=True))
     info = read_task_info(str(tmp_path))
     assert (info.model_type, info.do_lower_case, info.max_seq_length) == ("squad", False, 256)
-    assert (info.version_2_with_negative, info.doc_stride, info.max_query_length) == (True, 96, 32)
-    assert (info.n_best_size, info.max_answer_length) == (10, 25)
-    assert info.null_score_diff_threshold == -1.5
+    assert (
+        info.settings.version_2_with_negative,
+        info.settings.doc_stride,
+        info.settings.max_query_length,
+    ) == (True, 96, 32)
+    assert (info.settings.n_best_size, info.settings.max_answer_length) == (10, 25)
+    assert info.settings.null_score_diff_threshold == -1.5
     # Written again, the SQuAD settings sit under "squad"; the classifier's keys are gone.
     write_task_info(str(tmp_path), info)
     written = json.loads((tmp_path / "task.json").read_text())
@@ -58,7 +62,7 @@ def test_a_flat_task_json_of_a_classifier_and_of_pretraining_read(tmp_path):
     classifier = {**_FLAT_SQUAD, "model_type": "classifier", "labels": ["neg", "pos"]}
     classifier.update(is_pair=True, doc_stride=None, window_combination=None)
     info = TaskInfo.from_json(classifier, "task.json")
-    assert (info.labels, info.is_pair, info.doc_stride, info.window_combination) == (
+    assert (info.labels, info.settings.is_pair, info.settings.doc_stride, info.settings.window_combination) == (
         ["neg", "pos"], True, None, "mean",
     )  # fmt: skip
     pretraining = TaskInfo.from_json({**_FLAT_SQUAD, "model_type": "pretraining"}, "task.json")

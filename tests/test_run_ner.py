@@ -23,7 +23,7 @@ from bert_tf.data import conll
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import TASKS, exporting, tagging, tagging_serving
+from bert_tf.tasks import TASKS, exporting, run_script, tagging, tagging_serving
 from bert_tf.tasks.run_files import write_labels
 from bert_tf.tokenization import FullTokenizer
 
@@ -128,7 +128,7 @@ def trained(tmp_path_factory, austen_sentences_path):
         root / "data", root / "out", do_train=True, do_eval=True, do_predict=True,
         export_dir=str(root / "export"),
     )  # fmt: skip
-    outcome = tagging.SPEC.run(config)
+    outcome = run_script(tagging.SPEC, config)
     return {"root": root, "outcome": outcome, "test_words": test_words}
 
 
@@ -229,8 +229,9 @@ def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the
 ):
     out = trained["root"] / "out"
     checkpoint = tf.train.latest_checkpoint(str(out))
-    predicted = tagging.SPEC.run(
-        ner_config(trained["root"] / "data", tmp_path, do_predict=True, init_checkpoint=checkpoint)
+    predicted = run_script(
+        tagging.SPEC,
+        ner_config(trained["root"] / "data", tmp_path, do_predict=True, init_checkpoint=checkpoint),
     )["predict"]
     assert (tmp_path / "test_predictions.txt").read_text() == (
         out / "test_predictions.txt"
@@ -352,7 +353,7 @@ def test_export_saved_model_rebuilds_the_run_s_tagger_from_task_json(
     model, info = rebuilt_for_export(
         monkeypatch, tagging.SPEC, str(trained["root"] / "out"), str(tmp_path), VOCAB
     )
-    assert (info.labels, info.doc_stride) == (["O", "B-LOC", "B-PER", "I-PER"], None)
+    assert (info.labels, info.settings.doc_stride) == (["O", "B-LOC", "B-PER", "I-PER"], None)
     # The rebuilt model holds the run's weights: eager tagging_outputs on the in-graph windows gives
     # the labels of test_predictions.txt.
     preprocessor = tagging_serving.TaggingPreprocessor(
@@ -419,7 +420,7 @@ def test_bad_input_names_the_file_and_line(tmp_path, case, message):
     steps = {"test_column_count": {"do_predict": True}}.get(case, {"do_eval": True})
     config = ner_config(data, tmp_path / "out", **steps)
     with pytest.raises(InputError, match=message):
-        tagging.SPEC.run(config)
+        run_script(tagging.SPEC, config)
 
 
 def test_label_column_and_two_column_files_choose_the_labels(tmp_path):

@@ -21,7 +21,7 @@ from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.optimization import AdamWeightDecay, Lamb, WarmupLinearDecay
-from bert_tf.tasks.pretraining import PretrainingConfig, pretraining_task
+from bert_tf.tasks.pretraining import PretrainingConfig, pretraining_trainable
 from bert_tf.training import TrainConfig, Trainer
 
 from conftest import FLOAT32_EPS, assert_float32_close, free_ports
@@ -225,7 +225,7 @@ def _two_updates(
 ):
     """Two updates of batch 8 from the checkpoint, k micro-batches each: (trainer, last logged losses)."""
     bert_config = BertConfig.from_json_file(config_path)
-    task = pretraining_task(bert_config, records, 23, 5, seed=11)
+    task = pretraining_trainable(bert_config, records, 23, 5, seed=11)
     keras.utils.set_random_seed(11)
 
     def optimizer_fn():
@@ -250,7 +250,7 @@ def test_accumulating_micro_batches_gives_the_update_of_the_whole_batch(
     tmp_path, no_dropout_config, reference_records, ckpt_prefix, optimizer
 ):
     # The training input is shuffled with a seed: both runs read the same 16 records in one order.
-    task = pretraining_task(
+    task = pretraining_trainable(
         BertConfig.from_json_file(no_dropout_config), reference_records, 23, 5, 11
     )
     batches = [

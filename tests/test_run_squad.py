@@ -20,7 +20,7 @@ from bert_tf import squad_evaluation
 from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
-from bert_tf.tasks import squad
+from bert_tf.tasks import run_script, squad
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV, assert_float32_close
@@ -123,7 +123,7 @@ def overfit(tmp_path_factory, bert_config_file, version_2):
         version_2_with_negative=version_2,
         export_dir=None if version_2 else str(folder / "export"),
     )
-    outcome = squad.SPEC.run(config)
+    outcome = run_script(squad.SPEC, config)
     if version_2:
         outcome["export"] = export_checkpoint(
             ExportConfig(
@@ -335,7 +335,7 @@ def test_rerun_reuses_features_and_resumes_training(v1_run, tmp_path, monkeypatc
         num_train_epochs=256.0,  # 96 steps: 6 more than the first run's 90
         log_steps=2,
     )
-    outcome = squad.SPEC.run(config)
+    outcome = run_script(squad.SPEC, config)
     assert outcome["train"]["global_step"] == 96
     assert os.path.getmtime(folder / "train.tf_record") == records_mtime
     assert tf.train.latest_checkpoint(str(folder)).endswith("ckpt-96")
@@ -417,7 +417,7 @@ def test_tfds_squad_predicts_and_evaluates(v1_run, tmp_path):
         length_bucketing=False,
     )
     with tfds.testing.mock_data(as_dataset_fn=_tfds_as_dataset(records)):
-        outcome = squad.SPEC.run(config)
+        outcome = run_script(squad.SPEC, config)
         train_examples, _ = squad.SquadRun(config).data("train")
     assert outcome["predict"]["predictions"] == EXPECTED
     # The evaluation reads the gold answers from the dataset (there is no file).
@@ -454,11 +454,11 @@ def test_bad_training_data_raises_input_error_naming_the_place(
         bert_config_file, tmp_path / "model", train_file=str(data_file), do_train=True
     )
     with pytest.raises(InputError, match=expected):
-        squad.SPEC.run(config)
+        run_script(squad.SPEC, config)
 
 
 def test_unanswerable_training_questions_need_version_2(tmp_path, bert_config_file):
     data_file = squad_file(tmp_path / "data.json", version_2=True)
     config = make_config(bert_config_file, tmp_path / "model", train_file=data_file, do_train=True)
     with pytest.raises(InputError, match="question id 'long-x': .* exactly 1 answer, got 0"):
-        squad.SPEC.run(config)
+        run_script(squad.SPEC, config)

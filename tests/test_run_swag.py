@@ -22,7 +22,7 @@ from bert_tf.data import swag
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import TASKS, exporting, multiple_choice
+from bert_tf.tasks import TASKS, exporting, multiple_choice, run_script
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import (
@@ -114,7 +114,7 @@ def trained(tmp_path_factory):
         root / "data", root / "out", do_train=True, do_eval=True, do_predict=True,
         export_dir=str(root / "export"),
     )  # fmt: skip
-    outcome = multiple_choice.SPEC.run(config)
+    outcome = run_script(multiple_choice.SPEC, config)
     return {"root": root, "outcome": outcome, "test_rows": test_rows, "test_labels": test_labels}
 
 
@@ -181,8 +181,11 @@ def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the
     trained, tmp_path
 ):
     checkpoint = tf.train.latest_checkpoint(str(trained["root"] / "out"))
-    multiple_choice.SPEC.run(
-        swag_config(trained["root"] / "data", tmp_path, do_predict=True, init_checkpoint=checkpoint)
+    run_script(
+        multiple_choice.SPEC,
+        swag_config(
+            trained["root"] / "data", tmp_path, do_predict=True, init_checkpoint=checkpoint
+        ),
     )
     rows = (tmp_path / "test_results.tsv").read_text().splitlines()
     predicted = np.array([[float(p) for p in row.split("\t")] for row in rows])
@@ -380,7 +383,7 @@ def test_bad_input_names_the_file_and_line(tmp_path, case, message):
         (data / "test.csv").unlink()
         steps = {"do_predict": True}
     with pytest.raises(InputError, match=message):
-        multiple_choice.SPEC.run(swag_config(data, tmp_path / "out", **steps))
+        run_script(multiple_choice.SPEC, swag_config(data, tmp_path / "out", **steps))
 
 
 # ---------------------------------------------------------------------------------------- checkpoints

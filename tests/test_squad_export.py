@@ -261,7 +261,7 @@ def test_google_format_squad_checkpoint_is_recognised_and_loads_with_its_head(tm
     # export_saved_model.py infers the model type from the head's names (SQuAD 1.1 defaults).
     info = exporting.infer_from_google(prefix)
     assert info.model_type == "squad"
-    assert info.version_2_with_negative is False and info.max_seq_length == 384
+    assert info.settings.version_2_with_negative is False and info.max_seq_length == 384
     # --init_checkpoint: the one restore path gives the encoder and the head.
     model = squad.BertSquad(config)
     report = restore_init_checkpoint(model, prefix)

@@ -12,7 +12,7 @@ from test_run_classifier import tsv_config, write_sentiment_tsv
 from bert_tf.checkpoints import resolve_checkpoint
 from bert_tf.errors import Diverged, InputError
 from bert_tf.settings import parse_sweep
-from bert_tf.tasks import classification, sweep
+from bert_tf.tasks import classification, run_script, sweep
 from bert_tf.tasks.run_files import read_labels, read_task_info
 from bert_tf.training import Trainer
 
@@ -40,7 +40,7 @@ def data_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def swept(data_dir, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("sweep")
-    outcome = classification.SPEC.run(grid_config(data_dir, output_dir, do_predict=True))
+    outcome = run_script(classification.SPEC, grid_config(data_dir, output_dir, do_predict=True))
     return output_dir, outcome
 
 
@@ -129,16 +129,16 @@ def test_a_killed_shard_resumes_and_collecting_gives_the_same_table(
     monkeypatch.setattr(classification.ClassifierRun, "evaluate", killed_after_training_the_second)
     second_half = grid_config(data_dir, tmp_path, sweep_shard="1/2")
     with pytest.raises(KeyboardInterrupt):
-        classification.SPEC.run(second_half)
+        run_script(classification.SPEC, second_half)
     assert trained == [(RUNS[1], 0), (RUNS[3], 0)]  # shard 1/2: combinations 1, 3, 5, 7
     monkeypatch.setattr(classification.ClassifierRun, "evaluate", real_evaluate)
     trained.clear()
-    classification.SPEC.run(second_half)
+    run_script(classification.SPEC, second_half)
     # RUNS[1] is skipped; RUNS[3] resumes at its last step (nothing left to train).
     assert [name for name, _ in trained] == [RUNS[3], RUNS[5], RUNS[7]] and trained[0][1] > 0
     assert not (tmp_path / "sweep_results.tsv").exists()  # a shard leaves collecting to the end
     trained.clear()
-    classification.SPEC.run(grid_config(data_dir, tmp_path, sweep_collect=True))
+    run_script(classification.SPEC, grid_config(data_dir, tmp_path, sweep_collect=True))
     assert trained == []
     assert (tmp_path / "sweep_results.tsv").read_text() == (
         output_dir / "sweep_results.tsv"
@@ -155,7 +155,7 @@ def test_a_diverging_learning_rate_is_recorded_and_the_grid_goes_on(
     config = grid_config(
         data_dir, tmp_path, learning_rate=(1e30, 1e-3), train_batch_size=16, seed=1, log_steps=1
     )
-    outcome = classification.SPEC.run(config)
+    outcome = run_script(classification.SPEC, config)
     high, low = "lr1e+30_batch16_epochs1_seed1", "lr0.001_batch16_epochs1_seed1"
     diverged = json.loads((tmp_path / high / "sweep_run.json").read_text())
     assert diverged["value"] is None and "training diverged: the loss is" in diverged["diverged"]
@@ -172,14 +172,15 @@ def test_a_diverging_learning_rate_is_recorded_and_the_grid_goes_on(
     assert rows[1][:7] == ["0.001", "16", "1", accuracy, accuracy, "", "eval_accuracy"]
     # A rerun trains nothing: the diverged combination is skipped like a finished one.
     monkeypatch.setattr(Trainer, "train", lambda *_: pytest.fail("a rerun trained"))
-    assert classification.SPEC.run(config)["runs"] == outcome["runs"]
+    assert run_script(classification.SPEC, config)["runs"] == outcome["runs"]
     monkeypatch.undo()
     # When every combination diverged there is no best run: the same one-line error, table written.
     with pytest.raises(Diverged, match=r"every finished combination .* diverged; lr1e\+30"):
-        classification.SPEC.run(
+        run_script(
+            classification.SPEC,
             grid_config(
                 data_dir, tmp_path / "all", learning_rate=(1e30,), train_batch_size=16, seed=1
-            )
+            ),
         )
     assert "diverged" in (tmp_path / "all" / "sweep_results.tsv").read_text()
 
@@ -194,9 +195,9 @@ def test_one_value_per_flag_is_a_single_run_and_bad_lists_are_named(data_dir, tm
     with pytest.raises(InputError, match="--seed=1,1: 1 is listed twice"):
         parse_sweep("seed", "1,1", int)
     with pytest.raises(InputError, match="pass --do_eval"):
-        classification.SPEC.run(tsv_config(data_dir, tmp_path, do_train=True, seed=(1, 2)))
+        run_script(classification.SPEC, tsv_config(data_dir, tmp_path, do_train=True, seed=(1, 2)))
     with pytest.raises(InputError, match="--sweep_shard=2/2: needs 0 <= i < n"):
-        classification.SPEC.run(grid_config(data_dir, tmp_path, sweep_shard="2/2"))
+        run_script(classification.SPEC, grid_config(data_dir, tmp_path, sweep_shard="2/2"))
 
 
 def test_eval_every_steps_keeps_the_runs_best_checkpoint_beside_the_last(
@@ -215,7 +216,7 @@ def test_eval_every_steps_keeps_the_runs_best_checkpoint_beside_the_last(
         data_dir, tmp_path, do_train=True, do_eval=True, num_train_epochs=2.0, train_batch_size=8,
         eval_every_steps=4, learning_rate=1e-3,
     )  # fmt: skip
-    classification.SPEC.run(config)
+    run_script(classification.SPEC, config)
     # 16 steps: evaluated at 4, 8, 12, 16 while training, then once more by --do_eval.
     assert [step for step, _ in evaluated] == [4, 8, 12, 16, 16]
     best_step, best_value = max(evaluated[:4], key=lambda pair: pair[1])  # the first of ties

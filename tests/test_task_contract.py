@@ -3,6 +3,7 @@ tasks/hooks.py and finetuning.py (the hooks), settings.py and spec.py (each sett
 config.py, run.py, heads.py and the registry (bert_tf/tasks/__init__.py)."""
 
 import dataclasses
+import inspect
 import json
 
 import numpy as np
@@ -11,13 +12,15 @@ import tensorflow as tf
 
 from bert_tf.errors import InputError
 from bert_tf.settings import derived, flag_fields, recorded_settings, setting
-from bert_tf.tasks import TASKS, choose, script_config, squad_serving, variants
+from bert_tf.tasks import RUNS, TASKS, choose, script_config, squad_serving, variants
 from bert_tf.tasks.config import FineTuningConfig
-from bert_tf.tasks.finetuning import FineTuningRun, dummy_batch
+from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertHead
-from bert_tf.tasks.hooks import padding_of
+from bert_tf.tasks.hooks import ClassifierHooks, TaskHooks, dummy_batch, padding_of
 from bert_tf.tasks.run import load_bert_config
+from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import CONFIG_CLASSES
 
 from conftest import SAMPLE_DIR
 
@@ -55,9 +58,9 @@ def test_a_run_without_its_task_spec_fails_when_instantiated():
 
 
 def test_every_registered_run_fills_every_hook_and_knows_its_spec():
-    runs = {name: spec.run_class for name, spec in TASKS.items() if spec.run_class}
-    assert len(runs) >= 6
-    for name, run_class in runs.items():
+    with_flags = sorted(name for name, spec in TASKS.items() if spec.config_class is not None)
+    assert sorted(RUNS) == with_flags and len(RUNS) >= 6
+    for name, run_class in RUNS.items():
         assert issubclass(run_class, FineTuningRun), name
         assert not run_class.__abstractmethods__, (name, run_class.__abstractmethods__)
         assert run_class.spec is TASKS[name], name
@@ -103,34 +106,33 @@ class _Config:
 
 
 def test_recorded_settings_are_the_recorded_fields_with_their_task_json_defaults():
-    settings_class = recorded_settings(_Config, "Settings")
-    assert [field.name for field in dataclasses.fields(settings_class)] == [
-        "stride",
-        "combination",
-        "is_pair",
-    ]
-    assert settings_class() == settings_class(stride=None, combination="mean", is_pair=False)
-    assert settings_class(combination=None).combination == "mean"  # a task.json's null
+    assert vars(recorded_settings(_Config)) == {
+        "stride": None,
+        "combination": "mean",
+        "is_pair": False,
+    }
+    assert recorded_settings(_Config, combination=None).combination == "mean"  # a task.json's null
+    assert recorded_settings(_Config, stride=3, is_pair=True).stride == 3
     with pytest.raises(ValueError, match="combination 'sum' is none of mean, max"):
-        settings_class(combination="sum")
+        recorded_settings(_Config, combination="sum")
+    with pytest.raises(ValueError, match=r"unknown settings \['batch'\]"):
+        recorded_settings(_Config, batch=4)  # a flag, not recorded
     # A derived value is recorded, but no flag.
     assert [field.name for field in flag_fields(_Config)] == ["stride", "combination", "batch"]
 
 
-def test_each_task_setting_is_declared_once_in_its_config():
+def test_a_task_json_without_a_task_s_settings_reads_their_declared_defaults():
     for name, spec in TASKS.items():
-        if spec.settings_class is None:
+        if spec.config_class is None:
             continue
-        config_fields = {field.name: field for field in dataclasses.fields(spec.config_class)}
-        for field in dataclasses.fields(spec.settings_class):
-            declared = config_fields[field.name]  # the one declaration: a flag or a derived value
-            assert declared.metadata["recorded"], (name, field.name)
-            expected = declared.metadata.get("recorded_default", declared.default)
-            assert field.default == expected, (name, field.name)
+        info = TaskInfo.from_json({"model_type": name}, "task.json")
+        recorded = [f for f in dataclasses.fields(spec.config_class) if f.metadata.get("recorded")]
+        expected = {f.name: f.metadata.get("recorded_default", f.default) for f in recorded}
+        assert (vars(info.settings) if info.settings else {}) == expected, name
 
 
 def test_the_squad_export_takes_the_settings_run_squad_records():
-    recorded = {f.name: f.default for f in dataclasses.fields(TASKS["squad"].settings_class)}
+    recorded = vars(recorded_settings(TASKS["squad"].config_class))
     exported = {f.name: f.default for f in dataclasses.fields(squad_serving.QaSettings)}
     assert exported == {**recorded, "max_seq_length": 384}
     flags = {f.name: f.default for f in flag_fields(TASKS["squad"].config_class)}
@@ -143,6 +145,7 @@ def test_a_variant_runs_when_its_flag_is_set_else_its_task():
     config_class = script_config(classifier)
     assert choose(classifier, config_class(multi_label=True)) is TASKS["multi_label"]
     assert choose(classifier, config_class()) is classifier
+    assert choose(classifier, TASKS["classifier"].config_class()) is classifier  # no variant's
     config_class = script_config(tagger)
     assert choose(tagger, config_class(feature_layers="last_hidden")) is TASKS["feature_tagger"]
     assert choose(tagger, config_class()) is tagger
@@ -215,8 +218,52 @@ def test_two_variants_of_a_task_give_its_script_the_flags_of_both(monkeypatch):
             chosen_by=name,
         )
         monkeypatch.setitem(TASKS, name, spec)
+    with pytest.raises(TypeError, match="no config class of its script derives from FirstConfig"):
+        script_config(task)
+
+    @dataclasses.dataclass(kw_only=True)
+    class BothConfig(FirstConfig, SecondConfig):
+        """The script's settings: declared, deriving from both variants'."""
+
+    spec = dataclasses.replace(TASKS["second"], name="both", config_class=BothConfig)
+    monkeypatch.setitem(TASKS, "both", spec)
     config_class = script_config(task)
+    assert config_class is BothConfig
     flags = {field.name for field in flag_fields(config_class)}
     assert {"first", "second", "data_dir"} <= flags
     assert choose(task, config_class(second=True)) is TASKS["second"]
     assert choose(task, config_class()) is task
+
+
+def test_task_json_s_reader_knows_the_settings_of_every_registered_task():
+    with_settings = {name: spec.config_class for name, spec in TASKS.items() if spec.config_class}
+    assert CONFIG_CLASSES == with_settings
+
+
+def _overrides_of_undeclared_methods(run_class):
+    """ "Class.name overrides Base.name" for each method (or property) a task's class redefines
+    that a base implements and neither tasks/hooks.py class declares."""
+    hooks = {name for cls in (TaskHooks, ClassifierHooks) for name in vars(cls)}
+    found = []
+    for klass in run_class.__mro__:
+        if klass in FineTuningRun.__mro__ or klass is ClassifierHooks:
+            continue  # the framework and the contracts, not a task's
+        for name, value in vars(klass).items():
+            if name.startswith("__") or name in hooks:
+                continue
+            if not (inspect.isfunction(value) or isinstance(value, property)):
+                continue
+            base = next((b for b in klass.__mro__[1:] if name in vars(b)), None)
+            if base is not None and not getattr(vars(base)[name], "__isabstractmethod__", False):
+                found.append(f"{klass.__name__}.{name} overrides {base.__name__}.{name}")
+    return found
+
+
+def test_no_task_run_overrides_a_method_that_is_not_a_declared_hook():
+    for name, run_class in RUNS.items():
+        assert not _overrides_of_undeclared_methods(run_class), name
+    # What the check finds: a run that redefines a shared step instead of filling a hook.
+    planted = type("Planted", (RUNS["tagger"],), {"validate": lambda self: None})
+    assert _overrides_of_undeclared_methods(planted) == [
+        "Planted.validate overrides FineTuningRun.validate"
+    ]

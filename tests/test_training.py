@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from bert_tf.errors import Diverged, WriteError
 from bert_tf.optimization import create_optimizer
-from bert_tf.training import Task, TrainConfig, Trainer, check_batch_sizes, write_eval_results
+from bert_tf.training import Trainable, TrainConfig, Trainer, check_batch_sizes, write_eval_results
 
 from conftest import file_size_limit
 
@@ -66,7 +66,7 @@ def toy_task(num_examples=64, seed=0):
             dataset = dataset.repeat()
         return dataset.batch(batch_size, drop_remainder=True)
 
-    return Task(lambda: ToyModel(name="toy"), loss_fn, normalizer_fn, metric_fn, dataset_fn)
+    return Trainable(lambda: ToyModel(name="toy"), loss_fn, normalizer_fn, metric_fn, dataset_fn)
 
 
 def _train(model_dir, strategy=None, num_train_steps=6, schedule_steps=6, task=None, **config):

@@ -51,6 +51,8 @@ class _Run:
         )
 
     def run_steps(self, num_steps):
+        assert num_steps.dtype == tf.int32 and num_steps.shape == ()  # a tensor: no retracing
+        num_steps = int(num_steps)
         start = int(self.optimizer.iterations.numpy())
         self.calls.append((start, start + num_steps))
         for step in range(start + 1, start + num_steps + 1):

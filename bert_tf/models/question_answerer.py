@@ -94,10 +94,10 @@ class BertQuestionAnswerer(BertTask):
             info, where = preset.task_info, f"the run in {preset.folder}"
             if info.model_type != squad.MODEL_TYPE:
                 raise ValueError(f"{where} trained a {info.model_type} model, not SQuAD")
-            if info.version_2_with_negative:
+            if info.settings.version_2_with_negative:
                 raise ValueError(f"{where} is a SQuAD 2.0 model: this class answers SQuAD 1.1's")
             for name in _SETTINGS:
-                recorded = getattr(info, name)
+                recorded = getattr(info.settings, name)
                 if settings.get(name, recorded) != recorded:
                     raise ValueError(f"{name}={settings[name]}, but {where} has {name}={recorded}")
                 settings[name] = recorded

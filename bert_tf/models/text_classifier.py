@@ -299,23 +299,23 @@ def _run_settings(preset, num_classes, multi_label, regression, text_pairs, stri
     if info.model_type not in (classification.MODEL_TYPE, multi_label_task.MODEL_TYPE):
         raise ValueError(f"{where} trained a {info.model_type} model, not a classifier")
     is_multi_label = info.model_type == multi_label_task.MODEL_TYPE
-    run_classes = None if info.is_regression else len(info.labels or [])
+    run_classes = None if info.settings.is_regression else len(info.labels or [])
     for name, given, recorded in (
         ("num_classes", num_classes, run_classes),
         ("multi_label", multi_label, is_multi_label),
-        ("regression", regression, info.is_regression),
-        ("text_pairs", text_pairs, info.is_pair),
-        ("doc_stride", stride, info.doc_stride),
-        ("window_combination", combination, info.window_combination),
+        ("regression", regression, info.settings.is_regression),
+        ("text_pairs", text_pairs, info.settings.is_pair),
+        ("doc_stride", stride, info.settings.doc_stride),
+        ("window_combination", combination, info.settings.window_combination),
     ):
         if given is not None and given != recorded:
             raise ValueError(f"{name}={given}, but {where} has {name}={recorded}")
     return {
         "num_classes": run_classes,
         "multi_label": is_multi_label,
-        "regression": info.is_regression,
-        "text_pairs": info.is_pair,
-        "doc_stride": info.doc_stride,
-        "window_combination": info.window_combination,
+        "regression": info.settings.is_regression,
+        "text_pairs": info.settings.is_pair,
+        "doc_stride": info.settings.doc_stride,
+        "window_combination": info.settings.window_combination,
         "labels": info.labels,
     }

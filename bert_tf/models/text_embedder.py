@@ -81,7 +81,7 @@ class BertTextEmbedder(BertTask):
                 raise ValueError(
                     f"the run in {folder} trained a {info.model_type} model, not embeddings"
                 )
-            recorded = {"pooling": info.pooling, "normalize": info.normalize}
+            recorded = {"pooling": info.settings.pooling, "normalize": info.settings.normalize}
         elif preset.embedding is not None:
             recorded = {key: preset.embedding[key] for key in recorded}
         pooling = recorded["pooling"] if pooling is None else pooling

@@ -123,13 +123,13 @@ class BertTokenClassifier(BertTask):
                 raise ValueError(f"{where} trained a {info.model_type} model, not a tagger")
             for name, given, recorded in (
                 ("labels", labels, info.labels),
-                ("doc_stride", doc_stride, info.doc_stride),
+                ("doc_stride", doc_stride, info.settings.doc_stride),
             ):
                 if given is not None and list(np.atleast_1d(given)) != list(
                     np.atleast_1d(recorded)
                 ):
                     raise ValueError(f"{name}={given}, but {where} has {name}={recorded}")
-            labels, doc_stride, heads = info.labels, info.doc_stride, "required"
+            labels, doc_stride, heads = info.labels, info.settings.doc_stride, "required"
         _check_labels(labels)
         _check_doc_stride(doc_stride)
         model = cls(BertPreprocessor.of_preset(preset), preset.bert_config, labels, doc_stride)

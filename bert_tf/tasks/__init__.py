@@ -1,16 +1,16 @@
 """The tasks: every one has the same shape, and this registry is where the rest of the project finds them.
 
-Each task module holds its model (BertModel + a `heads.BertHead`), its settings dataclass (the
-flags, each declared once, the recorded ones also its part of task.json), its run (a
-`finetuning.FineTuningRun`: its data, loss, metrics and outputs), its in-graph serving, and its
-`spec.TaskSpec`, listed here. A script calls `script(model_type)`: its flags are those of the task
-and of its variants (multi-label in run_classifier.py, feature-based in run_ner.py), and the
-variant whose flag is set runs. export_saved_model.py and --init_checkpoint find a checkpoint's
-task through TASKS. bench/ and the demo import tasks, never scripts. docs/adding_a_task.md is the
+Each task module holds its model (BertModel + a `heads.BertHead`), its run (a
+`finetuning.FineTuningRun` subclass filling the hooks of `hooks.py`: its data, loss, metrics and
+outputs), its in-graph serving, and its `spec.TaskSpec`; its settings dataclass (the flags, each
+declared once, the recorded ones also its part of task.json) is in `task_configs.py`. Both are
+listed here, by hand: `TASKS` (the specs) and `RUNS` (the run classes). A fine-tuning script's
+flags are `script_config(task)` (the task's and its variants': multi-label in run_classifier.py,
+feature-based in run_ner.py) and its run is `make_run(task, config)`: the variant whose flag is
+set, or a sweep of runs. export_saved_model.py and --init_checkpoint find a checkpoint's task
+through TASKS. bench/ and the demo import tasks, never scripts. docs/adding_a_task.md is the
 checklist.
 """
-
-import dataclasses
 
 from bert_tf.errors import InputError
 from bert_tf.tasks import (
@@ -20,8 +20,8 @@ from bert_tf.tasks import (
     feature_based,
     multi_label,
     multiple_choice,
-    run_files,
     squad,
+    sweep,
     tagging,
 )
 
@@ -39,10 +39,19 @@ TASKS = {
     )
 }
 
-# task.json's reader learns each task's part here, and only here.
-run_files.TASK_SETTINGS.update(
-    {name: spec.settings_class for name, spec in TASKS.items() if spec.settings_class is not None}
-)
+# The run of each task with a script: its FineTuningRun subclass, whose `spec` is the task's.
+RUNS = {
+    run.spec.name: run
+    for run in (
+        classification.ClassifierRun,
+        multi_label.MultiLabelRun,
+        squad.SquadRun,
+        tagging.TaggerRun,
+        feature_based.FeatureTaggerRun,
+        multiple_choice.MultipleChoiceRun,
+        embedding.EmbeddingRun,
+    )
+}
 
 
 def get_task(name):
@@ -60,13 +69,19 @@ def variants(task):
 
 
 def script_config(task):
-    """The settings dataclass of `task`'s script: its flags and those of every variant of it."""
+    """The settings dataclass of `task`'s script: the config class of the task, or of its variant
+    (whose config class derives from the task's, so it has the task's flags too).
+
+    Raises:
+      TypeError: a task with several variants needs one config class deriving from all of theirs,
+        declared in a module and listed as a variant's config_class.
+    """
     classes = [task.config_class, *(variant.config_class for variant in variants(task))]
     leaves = [c for c in classes if not any(o is not c and issubclass(o, c) for o in classes)]
-    if len(leaves) == 1:
-        return leaves[0]
-    merged = type(f"{task.config_class.__name__}WithVariants", tuple(leaves), {})
-    return dataclasses.dataclass(kw_only=True)(merged)
+    if len(leaves) != 1:
+        names = ", ".join(c.__name__ for c in leaves)
+        raise TypeError(f"task {task.name!r}: no config class of its script derives from {names}")
+    return leaves[0]
 
 
 def choose(task, config):
@@ -75,13 +90,18 @@ def choose(task, config):
     return next((spec for spec in variants(task) if spec.is_chosen(config)), task)
 
 
-def script(model_type):
-    """(settings dataclass, run function) of the fine-tuning script of the task `model_type`, for
-    bert_tf.cli.main: the run function runs the variant `choose` picks (a sweep when a sweep flag
-    lists several values)."""
-    task = TASKS[model_type]
+def make_run(task, config):
+    """The run of `task`'s script for `config`, made and checked, not yet started: the run of the
+    variant `choose` picks, or a sweep of such runs when a sweep flag lists several values
+    (bert_tf/tasks/sweep.py). Its `run()` does the script's steps."""
+    run_class = RUNS[choose(task, config).name]
+    if sweep.is_sweep(config):
+        return sweep.Sweep(config, run_class)
+    return run_class(config)
 
-    def run(config):
-        return choose(task, config).run(config)
 
-    return script_config(task), run
+def run_script(task, config):
+    """What `task`'s script does with `config`, for Python callers (tests, bench/, the demo):
+    `make_run(task, config).run()`; returns the run's outcome ({"train", "eval", "predict",
+    "export"}, or a sweep's)."""
+    return make_run(task, config).run()

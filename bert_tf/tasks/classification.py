@@ -23,13 +23,13 @@ from bert_tf.data.feature_cache import file_identity
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, serving_signatures, write_saved_model
-from bert_tf.settings import derived, setting
-from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
+from bert_tf.tasks.hooks import ClassifierHooks
 from bert_tf.tasks.run_files import LABELS_FILE, labels_text
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.windows import WINDOW_COMBINATIONS, combine_windows, window_signatures
+from bert_tf.tasks.task_configs import ClassifierConfig
+from bert_tf.tasks.windows import combine_windows, window_signatures
 
 MODEL_TYPE = "classifier"
 
@@ -103,7 +103,7 @@ def classification_loss(outputs, features, num_examples, is_regression, class_we
 def build_model(bert_config, info):
     """The classifier of a run's TaskInfo (its labels, regression or not)."""
     return BertClassifier(
-        bert_config, max(len(info.labels or []), 1), is_regression=info.is_regression
+        bert_config, max(len(info.labels or []), 1), is_regression=info.settings.is_regression
     )
 
 
@@ -118,13 +118,13 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
     module = serving_module(model, info, vocab_file)
     label_strings = tf.constant(labels or [""], tf.string)
     outputs_of = functools.partial(model.serving_outputs, labels=label_strings, info=info)
-    if info.doc_stride:
+    if info.settings.doc_stride:
         signatures = window_signatures(module.preprocessor, model, info, outputs_of)
     else:
         signatures = serving_signatures(
             module.preprocessor,
             lambda features: outputs_of(model(features, training=False)["logits"]),
-            pair=info.is_pair,
+            pair=info.settings.is_pair,
         )
     assets = {LABELS_FILE: labels_text(labels)} if labels else None
     return write_saved_model(
@@ -135,52 +135,24 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
 # ---------------------------------------------------------------------------------- the run
 
 
-@dataclasses.dataclass(kw_only=True)
-class ClassifierConfig(FineTuningConfig, data.DataSource):
-    """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
-
-    doc_stride: int | None = setting(
-        None,
-        "Classify each text whole: a text longer than --max_seq_length - 2 wordpieces becomes "
-        "windows of that many, starting this many apart (as run_squad.py's). Training uses every "
-        "window (steps count windows); eval, predict and the export combine a text's windows "
-        "(--window_combination). Single-text tasks. Default: cut texts, as the original; a run "
-        "that does not train, or resumes, takes the windows of the checkpoint's run (its "
-        "task.json), as its export does.",
-        recorded=True,
-    )
-    class_weights: str | None = setting(
-        None,
-        "Weights of the labels in the training loss, for imbalanced data: none, auto or one number "
-        "per label, comma-separated, in label order. auto: n / (labels * n_label) for one label "
-        "per text; with --multi_label, each label's positives weighed by n_negative / n_positive. "
-        "Default: auto with --multi_label=True (sparse labels learn nothing without it), else "
-        "none. Classification only; eval_loss stays unweighted.",
-    )
-    window_combination: str | None = setting(
-        None,
-        "How a text's windows combine: weighted_mean (of their log-probabilities, each window "
-        "weighted by the text's wordpieces it holds), mean (unweighted) or max (of each label's "
-        "probability), renormalized; regression averages (weighted for weighted_mean). Default: "
-        "the checkpoint's run's (its task.json) when the run does not train or resumes, else "
-        "weighted_mean.",
-        choices=WINDOW_COMBINATIONS,
-        recorded=True,
-        recorded_default="mean",  # a run that recorded none had the rule before weighted_mean
-    )
-    is_pair: bool = derived(False, "Two texts per example (the task's data).")
-    is_regression: bool = derived(False, "A score per example instead of labels (the task's).")
-
-    def check(self):
-        super().check()
-        if self.task_name and not self.tfds_name and not self.data_dir:
-            raise InputError("--data_dir is required with --task_name")
-        if self.doc_stride is not None and self.doc_stride <= 0:
-            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=ClassifierConfig,
+    export_model=export_model,
+    google_head="output_weights",
+    # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
+    info_from_google_head=lambda shape: {
+        "labels": [str(i) for i in range(shape[0])],
+        "is_pair": True,
+    },
+)
 
 
-class ClassifierRun(FineTuningRun):
+class ClassifierRun(FineTuningRun, ClassifierHooks):
     """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
+
+    spec = SPEC
 
     # The features' format in the cache key: a change of it makes the features again.
     feature_format = "bert_tf classifier features 1"
@@ -209,9 +181,9 @@ class ClassifierRun(FineTuningRun):
         )
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
-        self.class_weights = self._class_weights()
+        self.class_weights = self.class_weights_of_flags()
 
-    def _class_weights(self):
+    def class_weights_of_flags(self):
         """--class_weights as one float per label (logged), or None; read only when training."""
         value = self.config.class_weights
         if value in (None, "", "none"):
@@ -241,16 +213,20 @@ class ClassifierRun(FineTuningRun):
         info = None
         if not config.do_train or self.resumes():
             info = self.checkpoint_task_info()
-        if info is not None and (info.model_type != self.spec.name or info.doc_stride is None):
+        if info is not None and (
+            info.model_type != self.spec.name or info.settings.doc_stride is None
+        ):
             info = None
         changes, stride_source = {}, f"--doc_stride={config.doc_stride}"
         if config.doc_stride is None and info is not None:
-            changes["doc_stride"] = info.doc_stride
+            changes["doc_stride"] = info.settings.doc_stride
             stride_source = (
-                f"--doc_stride={info.doc_stride} (the task.json of the checkpoint's run)"
+                f"--doc_stride={info.settings.doc_stride} (the task.json of the checkpoint's run)"
             )
         if config.window_combination is None:
-            changes["window_combination"] = info.window_combination if info else "weighted_mean"
+            changes["window_combination"] = (
+                info.settings.window_combination if info else "weighted_mean"
+            )
         if changes and info is not None:
             logging.info("from the task.json of the checkpoint's run: %s", changes)
             if info.max_seq_length != config.max_seq_length:
@@ -432,19 +408,3 @@ def evaluation_results(logits, label_ids, task_name, is_regression):
         results[f"eval_{name}"] = value
     results["loss"] = results["eval_loss"]
     return results
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=ClassifierRun,
-    config_class=ClassifierConfig,
-    export_model=export_model,
-    google_head="output_weights",
-    # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
-    info_from_google_head=lambda shape: {
-        "labels": [str(i) for i in range(shape[0])],
-        "is_pair": True,
-    },
-)
-ClassifierRun.spec = SPEC

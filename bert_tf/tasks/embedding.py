@@ -34,19 +34,16 @@ from bert_tf import file_io
 from bert_tf.checkpoints import resolve_checkpoint
 from bert_tf.data import embedding_pairs
 from bert_tf.data.feature_cache import file_identity
-from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES, serving_module, serving_signatures, write_saved_model
 from bert_tf.modeling import BertModel
 from bert_tf.sentence_transformers_folder import EMBEDDING_FILE, POOLINGS, read_embedding_file
-from bert_tf.settings import setting
-from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import DEFAULT_SCALE, EmbeddingConfig
 
 MODEL_TYPE = "embedding"
 # sentence-transformers' MultipleNegativesRankingLoss: cosine similarities times 20.
-DEFAULT_SCALE = 20.0
 # sentence-transformers' clamps: the mean's token count (torch.clamp min=1e-9), the norm (F.normalize).
 _MIN_TOKENS = 1e-9
 _MIN_NORM = 1e-12
@@ -190,7 +187,9 @@ def retrieval_metrics(anchors, candidates, scale=DEFAULT_SCALE):
 
 def build_model(bert_config, info):
     """The embedder of `info`'s pooling and normalisation (task.json's, or the flags' defaults)."""
-    return BertEmbedder(bert_config, pooling=info.pooling, normalize=info.normalize)
+    return BertEmbedder(
+        bert_config, pooling=info.settings.pooling, normalize=info.settings.normalize
+    )
 
 
 def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
@@ -232,47 +231,19 @@ def encoder_info(prefix, info):
 # ---------------------------------------------------------------------------------- the run
 
 
-@dataclasses.dataclass(kw_only=True)
-class EmbeddingConfig(FineTuningConfig):
-    """run_embedding.py's settings: the shared fine-tuning ones, the data folder and the pooling."""
-
-    data_dir: str | None = setting(
-        None,
-        "Folder with train.tsv and dev.tsv (rows anchor<TAB>positive[<TAB>hard negative]; or "
-        'train.jsonl, dev.jsonl of {"anchor", "positive", "negative" (optional)}) and test.txt '
-        '(one text to embed per line; or test.jsonl of {"text"}).',
-    )
-    # Recorded in task.json as the run settled them (EmbeddingRun: the flag, else the checkpoint's).
-    pooling: str | None = setting(
-        None,
-        "How token vectors become the text's: mean, cls or max. Default: --init_checkpoint's "
-        "(its run's task.json, or a converted model's embedding.json), else mean.",
-        choices=POOLINGS,
-        recorded=True,
-        recorded_default="mean",
-    )
-    normalize: bool | None = setting(
-        None,
-        "L2-normalize the text vectors. Default: --init_checkpoint's (as --pooling), else true.",
-        recorded=True,
-        recorded_default=True,
-    )
-    similarity_scale: float = setting(
-        DEFAULT_SCALE,
-        "Training and eval_loss: the multiplier of the cosine similarities before the softmax "
-        "over the in-batch candidates (sentence-transformers' default, 20).",
-    )
-
-    positive = (*FineTuningConfig.positive, "similarity_scale")
-
-    def check(self):
-        super().check()
-        if not self.data_dir:
-            raise InputError("--data_dir is required")
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    export_model=export_model,
+    info_from_encoder=encoder_info,
+    config_class=EmbeddingConfig,
+)
 
 
 class EmbeddingRun(FineTuningRun):
     """One run_embedding.py invocation: features, training, evaluation, prediction and export."""
+
+    spec = SPEC
 
     metric_name = "eval_mrr@10"
 
@@ -372,14 +343,3 @@ class EmbeddingRun(FineTuningRun):
         rows = ("\t".join(f"{value:.8g}" for value in row) + "\n" for row in embeddings)
         self.write_output("test_results.tsv", "".join(rows))
         return embeddings
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    export_model=export_model,
-    info_from_encoder=encoder_info,
-    run_class=EmbeddingRun,
-    config_class=EmbeddingConfig,
-)
-EmbeddingRun.spec = SPEC

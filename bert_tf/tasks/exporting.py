@@ -160,7 +160,9 @@ def export_checkpoint(config):
     if from_encoder:
         info = spec.info_from_encoder(prefix, info)
     if config.litert is not None:
-        litert.check_litert(config.litert, model_type, getattr(info, "window_combination", None))
+        litert.check_litert(
+            config.litert, model_type, getattr(info.settings, "window_combination", None)
+        )
     if config.encoder_layers and model_type != "encoder":
         raise InputError(f"--encoder_layers applies to encoder exports only, not {model_type}")
     options = {"encoder_layers": True} if config.encoder_layers else {}

@@ -21,7 +21,6 @@ frozen encoder and the head on raw text (bert_tf/tasks/tagging_serving.py).
 B = batch, S = sequence length, K = layers read, H = hidden size, L = number of labels.
 """
 
-import dataclasses
 import json
 import os
 
@@ -42,20 +41,12 @@ from bert_tf.data.feature_cache import SETTINGS_SUFFIX
 from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES
 from bert_tf.modeling import BertModel, _as_bert_config, _SavesBertConfig
-from bert_tf.settings import setting
 from bert_tf.tasks import tagging, tagging_serving
 from bert_tf.tasks.feature_head import DEFAULT_LSTM_SIZE, GOOGLE_SCOPE, FeatureHead
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import FEATURE_LAYERS, FeatureTaggerConfig
 
 MODEL_TYPE = "feature_tagger"
-FEATURE_LAYERS = (
-    "embeddings",
-    "second_to_last_hidden",
-    "last_hidden",
-    "weighted_sum_last_four",
-    "concat_last_four",
-    "weighted_sum_all",
-)
 # Encoder blocks a choice needs: "last four" of fewer blocks is a misuse, not a shorter sum.
 _LAYERS_NEEDED = {"second_to_last_hidden": 2, "weighted_sum_last_four": 4, "concat_last_four": 4}
 
@@ -179,8 +170,8 @@ def build_model(bert_config, info):
     return FeatureTagger(
         bert_config,
         len(info.labels),
-        info.feature_layers or "last_hidden",
-        info.lstm_size or DEFAULT_LSTM_SIZE,
+        info.settings.feature_layers or "last_hidden",
+        info.settings.lstm_size or DEFAULT_LSTM_SIZE,
     )
 
 
@@ -194,51 +185,28 @@ def _info_from_google_head(shape):
 # ---------------------------------------------------------------------------------- the run
 
 
-@dataclasses.dataclass(kw_only=True)
-class FeatureTaggerConfig(tagging.TaggerConfig):
-    """run_ner.py's settings: the tagger's, plus the feature-based approach's."""
-
-    feature_layers: str | None = setting(
-        None,
-        "The feature-based approach (BERT paper 5.3): freeze the encoder (from --init_checkpoint) "
-        "and train a two-layer BiLSTM and a dense layer on these layers' outputs. The weighted "
-        "sums learn one softmax-normalised weight per layer and a scale (ELMo's scalar mix); "
-        "weighted_sum_all mixes every transformer layer, not the embeddings. Unset: fine-tune.",
-        choices=FEATURE_LAYERS,
-        recorded=True,
-    )
-    lstm_size: int = setting(
-        DEFAULT_LSTM_SIZE,
-        "--feature_layers: units of each direction of each of the two BiLSTM layers (the paper's "
-        "768-dimensional BiLSTM; a layer's output is 2 x this).",
-        recorded=True,
-    )
-    encoder_features_dir: str | None = setting(
-        None,
-        "--feature_layers: folder of the encoder's cached layers (default --output_dir). Runs "
-        "sharing it with the same checkpoint, layers and data run the encoder once.",
-    )
-
-    def check(self):
-        super().check()
-        if self.lstm_size <= 0:
-            raise InputError(f"--lstm_size must be positive, got {self.lstm_size}")
-        if self.feature_layers is None:
-            if self.lstm_size != DEFAULT_LSTM_SIZE:
-                raise InputError("--lstm_size applies only with --feature_layers")
-            if self.encoder_features_dir is not None:
-                raise InputError("--encoder_features_dir applies only with --feature_layers")
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=FeatureTaggerConfig,
+    export_model=tagging_serving.export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    info_from_google_head=_info_from_google_head,
+    variant_of=tagging.SPEC,
+    chosen_by="feature_layers",
+)
 
 
 class FeatureTaggerRun(tagging.TaggerRun):
     """run_ner.py --feature_layers: the tagger's data and steps, on the frozen encoder's cached layers."""
 
+    spec = SPEC
+
     def __init__(self, config):
         self._frozen = None  # (BertModel, fingerprint) of the encoder's weights
         super().__init__(config)
 
-    def check_settings(self):
-        bert_config = super().check_settings()
+    def check_own_settings(self, bert_config):
         config = self.config
         self.layer_indices = layer_indices(config.feature_layers, bert_config.num_hidden_layers)
         if not config.init_checkpoint and not self.resumes():
@@ -246,19 +214,17 @@ class FeatureTaggerRun(tagging.TaggerRun):
                 "--feature_layers freezes the encoder: pass --init_checkpoint (a pretrained BERT) "
                 "for its weights"
             )
-        return bert_config
 
-    def validate(self):
+    def check_checkpoint(self):
         info = self.checkpoint_task_info()
         if info is not None and info.model_type == MODEL_TYPE and self.checkpoint_heads != "skip":
             for name in ("feature_layers", "lstm_size"):
-                ours, theirs = getattr(self.config, name), getattr(info, name)
+                ours, theirs = getattr(self.config, name), getattr(info.settings, name)
                 if ours != theirs:
                     raise InputError(
                         f"--{name}={ours}, but the checkpoint's run has {name}={theirs} (its "
                         f"task.json): pass --{name}={theirs}, or --restore_head=false"
                     )
-        super().validate()
 
     # ------------------------------------------------------------------ the cached layers
 
@@ -336,24 +302,3 @@ class FeatureTaggerRun(tagging.TaggerRun):
     def dummy_batch(self):
         window = padding_window(len(self.layer_indices), self.bert_config.hidden_size, length=2)
         return {name: value[None] for name, value in window.items()}
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=FeatureTaggerRun,
-    config_class=FeatureTaggerConfig,
-    export_model=tagging_serving.export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    info_from_google_head=_info_from_google_head,
-    variant_of=tagging.SPEC,
-    chosen_by="feature_layers",
-)
-FeatureTaggerRun.spec = SPEC
-
-
-def run(config):
-    """run_ner.py's run for callers of this module (tests, bench/): the feature-based approach when
-    --feature_layers is set, else fine-tuning (the tagger's), as bert_tf.tasks.script("tagger")
-    chooses; a sweep when a sweep flag lists several values."""
-    return (SPEC if SPEC.is_chosen(config) else tagging.SPEC).run(config)

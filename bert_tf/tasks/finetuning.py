@@ -7,7 +7,6 @@ task.json. A task's run (tasks/classification.py, ...) says only what is its own
 tasks/hooks.py (TaskHooks): its reader, its features, loss, metrics and outputs.
 """
 
-import dataclasses
 import json
 import os
 
@@ -19,13 +18,12 @@ from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint
 from bert_tf.data.feature_cache import (
     cached_records,
     file_identity,
-    make_feature_dataset,
     reading_cached_records,
 )
-from bert_tf.distribute import resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
 from bert_tf.precision import store_in_compute_dtype
+from bert_tf.settings import recorded_fields, recorded_settings
 from bert_tf.sigterm import doing
 from bert_tf.tasks.hooks import TaskHooks
 from bert_tf.tasks.run import Run
@@ -41,7 +39,7 @@ from bert_tf.tasks.run_files import (
     write_vocab,
 )
 from bert_tf.tokenization import FullTokenizer, check_vocab
-from bert_tf.training import Task
+from bert_tf.training import Trainable
 
 # --eval_every_steps keeps the best checkpoint of a run here, with its metric in BEST_METRIC_FILE.
 BEST_CHECKPOINT = "best_checkpoint"
@@ -58,14 +56,6 @@ def num_train_steps(config, num_train_examples):
             f"{config.train_batch_size} in --num_train_epochs={config.num_train_epochs}"
         )
     return max(steps, 1), int(max(steps, 1) * config.warmup_proportion)
-
-
-def dummy_batch(feature_spec, feature):
-    """One example of `feature` ({name: list}) as [1, ...] tensors of the spec's dtypes (int32 for int64)."""
-    return {
-        name: tf.constant([feature[name]], tf.float32 if spec.dtype == tf.float32 else tf.int32)
-        for name, spec in feature_spec.items()
-    }
 
 
 class FineTuningRun(Run, TaskHooks):
@@ -101,15 +91,12 @@ class FineTuningRun(Run, TaskHooks):
 
     def task_info(self):
         """What rebuilds this run's model and export: task.json's content, the task's part being
-        the recorded settings of its config (TaskSpec.settings_class)."""
-        config, settings_class = self.config, self.spec.settings_class
-        settings = None
-        if settings_class is not None:
-            values = {
-                field.name: getattr(config, field.name)
-                for field in dataclasses.fields(settings_class)
-            }
-            settings = settings_class(**values)
+        the recorded settings of its config (bert_tf.settings.recorded_settings)."""
+        config, config_class = self.config, self.spec.config_class
+        values = {
+            field.name: getattr(config, field.name) for field in recorded_fields(config_class)
+        }
+        settings = recorded_settings(config_class, **values)
         return TaskInfo(
             model_type=self.spec.name,
             bert_config=self.bert_config,
@@ -155,15 +142,6 @@ class FineTuningRun(Run, TaskHooks):
         for step in self.config.asked_steps():
             self.check_split(step, self.step_data(step))
 
-    def features(self, step):
-        """Writes (or reuses) the step's features file; returns (path, info).
-
-        info holds "num_real_examples" and "num_records" (see feature_cache.cached_records).
-        """
-        return self.cached_features(
-            step, self.feature_settings(step), lambda: self.make_records(step)
-        )
-
     def cached_features(self, step, settings, make_records):
         """The features file of `step` (feature_path), remade by make_records() unless it was
         made with the same `settings` and the same vocab, casing and max_seq_length."""
@@ -185,20 +163,27 @@ class FineTuningRun(Run, TaskHooks):
         (what a feature_spec that depends on the file reads: a row's number of choices, ...)."""
         return self._feature_infos[path]
 
+    def check_settings(self):
+        """Run.check_settings, then the task's own (the check_own_settings hook)."""
+        bert_config = super().check_settings()
+        self.check_own_settings(bert_config)
+        return bert_config
+
     def validate(self):
         """Everything the run will read, checked before its first step."""
+        self.check_checkpoint()
         self.check_data()
         self.check_init_checkpoint(needs_head=not self.config.do_train)
 
-    def task(self, train_path=None):
-        """The training.Task over the training features at `train_path`."""
+    def trainable(self, train_path=None):
+        """What the loop trains (a training.Trainable), over the training features at `train_path`."""
 
         def dataset_fn(input_context, batch_size, is_training):
             if train_path is None:
                 raise ValueError("no training features")
             return self.dataset(train_path, batch_size, is_training, input_context)
 
-        return Task(
+        return Trainable(
             build_model=self.build_model,
             loss_fn=self.loss,
             normalizer_fn=self.normalizers,
@@ -207,41 +192,13 @@ class FineTuningRun(Run, TaskHooks):
             dummy_batch_fn=self.dummy_batch,
         )
 
-    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
-        """The features file at `path` as batches (make_feature_dataset with the run's seed).
-
-        Training batches are the original's random ones, cut to their longest input unless
-        --cut_batches_to_longest=false, or sorted by length (--length_bucketing). Evaluation and
-        prediction sort by length and cut (the padding is masked: the same outputs, put back in file
-        order), and pad their last batch with fake examples. On a TPU (one shape) only
-        --length_bucketing cuts.
-        """
-        strategy = resolve_strategy_name(self.config.distribution_strategy, self.config.use_tpu)
-        return make_feature_dataset(
-            path,
-            self.feature_spec(is_training, path),
-            batch_size,
-            is_training,
-            input_context=input_context,
-            seed=self.config.seed,
-            length_bucketing=self.config.length_bucketing if is_training else strategy != "tpu",
-            cut_to_longest=self.config.cut_batches_to_longest and strategy != "tpu",
-            sequence_features=self.sequence_features,
-            num_records=num_records,
-            padding_features=None if is_training else self.padding_feature(is_training, path),
-        )
-
-    def dummy_batch(self):
-        """One fake training example, [1, ...] tensors: what builds the model's weights."""
-        return dummy_batch(self.feature_spec(True), self.padding_feature(True))
-
     def trainer(self, train_path=None, num_train_examples=0):
         """The Trainer (built on first use, resuming from output_dir's latest checkpoint)."""
         if self._trainer is None:
             config = self.config
             steps, warmup = num_train_steps(config, num_train_examples)
             self._trainer = self.make_trainer(
-                self.task(train_path),
+                self.trainable(train_path),
                 lambda: create_optimizer(config.learning_rate, steps, warmup),
                 self.train_config(steps),
             )
@@ -375,4 +332,5 @@ class FineTuningRun(Run, TaskHooks):
         if config.export_dir and self.is_chief:
             with doing("the export"):
                 outcome["export"] = self.export()
+        self.add_to_outcome(outcome)
         return outcome

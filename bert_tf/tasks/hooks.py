@@ -11,7 +11,17 @@ import abc
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.data.feature_cache import make_feature_dataset
+from bert_tf.distribute import resolve_strategy_name
 from bert_tf.export import ID_FEATURES
+
+
+def dummy_batch(feature_spec, feature):
+    """One example of `feature` ({name: list}) as [1, ...] tensors of the spec's dtypes (int32 for int64)."""
+    return {
+        name: tf.constant([feature[name]], tf.float32 if spec.dtype == tf.float32 else tf.int32)
+        for name, spec in feature_spec.items()
+    }
 
 
 def padding_of(feature_spec, **values):
@@ -36,17 +46,22 @@ class TaskHooks(abc.ABC):
     A task's run (a FineTuningRun subclass) defines every abstract method below (a class that misses
     one fails when it is instantiated, naming them) and overrides the others where the default
     does not fit. In the order a run calls them:
+      check_own_settings, check_checkpoint: the task's own checks before any work.
       read_split, check_split: the data of a split, read and checked (errors name file and line).
       feature_settings, make_records, feature_summary: the step's features file (cached).
       feature_spec, padding_feature: the records' tf.io spec and one fake example (from the spec).
+      features, dataset, dummy_batch: the features file, its batches and the fake batch that
+        builds the model; a task whose features are of another kind (the feature-based tagger's
+        cached encoder layers) overrides the three.
       loss, normalizers: the training loss of a batch (the Trainer's).
       evaluate, predict_test: the --do_eval and --do_predict steps.
-    And these attributes: `spec` (its TaskSpec, assigned by the task module), `labels`,
+      add_to_outcome: what else the run's outcome reports.
+    And these attributes: `spec` (its TaskSpec), `labels`,
     `metric_name`, `splits`, `sequence_features`, `padding_values`. The task's part of task.json is
     its config's recorded settings (bert_tf.settings.setting(recorded=True)): no hook writes it.
     """
 
-    # The task's TaskSpec: its name, model and export. The task module assigns it after SPEC.
+    # The task's TaskSpec: its name, model and export (the run class names it: `spec = SPEC`).
     spec = None
     # The label strings in id order (labels.txt), or None for a task without labels.
     labels = None
@@ -67,8 +82,24 @@ class TaskHooks(abc.ABC):
                 "(docs/adding_a_task.md)"
             )
         if cls.spec is None:
-            raise TypeError(f"{cls.__name__}.spec is not set: its task module assigns its TaskSpec")
+            raise TypeError(f"{cls.__name__}.spec is not set: its class body names its TaskSpec")
         return super().__new__(cls)
+
+    def check_own_settings(self, bert_config):  # noqa: B027 (optional: nothing by default)
+        """The task's own checks of its settings with the encoder's BertConfig, after the shared
+        ones (Run.check_settings), when the run is made; may keep what it works out.
+
+        Raises:
+          InputError: naming the flag.
+        """
+
+    def check_checkpoint(self):  # noqa: B027 (optional: nothing by default)
+        """The task's checks of the run its model comes from (`checkpoint_task_info()`), before
+        the data is read.
+
+        Raises:
+          InputError: naming the flag and the setting the checkpoint's run disagrees on.
+        """
 
     @abc.abstractmethod
     def read_split(self, split):
@@ -113,6 +144,45 @@ class TaskHooks(abc.ABC):
         builds the model's weights. Zeros of feature_spec (is_real_example 0), `padding_values`."""
         return padding_of(self.feature_spec(is_training, path), **self.padding_values)
 
+    def features(self, step):
+        """Writes (or reuses) the step's features file; returns (path, info).
+
+        info holds "num_real_examples" and "num_records" (see feature_cache.cached_records). By
+        default the records of make_records, cached (FineTuningRun.cached_features).
+        """
+        return self.cached_features(
+            step, self.feature_settings(step), lambda: self.make_records(step)
+        )
+
+    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        """The features file at `path` as batches (make_feature_dataset with the run's seed).
+
+        Training batches are the original's random ones, cut to their longest input unless
+        --cut_batches_to_longest=false, or sorted by length (--length_bucketing). Evaluation and
+        prediction sort by length and cut (the padding is masked: the same outputs, put back in file
+        order), and pad their last batch with fake examples. On a TPU (one shape) only
+        --length_bucketing cuts.
+        """
+        config = self.config
+        strategy = resolve_strategy_name(config.distribution_strategy, config.use_tpu)
+        return make_feature_dataset(
+            path,
+            self.feature_spec(is_training, path),
+            batch_size,
+            is_training,
+            input_context=input_context,
+            seed=config.seed,
+            length_bucketing=config.length_bucketing if is_training else strategy != "tpu",
+            cut_to_longest=config.cut_batches_to_longest and strategy != "tpu",
+            sequence_features=self.sequence_features,
+            num_records=num_records,
+            padding_features=None if is_training else self.padding_feature(is_training, path),
+        )
+
+    def dummy_batch(self):
+        """One fake training example, [1, ...] tensors: what builds the model's weights."""
+        return dummy_batch(self.feature_spec(True), self.padding_feature(True))
+
     @abc.abstractmethod
     def loss(self, outputs, features, normalizers):
         """The training loss of a batch.
@@ -138,3 +208,34 @@ class TaskHooks(abc.ABC):
     @abc.abstractmethod
     def predict_test(self):
         """--do_predict: the predictions of the test data, written to --output_dir and returned."""
+
+    def add_to_outcome(self, outcome):  # noqa: B027 (optional: nothing to add by default)
+        """After the steps: what else the run reports in its outcome ({"train", "eval",
+        "predict", "export"}: their results), added to `outcome` in place; nothing by default."""
+
+
+class ClassifierHooks(abc.ABC):
+    """The hooks of the classifier's label scheme, which its multi-label variant fills its own way
+    (tasks/classification.py fills them for one label per text, tasks/multi_label.py for several).
+
+    And this attribute: `feature_format`, the features' format in the cache key.
+    """
+
+    feature_format = None
+
+    @abc.abstractmethod
+    def make_processor(self, config):
+        """The DataProcessor that reads the run's examples (bert_tf.data.classification)."""
+
+    @abc.abstractmethod
+    def label_value(self, example):
+        """The label_ids of an example's features; InputError for a label outside the set."""
+
+    @abc.abstractmethod
+    def example_features(self, example, index):
+        """The feature dicts of the example at `index`: one, or one per window (--doc_stride)."""
+
+    @abc.abstractmethod
+    def class_weights_of_flags(self):
+        """--class_weights as the training loss reads them (logged), or None; read only when
+        training."""

@@ -20,11 +20,10 @@ from absl import logging
 
 from bert_tf import metrics
 from bert_tf.data.classification import multi_label as data_multi_label
-from bert_tf.errors import InputError
-from bert_tf.settings import derived, setting
 from bert_tf.tasks import classification
 from bert_tf.tasks.run_files import write_task_info
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import MultiLabelConfig
 
 MODEL_TYPE = "multi_label"
 DEFAULT_THRESHOLD = 0.5
@@ -64,7 +63,7 @@ class BertMultiLabelClassifier(classification.BertClassifier):
 
 def thresholds_of(info):
     """Each label's threshold in a TaskInfo: its own, else 0.5."""
-    return list(info.thresholds or [DEFAULT_THRESHOLD] * len(info.labels))
+    return list(info.settings.thresholds or [DEFAULT_THRESHOLD] * len(info.labels))
 
 
 def build_model(bert_config, info):
@@ -141,47 +140,21 @@ def tune_thresholds(probabilities, gold):
     return thresholds
 
 
-@dataclasses.dataclass(kw_only=True)
-class MultiLabelConfig(classification.ClassifierConfig):
-    """run_classifier.py's settings: the classifier's, and those of --multi_label."""
-
-    multi_label: bool = setting(
-        False,
-        "Several labels per text (tsv/csv): --label_column holds them joined by "
-        "--label_separator (an empty cell: none); a sigmoid per label, binary cross-entropy.",
-    )
-    label_separator: str = setting(",", "--multi_label: what joins a cell's labels.")
-    threshold: float | None = setting(
-        None,
-        "--multi_label: a label is predicted when its probability is over this. Default: the "
-        "thresholds of the checkpoint's run (its task.json) when the run does not train, else 0.5.",
-    )
-    tune_thresholds: bool = setting(
-        False,
-        "--multi_label with --do_eval: pick each label's threshold that maximizes its F1 on dev, "
-        "record them in task.json; prediction and the export then use them.",
-    )
-    thresholds: list | None = derived(
-        None, "Each label's threshold (--threshold, tuned, or the checkpoint's run's); None: 0.5."
-    )
-
-    def check(self):
-        super().check()
-        if not self.multi_label:
-            for name in ("threshold", "tune_thresholds"):
-                if getattr(self, name):
-                    raise InputError(f"--{name} is for --multi_label=True")
-            return
-        if self.task_name not in ("tsv", "csv") or self.tfds_name:
-            raise InputError("--multi_label reads your own tables: --task_name=tsv or csv")
-        if self.threshold is not None and not 0 < self.threshold < 1:
-            raise InputError(f"--threshold must be in (0, 1), got {self.threshold}")
-        if self.tune_thresholds and not self.do_eval:
-            raise InputError("--tune_thresholds picks the thresholds on dev: pass --do_eval")
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=MultiLabelConfig,
+    export_model=classification.export_model,
+    google_head="output_weights",
+    variant_of=classification.SPEC,
+    chosen_by="multi_label",
+)
 
 
 class MultiLabelRun(classification.ClassifierRun):
     """One run_classifier.py --multi_label=True invocation."""
+
+    spec = SPEC
 
     metric_name = "eval_micro_f1"
     multi_label = True
@@ -228,7 +201,7 @@ class MultiLabelRun(classification.ClassifierRun):
         """--class_weights as the run reads it: auto unless given (sparse labels need it)."""
         return self.config.class_weights or "auto"
 
-    def _class_weights(self):
+    def class_weights_of_flags(self):
         """Each label's weight of its positives (logged), or None; read only when training."""
         if not self.config.do_train:
             return None
@@ -319,22 +292,3 @@ class MultiLabelRun(classification.ClassifierRun):
 
 def _sigmoid(logits):
     return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=MultiLabelRun,
-    config_class=MultiLabelConfig,
-    export_model=classification.export_model,
-    google_head="output_weights",
-    variant_of=classification.SPEC,
-    chosen_by="multi_label",
-)
-MultiLabelRun.spec = SPEC
-
-
-def run(config):
-    """run_classifier.py's run for callers of this module (tests, bench/): the multi-label run with
-    --multi_label=True, else the classifier's, as bert_tf.tasks.script("classifier") chooses."""
-    return (SPEC if SPEC.is_chosen(config) else classification.SPEC).run(config)

@@ -9,8 +9,6 @@ on the number of choices, so files (and serving requests) may have any number of
 B = batch, C = choices, S = sequence length, H = hidden size.
 """
 
-import dataclasses
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -20,11 +18,10 @@ from bert_tf.data import swag
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES, serving_module, write_saved_model
-from bert_tf.settings import setting
-from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import MultipleChoiceConfig
 
 MODEL_TYPE = "multiple_choice"
 GOOGLE_SCOPE = "cls/multiple_choice/"
@@ -140,24 +137,20 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
 # ---------------------------------------------------------------------------------- the run
 
 
-@dataclasses.dataclass(kw_only=True)
-class MultipleChoiceConfig(FineTuningConfig):
-    """run_swag.py's settings: the shared fine-tuning ones plus the data folder."""
-
-    data_dir: str | None = setting(
-        None,
-        "Folder with SWAG's train.csv, val.csv and test.csv, or train.jsonl, dev.jsonl and "
-        'test.jsonl of {"context", "choices", "label", "question" (optional)}.',
-    )
-
-    def check(self):
-        super().check()
-        if not self.data_dir:
-            raise InputError("--data_dir is required")
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=MultipleChoiceConfig,
+    export_model=export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    info_from_google_head=lambda shape: {},
+)
 
 
 class MultipleChoiceRun(FineTuningRun):
     """One run_swag.py invocation: features, training, evaluation, prediction and export."""
+
+    spec = SPEC
 
     # ------------------------------------------------------------------ data
 
@@ -232,15 +225,3 @@ def evaluation_results(logits, label_ids):
     loss = float(-np.mean(log_probs[np.arange(len(labels)), labels]))
     accuracy = metrics.accuracy(np.asarray(logits).argmax(axis=-1), labels)
     return {"eval_accuracy": accuracy, "eval_loss": loss, "loss": loss}
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=MultipleChoiceRun,
-    config_class=MultipleChoiceConfig,
-    export_model=export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    info_from_google_head=lambda shape: {},
-)
-MultipleChoiceRun.spec = SPEC

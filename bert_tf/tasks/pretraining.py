@@ -1,4 +1,4 @@
-"""Masked-LM + next-sentence pretraining: run_pretraining.py's settings, its Task and its run.
+"""Masked-LM + next-sentence pretraining: run_pretraining.py's settings, its Trainable and its run.
 
 --objective (bert_tf.objectives) picks the paper's ablations: "mlm" drops the next-sentence loss and
 head; "ltr" trains a causal encoder to predict every next token (the loss over each real position's
@@ -30,15 +30,15 @@ from bert_tf.sigterm import doing
 from bert_tf.tasks.config import RunConfig
 from bert_tf.tasks.run import Run
 from bert_tf.tasks.run_files import TaskInfo, write_task_info
-from bert_tf.training import Task
+from bert_tf.training import Trainable
 
 MODEL_TYPE = "pretraining"
 
 
-def pretraining_task(
+def pretraining_trainable(
     bert_config, input_file, max_seq_length, max_predictions_per_seq, seed=None, masking=None
 ):
-    """The pretraining Task for bert_tf.training, reading create_pretraining_data TFRecords: masked LM +
+    """What pretraining trains (a bert_tf.training.Trainable), reading create_pretraining_data TFRecords: masked LM +
     next sentence, masked LM alone or next-token LM, as bert_config.objective says; with `masking` (a
     masking.MaskingOptions), unmasked records masked as they are read (--dynamic_masking)."""
 
@@ -67,7 +67,7 @@ def pretraining_task(
             input_context=input_context, seed=seed, repeat=True, masking=masking,
         )  # fmt: skip
 
-    return Task(
+    return Trainable(
         build_model=lambda: BertPretrainingModel(bert_config),
         loss_fn=loss_fn,
         normalizer_fn=normalizer_fn,
@@ -243,7 +243,7 @@ class PretrainingRun(Run):
         """The Trainer (built on first use, resuming from output_dir's latest checkpoint)."""
         if self._trainer is None:
             config = self.config
-            task = pretraining_task(
+            trainable = pretraining_trainable(
                 self.bert_config,
                 self.input_files,
                 config.max_seq_length,
@@ -252,7 +252,7 @@ class PretrainingRun(Run):
                 config.masking(),
             )
             self._trainer = self.make_trainer(
-                task,
+                trainable,
                 lambda: create_optimizer(
                     config.learning_rate,
                     config.num_train_steps,

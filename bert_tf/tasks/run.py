@@ -152,8 +152,8 @@ class Run:
                 "without --do_train the predictions would come from an untrained head"
             )
 
-    def make_trainer(self, task, optimizer_fn, train_config):
-        """A Trainer over `task` in --output_dir (resuming there), initialized from --init_checkpoint.
+    def make_trainer(self, trainable, optimizer_fn, train_config):
+        """A Trainer over `trainable` (a training.Trainable) in --output_dir (resuming there), initialized from --init_checkpoint.
 
         --seed is set first, so the initial weights depend on it alone.
         """
@@ -161,7 +161,7 @@ class Run:
         if self.config.seed is not None:
             keras.utils.set_random_seed(self.config.seed)
         return Trainer(
-            task,
+            trainable,
             self.strategy,
             optimizer_fn,
             train_config,

@@ -15,6 +15,8 @@ from bert_tf import file_io
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.objectives import DEFAULT_OBJECTIVE, describe
+from bert_tf.settings import recorded_fields, recorded_settings
+from bert_tf.tasks.task_configs import CONFIG_CLASSES
 
 TASK_FILE = "task.json"
 LABELS_FILE = "labels.txt"
@@ -23,10 +25,13 @@ LABELS_FILE = "labels.txt"
 VOCAB_FILE = "vocab.txt"
 
 
-# {model_type: the dataclass of its own settings (TaskSpec.settings_class)}: the registry,
-# bert_tf.tasks, fills it.
-TASK_SETTINGS = {}
 _SHARED = ("model_type", "bert_config", "do_lower_case", "max_seq_length", "labels")
+
+
+def _config_class(model_type):
+    """The config class of a task (task_configs.CONFIG_CLASSES), or None: its recorded fields are
+    the task's part of task.json."""
+    return CONFIG_CLASSES.get(model_type)
 
 
 @dataclasses.dataclass(init=False)
@@ -34,21 +39,22 @@ class TaskInfo:
     """What rebuilds a run's model and its export: the task, the encoder, the tokenizer, the head.
 
     task.json holds the shared fields flat and the task's own settings under its model_type (e.g.
-    "classifier": {"doc_stride": ..., "window_combination": ...}); those read as attributes of the
-    TaskInfo too (`info.doc_stride`). The task.json of an earlier version, all flat, reads the same.
+    "classifier": {"doc_stride": ..., "window_combination": ...}), read as `info.settings`. The
+    task.json of an earlier version, all flat, reads the same.
 
     Attributes:
       model_type: the task's name in bert_tf.tasks.TASKS ("classifier", "multi_label", "squad",
-        "tagger", "feature_tagger", "multiple_choice", "encoder"), or "pretraining".
+        "tagger", "feature_tagger", "multiple_choice", "embedding", "encoder"), or "pretraining".
       bert_config: the encoder's BertConfig (None: give --bert_config_file).
       do_lower_case, max_seq_length: the tokenizer's settings.
       labels: the label strings in id order (tasks with labels), else None.
-      settings: the task's own settings (a dataclass of TASK_SETTINGS[model_type]), or None.
+      settings: the task's own settings (bert_tf.settings.recorded_settings of its config class:
+        a namespace of its recorded fields), or None.
 
     Example:
     ```python
     info = TaskInfo(model_type="tagger", labels=["O", "B-PER"], doc_stride=64)
-    info.settings  # TaggerSettings(doc_stride=64); info.doc_stride == 64
+    info.settings.doc_stride  # 64
     ```
     """
 
@@ -66,30 +72,21 @@ class TaskInfo:
         """Shared fields by name; the task's own as `settings` or as keywords of their own."""
         self.model_type, self.bert_config = model_type, bert_config
         self.do_lower_case, self.max_seq_length, self.labels = do_lower_case, max_seq_length, labels
-        settings_class = TASK_SETTINGS.get(model_type)
-        if settings is None and settings_class is not None:
-            known = {field.name for field in dataclasses.fields(settings_class)}
-            unknown = sorted(set(task_settings) - known)
-            if unknown:
-                raise ValueError(
-                    f"unknown {model_type} settings {unknown} (known: {sorted(known)})"
-                )
-            settings = settings_class(**task_settings)
+        config_class = _config_class(model_type)
+        if settings is None and config_class is not None:
+            try:
+                settings = recorded_settings(config_class, **task_settings)
+            except ValueError as error:
+                raise ValueError(f"{model_type}: {error}") from None
         elif task_settings:
             raise ValueError(f"{model_type} has no settings {sorted(task_settings)}")
         self.settings = settings
-
-    def __getattr__(self, name):
-        settings = self.__dict__.get("settings")
-        if settings is not None and name in {f.name for f in dataclasses.fields(settings)}:
-            return getattr(settings, name)
-        raise AttributeError(f"a {self.__dict__.get('model_type')} TaskInfo has no {name!r}")
 
     def to_json(self):
         values = {name: getattr(self, name) for name in _SHARED}
         values["bert_config"] = self.bert_config.to_dict() if self.bert_config else None
         if self.settings is not None:
-            values[self.model_type] = dataclasses.asdict(self.settings)
+            values[self.model_type] = dict(vars(self.settings))
         return values
 
     @classmethod
@@ -98,10 +95,10 @@ class TaskInfo:
         if not isinstance(values, dict) or "model_type" not in values:
             raise InputError(f"{where}: a task.json needs a JSON object with a model_type")
         model_type = values["model_type"]
-        settings_class = TASK_SETTINGS.get(model_type)
-        own = {field.name for field in dataclasses.fields(settings_class)} if settings_class else ()
-        task_settings = dict(values.get(model_type) or {}) if settings_class else {}
-        known = {*_SHARED, *_flat_keys(), *own, *([model_type] if settings_class else [])}
+        config_class = _config_class(model_type)
+        own = {field.name for field in recorded_fields(config_class)} if config_class else set()
+        task_settings = dict(values.get(model_type) or {}) if own else {}
+        known = {*_SHARED, *_flat_keys(), *own, *([model_type] if own else [])}
         unknown = sorted(set(values) - known)
         if unknown:
             raise InputError(f"{where}: unknown keys {unknown} (known: {sorted(known)})")
@@ -122,7 +119,7 @@ class TaskInfo:
 def _flat_keys():
     """Every task's own settings: the task.json of a version before each task had its own part held
     them all flat (they read as the part's)."""
-    return {field.name for cls in TASK_SETTINGS.values() for field in dataclasses.fields(cls)}
+    return {f.name for cls in CONFIG_CLASSES.values() for f in recorded_fields(cls)}
 
 
 def write_task_info(folder, info):

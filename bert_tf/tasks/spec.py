@@ -1,14 +1,15 @@
-"""TaskSpec: what the rest of the project needs to know of a task, registered in bert_tf.tasks.TASKS."""
+"""TaskSpec: what the rest of the project needs to know of a task, listed in bert_tf.tasks.TASKS."""
 
 import dataclasses
 from collections.abc import Callable
-
-from bert_tf.settings import recorded_settings
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
     """One task: how to rebuild its model, find its head in a Google checkpoint, and export it.
+
+    The spec knows nothing of the task's run: the run class names its spec (`FineTuningRun.spec`),
+    and the registry (bert_tf.tasks.RUNS) finds a spec's run by its name.
 
     Attributes:
       name: the model_type of the run's task.json ("classifier", "squad", ...).
@@ -22,14 +23,11 @@ class TaskSpec:
       info_from_encoder: (checkpoint prefix, the encoder's TaskInfo) -> this task's TaskInfo, for a
         task whose model is an encoder's with no weights of its own (embeddings): it then exports
         from any encoder checkpoint (export_saved_model.py --model_type); else None.
-      run_class: the task's FineTuningRun subclass (tasks/finetuning.py), whose `spec` is this
-        spec (the task module assigns it); None for the encoder.
       config_class: the settings dataclass of its script (tasks/config.py's FineTuningConfig and
-        the task's own flags); None for the encoder.
+        the task's own flags); its recorded fields are the task's part of task.json
+        (run_files.TaskInfo.settings). None for the encoder.
       variant_of, chosen_by: a variant (multi-label, feature-based) runs in the script of the task
-        `variant_of` when its flag `chosen_by` is set (bert_tf.tasks.script); else None.
-      settings_class: derived from config_class: the dataclass of its recorded settings (the
-        task's part of task.json, run_files.TaskInfo), or None.
+        `variant_of` when its flag `chosen_by` is set (bert_tf.tasks.make_run); else None.
     """
 
     name: str
@@ -38,27 +36,19 @@ class TaskSpec:
     google_head: str | None = None
     info_from_google_head: Callable | None = None
     info_from_encoder: Callable | None = None
-    run_class: type | None = None
     config_class: type | None = None
     variant_of: "TaskSpec | None" = None
     chosen_by: str | None = None
-    settings_class: type | None = dataclasses.field(init=False, default=None)
 
     def __post_init__(self):
         if (self.variant_of is None) != (self.chosen_by is None):
             raise TypeError(f"task {self.name!r}: a variant needs both variant_of and chosen_by")
-        if self.config_class is not None:
-            settings_name = self.config_class.__name__.replace("Config", "Settings")
-            settings_class = recorded_settings(self.config_class, settings_name)
-            object.__setattr__(self, "settings_class", settings_class)
 
     def is_chosen(self, config):
-        """Whether this variant's flag is set in `config` (always False for a task)."""
-        return self.chosen_by is not None and bool(getattr(config, self.chosen_by))
-
-    def run(self, config):
-        """Runs the task's script as `config` says; returns {"train", "eval", "predict", "export"}
-        (a sweep's outcome when a sweep flag lists several values: bert_tf/tasks/sweep.py)."""
-        from bert_tf.tasks import sweep
-
-        return sweep.run(config, self.run_class)
+        """Whether `config` (a script's settings) asks for this variant: it is one of the variant's
+        settings and its flag is set (always False for a task)."""
+        return (
+            self.chosen_by is not None
+            and isinstance(config, self.config_class)
+            and bool(getattr(config, self.chosen_by))
+        )

@@ -17,7 +17,6 @@ padding: so an example's loss does not depend on how far its batch is cut (--cut
 B = batch, S = sequence length, H = hidden size.
 """
 
-import dataclasses
 import json
 import os
 import random
@@ -32,12 +31,11 @@ from bert_tf.data import squad_predictions
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, write_saved_model
-from bert_tf.settings import changed, setting
 from bert_tf.tasks import squad_serving
-from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import SquadConfig
 
 MODEL_TYPE = "squad"
 GOOGLE_SCOPE = "cls/squad/"
@@ -109,7 +107,7 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
     `squad_serving.qa_signatures` says. Tokenization, windowing and span selection run in the
     graph, with the windowing and n-best settings of `info` (task.json).
     """
-    settings = squad_serving.QaSettings.from_info(info)
+    settings = squad_serving.QaSettings.of(info.settings, info.max_seq_length)
     module = serving_module(model, info, vocab_file)
 
     def logits_fn(features):
@@ -123,42 +121,22 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
 # ---------------------------------------------------------------------------------- the run
 
 
-@dataclasses.dataclass(kw_only=True)
-class SquadConfig(FineTuningConfig, squad_serving.SquadFlags):
-    """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384), the windowing and
-    n-best ones (squad_serving.SquadFlags) and where the data comes from."""
-
-    max_seq_length = changed(
-        squad_serving.MAX_SEQ_LENGTH,
-        help="Longest WordPiece sequence: question, window and 3 tokens.",
-    )
-    train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
-    predict_file: str | None = setting(
-        None, "SQuAD json for predictions, e.g. dev-v1.1.json or dev-v2.0.json."
-    )
-    verbose_logging: bool = setting(
-        False, "Log why an answer could not be mapped back onto its words."
-    )
-    tfds_name: str | None = setting(
-        None, "Read TensorFlow Datasets squad/v1.1 or squad/v2.0 instead of files."
-    )
-    tfds_data_dir: str | None = setting(None, "TensorFlow Datasets data_dir for --tfds_name.")
-
-    def check(self):
-        """FineTuningConfig.check, SQuAD's windowing and n-best rules (squad_serving.QaSettings,
-        which the export checks too) and where the data comes from."""
-        super().check()
-        squad_serving.QaSettings.from_info(self)
-        if self.tfds_name and (self.train_file or self.predict_file):
-            raise InputError("pass --tfds_name or --train_file/--predict_file, not both")
-        if self.do_train and not (self.train_file or self.tfds_name):
-            raise InputError("--do_train needs --train_file (or --tfds_name)")
-        if (self.do_predict or self.do_eval) and not (self.predict_file or self.tfds_name):
-            raise InputError("--do_predict and --do_eval need --predict_file (or --tfds_name)")
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=SquadConfig,
+    export_model=export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
+    # it is exported with the original's defaults as a SQuAD 1.1 model.
+    info_from_google_head=lambda shape: {"max_seq_length": squad_serving.MAX_SEQ_LENGTH},
+)
 
 
 class SquadRun(FineTuningRun):
     """One run_squad.py invocation: features, training, prediction, evaluation and export."""
+
+    spec = SPEC
 
     metric_name = "f1"  # the official evaluation's
     # --do_eval scores the predictions of --predict_file.
@@ -364,13 +342,11 @@ class SquadRun(FineTuningRun):
         )
         return results
 
-    def run(self):
-        """FineTuningRun.run, but --do_eval scores the predictions of --predict_file, so it predicts
-        first and also reports them under "predict"."""
-        outcome = super().run()
+    def add_to_outcome(self, outcome):
+        """--do_eval scores the predictions of --predict_file: it made them, so they are also
+        reported under "predict"."""
         if self._predicted is not None:
             outcome["predict"] = self.predict_test()
-        return outcome
 
 
 def dataset_json_of(examples, version_2_with_negative):
@@ -387,17 +363,3 @@ def dataset_json_of(examples, version_2_with_negative):
         article = articles.setdefault(example.title, {"title": example.title, "paragraphs": []})
         article["paragraphs"].append({"context": example.context_text, "qas": [qa]})
     return {"version": "2.0" if version_2_with_negative else "1.1", "data": list(articles.values())}
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=SquadRun,
-    config_class=SquadConfig,
-    export_model=export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
-    # it is exported with the original's defaults as a SQuAD 1.1 model.
-    info_from_google_head=lambda shape: {"max_seq_length": squad_serving.MAX_SEQ_LENGTH},
-)
-SquadRun.spec = SPEC

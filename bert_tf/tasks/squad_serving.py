@@ -106,9 +106,12 @@ class QaSettings(SquadFlags, _SequenceLength):
                 raise InputError(f"--{name} must be positive, got {getattr(self, name)}")
 
     @classmethod
-    def from_info(cls, info):
-        """The settings of a run's TaskInfo (task.json) or of run_squad.py's settings."""
-        return cls(**{field.name: getattr(info, field.name) for field in dataclasses.fields(cls)})
+    def of(cls, settings, max_seq_length):
+        """The settings of `settings`: run_squad.py's, or a TaskInfo's (`info.settings`)."""
+        names = [field.name for field in dataclasses.fields(cls) if field.name != "max_seq_length"]
+        return cls(
+            max_seq_length=max_seq_length, **{name: getattr(settings, name) for name in names}
+        )
 
     @property
     def max_windows_per_piece(self):

@@ -90,52 +90,63 @@ def read_run(folder):
     return file_io.read_json(path) if file_io.exists(path) else None
 
 
-def run(config, run_class):
-    """Runs a fine-tuning script's steps: one run, or the sweep its flags ask for.
+class Sweep:
+    """A fine-tuning script's sweep: the runs of its grid, best/ and sweep_results.tsv.
 
     Args:
-      config: the script's FineTuningConfig (a sweep flag may hold a tuple of values).
-      run_class: the task's FineTuningRun subclass.
+      config: the script's FineTuningConfig, a sweep flag holding a tuple of values (is_sweep).
+      run_class: the task's FineTuningRun subclass: each combination is one of its runs.
 
-    Returns:
-      The run's outcome ({"train", "eval", "predict", "export"}); for a sweep, {"runs": {name:
-      sweep_run.json's dict}, "best": the best run's, "predict", "export"}.
+    Raises:
+      InputError: a sweep without --do_eval (it ranks on dev), without --do_train or
+        --sweep_collect, or a bad --sweep_shard.
     """
-    if not is_sweep(config):
-        return run_class(config).run()
-    if not config.do_eval:
-        raise InputError("a sweep ranks its runs on the dev set: pass --do_eval")
-    if not (config.do_train or config.sweep_collect):
-        raise InputError("a sweep trains its combinations: pass --do_train (or --sweep_collect)")
-    index, count = parse_shard(config.sweep_shard)
-    config.check_output_dir()
-    grid = combinations(config)
-    outcome = {"runs": {}}
-    if not config.sweep_collect:
-        for number, combination in enumerate(grid):
-            if number % count == index:
-                name = run_name(combination)
-                with doing(f"the sweep's run {name}"):
-                    outcome["runs"][name] = _train(
-                        config, run_class, combination, number, len(grid)
-                    )
-        if count > 1:
-            logging.info("Shard %d/%d done; --sweep_collect writes the results", index, count)
-            return outcome
-    outcome["best"], best_combination = collect(config, grid)
-    best_config = _settings(config, best_combination, os.path.join(config.output_dir, BEST))
-    if config.do_predict or config.export_dir:
-        final = run_class(
-            dataclasses.replace(
-                best_config,
-                do_train=False,
-                do_eval=False,
-                do_predict=config.do_predict,
-                export_dir=config.export_dir,
+
+    def __init__(self, config, run_class):
+        if not config.do_eval:
+            raise InputError("a sweep ranks its runs on the dev set: pass --do_eval")
+        if not (config.do_train or config.sweep_collect):
+            raise InputError(
+                "a sweep trains its combinations: pass --do_train (or --sweep_collect)"
             )
-        ).run()
-        outcome.update({key: final[key] for key in ("predict", "export") if key in final})
-    return outcome
+        self.shard = parse_shard(config.sweep_shard)
+        self.config, self.run_class = config, run_class
+
+    def run(self):
+        """Trains the shard's combinations, then (unless sharded) writes the results and best/.
+
+        Returns:
+          {"runs": {name: sweep_run.json's dict}, "best": the best run's, "predict", "export"}.
+        """
+        config, run_class, (index, count) = self.config, self.run_class, self.shard
+        config.check_output_dir()
+        grid = combinations(config)
+        outcome = {"runs": {}}
+        if not config.sweep_collect:
+            for number, combination in enumerate(grid):
+                if number % count == index:
+                    name = run_name(combination)
+                    with doing(f"the sweep's run {name}"):
+                        outcome["runs"][name] = _train(
+                            config, run_class, combination, number, len(grid)
+                        )
+            if count > 1:
+                logging.info("Shard %d/%d done; --sweep_collect writes the results", index, count)
+                return outcome
+        outcome["best"], best_combination = collect(config, grid)
+        best_config = _settings(config, best_combination, os.path.join(config.output_dir, BEST))
+        if config.do_predict or config.export_dir:
+            final = run_class(
+                dataclasses.replace(
+                    best_config,
+                    do_train=False,
+                    do_eval=False,
+                    do_predict=config.do_predict,
+                    export_dir=config.export_dir,
+                )
+            ).run()
+            outcome.update({key: final[key] for key in ("predict", "export") if key in final})
+        return outcome
 
 
 def _settings(config, combination, output_dir):

@@ -23,13 +23,12 @@ from bert_tf import file_io, metrics
 from bert_tf.data import conll
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
-from bert_tf.settings import setting
 from bert_tf.tasks import tagging_serving
-from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.run_files import LABELS_FILE
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_configs import TaggerConfig
 
 MODEL_TYPE = "tagger"
 PREDICTIONS_FILE = "test_predictions.txt"
@@ -85,39 +84,21 @@ def build_model(bert_config, info):
 # ---------------------------------------------------------------------------------- the run
 
 
-@dataclasses.dataclass(kw_only=True)
-class TaggerConfig(FineTuningConfig):
-    """run_ner.py's settings: the shared fine-tuning ones plus the data and the window stride."""
-
-    data_dir: str | None = setting(
-        None,
-        "Folder with train.txt, dev.txt (or valid.txt) and test.txt in CoNLL format (also the "
-        "original release's eng.train, eng.testa, eng.testb).",
-    )
-    label_column: int = setting(
-        -1,
-        "Column holding the label (0-based; negative counts from the end, -1 = last). The word is "
-        "column 0.",
-    )
-    doc_stride: int | None = setting(
-        None,
-        "A sentence longer than max_seq_length - 2 wordpieces is split into overlapping windows "
-        "starting this many pieces apart (default: (max_seq_length - 2) // 2).",
-        recorded=True,
-    )
-
-    def check(self):
-        super().check()
-        if not self.data_dir:
-            raise InputError("--data_dir is required")
-        if self.max_seq_length < 3:
-            raise InputError(f"--max_seq_length={self.max_seq_length}: must be at least 3")
-        if self.doc_stride is not None and self.doc_stride <= 0:
-            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
+SPEC = TaskSpec(
+    name=MODEL_TYPE,
+    build_model=build_model,
+    config_class=TaggerConfig,
+    export_model=tagging_serving.export_model,
+    google_head=f"{GOOGLE_SCOPE}output_weights",
+    # Label names are not in a Google checkpoint: "0", "1", ... (or a labels.txt beside it).
+    info_from_google_head=lambda shape: {"labels": [str(i) for i in range(shape[0])]},
+)
 
 
 class TaggerRun(FineTuningRun):
     """One run_ner.py invocation: features, training, evaluation, prediction and export."""
+
+    spec = SPEC
 
     metric_name = "eval_f1"  # entity F1 (token accuracy for labels that are not chunks)
     # A fake window: no word, no sentence.
@@ -269,16 +250,3 @@ def evaluation_results(gold, predicted, labels):
 
 
 # ---------------------------------------------------------------------------------- the export
-
-
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    run_class=TaggerRun,
-    config_class=TaggerConfig,
-    export_model=tagging_serving.export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    # Label names are not in a Google checkpoint: "0", "1", ... (or a labels.txt beside it).
-    info_from_google_head=lambda shape: {"labels": [str(i) for i in range(shape[0])]},
-)
-TaggerRun.spec = SPEC

@@ -231,7 +231,7 @@ def export_model(model, info, vocab_file, export_dir, version=None, freeze_weigh
     """
     labels = list(info.labels)
     module = serving_module(model, info, vocab_file)
-    module.preprocessor = TaggingPreprocessor(module.preprocessor, info.doc_stride)
+    module.preprocessor = TaggingPreprocessor(module.preprocessor, info.settings.doc_stride)
 
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
     ids_specs = [

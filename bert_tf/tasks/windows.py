@@ -55,7 +55,7 @@ def window_signatures(preprocessor, model, info, outputs_of):
 
     @tf.function(input_signature=text_spec)
     def preprocess(text_a):
-        features, text_index = text_windows(preprocessor, text_a, info.doc_stride)
+        features, text_index = text_windows(preprocessor, text_a, info.settings.doc_stride)
         return {**features, "text_index": text_index}
 
     @tf.function(input_signature=ids_specs)
@@ -69,7 +69,7 @@ def window_signatures(preprocessor, model, info, outputs_of):
             values = tf.sigmoid(logits)
         else:
             values = tf.nn.log_softmax(logits, axis=-1)
-        rule = info.window_combination
+        rule = info.settings.window_combination
         if rule == "max" and not model.is_regression:
             combined = tf.math.segment_max(values, text_index)
         elif rule != "weighted_mean":

@@ -1,9 +1,9 @@
 """THE training loop, shared by every run_*.py: strategy scope, distributed input, train/eval steps, resume.
 
-A task hands the loop a `Task`: how to build its model, its loss, its eval metrics and its input. The
+A run hands the loop a `Trainable`: how to build its model, its loss, its eval metrics and its input. The
 loop knows nothing else about it. The `Trainer` (trainer.py) puts together its parts, each tested alone:
 
-- config.py: `Task`, `TrainConfig` and `check_batch_sizes`, the one check of the batch sizes;
+- config.py: `Trainable`, `TrainConfig` and `check_batch_sizes`, the one check of the batch sizes;
 - bert_tf/training/checkpoint_state.py: what a checkpoint keeps (weights, optimizer, dropout streams, the
   input position) and the resume from it;
 - inputs.py: this worker's training input, at the run's position;
@@ -14,7 +14,7 @@ loop knows nothing else about it. The `Trainer` (trainer.py) puts together its p
   metrics and prediction files).
 """
 
-from bert_tf.training.config import Task, TrainConfig, check_batch_sizes
+from bert_tf.training.config import Trainable, TrainConfig, check_batch_sizes
 from bert_tf.training.evaluation import Evaluator, write_eval_results
 from bert_tf.training.predictor import Predictor
 from bert_tf.training.trainer import Trainer
@@ -22,8 +22,8 @@ from bert_tf.training.trainer import Trainer
 __all__ = [
     "Evaluator",
     "Predictor",
-    "Task",
     "TrainConfig",
+    "Trainable",
     "Trainer",
     "check_batch_sizes",
     "write_eval_results",

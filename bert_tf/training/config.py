@@ -1,4 +1,4 @@
-"""What the loop is given: a task's `Task` and the loop's `TrainConfig`, and the one batch-size check."""
+"""What the loop is given: a `Trainable` and the loop's `TrainConfig`, and the one batch-size check."""
 
 import dataclasses
 from collections.abc import Callable
@@ -10,8 +10,9 @@ from bert_tf.precision import MIXED_PRECISION_POLICIES
 
 
 @dataclasses.dataclass
-class Task:
-    """What the loop needs from a task.
+class Trainable:
+    """What the loop trains: how to build the model, its loss, metrics and input (a fine-tuning
+    run's, FineTuningRun.trainable(), or pretraining's, tasks/pretraining.py).
 
     build_model: () -> keras.Model, called inside the strategy scope.
     loss_fn: (outputs, features, normalizers) -> dict of scalar float32 losses with key "loss" (minimized).

@@ -3,6 +3,8 @@ the end; a saved stop on SIGTERM; one line when the loss is not finite; a progre
 
 import time
 
+import tensorflow as tf
+
 from bert_tf.training.preemption import Preempted
 from bert_tf.training.progress import Mark, Progress, check_finite_loss, steps_to_next_boundary
 
@@ -13,7 +15,8 @@ class TrainLoop:
     Args:
       config: the TrainConfig (num_train_steps, steps_per_loop, log_steps, save_checkpoints_steps,
         mixed_precision).
-      run_steps: (num_steps) -> None, runs up to num_steps updates (fewer once SIGTERM came).
+      run_steps: (num_steps, an int32 scalar tensor: one tracing for every count) -> None, runs up
+        to num_steps updates (fewer once SIGTERM came).
       optimizer: the run's optimizer: its `iterations` is the global step, its learning rate goes
         into the progress line.
       loss_sums: the training losses summed since the last log line (steps.LossSums: `total(key)`,
@@ -53,7 +56,7 @@ class TrainLoop:
         last = {"global_step": step}
         progress = Progress(config, writer, Mark(step, time.time()))
         while step < end:
-            self.run_steps(min(steps_to_next_boundary(step, config), end - step))
+            self.run_steps(tf.constant(min(steps_to_next_boundary(step, config), end - step)))
             before, step = step, self.global_step
             check_finite_loss(
                 self.loss_sums.total("loss"),

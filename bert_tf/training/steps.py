@@ -1,7 +1,7 @@
 """The training step: one optimizer update on a global batch, its gradient summed over k micro-batches.
 
 Losses are normalized by GLOBAL counts (summed over replicas and accumulation micro-batches) that the
-task names in `normalizer_fn`, so the gradient summed over replicas and micro-batches equals the
+Trainable names in `normalizer_fn`, so the gradient summed over replicas and micro-batches equals the
 one-device gradient of the whole global batch; the optimizer then sums over replicas and clips.
 
 B = per-replica batch, k = num_accumulation_steps.
@@ -52,16 +52,16 @@ class TrainStep:
 
     Example:
     ```python
-    step = TrainStep(task, model, optimizer, strategy, num_accumulation_steps=4)
+    step = TrainStep(trainable, model, optimizer, strategy, num_accumulation_steps=4)
     strategy.run(step, args=(features,))  # features: this replica's [B, ...] batch, B divisible by 4
     ```
     """
 
     def __init__(
-        self, task, model, optimizer, strategy, num_accumulation_steps=1, jit_compile=False
+        self, trainable, model, optimizer, strategy, num_accumulation_steps=1, jit_compile=False
     ):
-        """Traces nothing yet; runs the model once on task.dummy_batch() to learn the loss names."""
-        self.task, self.model, self.optimizer = task, model, optimizer
+        """Traces nothing yet; runs the model once on trainable.dummy_batch() to learn the loss names."""
+        self.trainable, self.model, self.optimizer = trainable, model, optimizer
         self.num_accumulation_steps = num_accumulation_steps
         self._grad_fn = (
             tf.function(self._compute_grads, jit_compile=True)
@@ -75,7 +75,7 @@ class TrainStep:
         k = self.num_accumulation_steps
         context = tf.distribute.get_replica_context()
         normalizers = context.all_reduce(
-            tf.distribute.ReduceOp.SUM, self.task.normalizer_fn(features)
+            tf.distribute.ReduceOp.SUM, self.trainable.normalizer_fn(features)
         )
         if k == 1:
             grads, losses = self._grad_fn(features, normalizers)
@@ -116,7 +116,7 @@ class TrainStep:
     def _compute_grads(self, features, normalizers):
         with tf.GradientTape() as tape:
             outputs = self.model(features, training=True)
-            losses = self.task.loss_fn(outputs, features, normalizers)
+            losses = self.trainable.loss_fn(outputs, features, normalizers)
             loss = losses["loss"]
             if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
                 loss = self.optimizer.scale_loss(loss)
@@ -124,10 +124,10 @@ class TrainStep:
         return grads, {key: tf.cast(value, tf.float32) for key, value in losses.items()}
 
     def _find_loss_keys(self):
-        features = self.task.dummy_batch()
-        normalizers = self.task.normalizer_fn(features)
+        features = self.trainable.dummy_batch()
+        normalizers = self.trainable.normalizer_fn(features)
         outputs = self.model(features, training=False)
-        return sorted(self.task.loss_fn(outputs, features, normalizers))
+        return sorted(self.trainable.loss_fn(outputs, features, normalizers))
 
 
 def make_steps_fn(strategy, step, next_batch, input_steps, stop_flag):

@@ -1,9 +1,10 @@
-"""The Trainer: a task's model and optimizer built under the strategy, and the parts that train them.
+"""The Trainer: a Trainable's model and optimizer built under the strategy, and the parts that train them.
 
 Its parts, each in its own module: the checkpoint state (bert_tf.training.checkpoint_state), the training
 input (inputs), the step (steps), the loop (loop), evaluation (evaluation) and prediction (predictor).
 """
 
+import functools
 import os
 
 import tensorflow as tf
@@ -24,19 +25,19 @@ class Trainer:
 
     Example:
     ```python
-    trainer = Trainer(task, strategy, lambda: create_optimizer(1e-4, 1000, 100), TrainConfig("/tmp/run"))
+    trainer = Trainer(trainable, strategy, lambda: create_optimizer(1e-4, 1000, 100), TrainConfig("/tmp/run"))
     trainer.train()
     print(trainer.evaluate(max_steps=100))
     ```
     """
 
-    def __init__(self, task, strategy, optimizer_fn, config, init_fn=None, resume_fn=None):
+    def __init__(self, trainable, strategy, optimizer_fn, config, init_fn=None, resume_fn=None):
         """Builds everything and restores the latest checkpoint in config.model_dir, if any.
 
         Checkpoints are config.model_dir/model.ckpt-<step>, as the original's Estimator names them.
 
         Args:
-          task: a Task.
+          trainable: a Trainable.
           strategy: a tf.distribute.Strategy.
           optimizer_fn: () -> keras optimizer (called in the strategy scope).
           config: a TrainConfig, whose batch sizes the caller checked with check_batch_sizes (a
@@ -49,11 +50,11 @@ class Trainer:
         Raises:
           InputError: an unknown mixed_precision policy or a step count that is not positive.
         """
-        self.task, self.strategy, self.config = task, strategy, config
+        self.trainable, self.strategy, self.config = trainable, strategy, config
         config.check()
         self._chief = is_chief(strategy)
         with strategy.scope():
-            self.model, self.optimizer = _build(task, optimizer_fn, config.mixed_precision)
+            self.model, self.optimizer = _build(trainable, optimizer_fn, config.mixed_precision)
             # Global batches taken from the training input (more than the optimizer's steps when
             # mixed_float16 skips one); a checkpoint without the input's state reads through as many.
             self._input_steps = tf.Variable(-1, dtype=tf.int64, trainable=False, name="input_steps")
@@ -64,8 +65,8 @@ class Trainer:
         )
         self.manager = self.state.manager
         self.state.restore_or_init(init_fn, resume_fn)
-        self._input = TrainInput(task, strategy, config.train_batch_size, context)
-        self.evaluator = Evaluator(task, self.model, strategy)
+        self._input = TrainInput(trainable, strategy, config.train_batch_size, context)
+        self.evaluator = Evaluator(trainable, self.model, strategy)
         self.predictor = Predictor(self.model, strategy)
         self._loop = self._train_loop_fn = None
         self._train_iterator = None
@@ -87,14 +88,14 @@ class Trainer:
         """
         config = self.config
         end = config.num_train_steps if until is None else min(until, config.num_train_steps)
-        if self._loop is None:
-            self._loop = self._make_loop()
         self._stop.flag.assign(False)
         writer = self._summary_writer("train")
         with self._stop.watching(), peer_errors(self.strategy):
             if self._train_iterator is None:
                 skip = int(self._input_steps.numpy())
                 self._train_iterator = self._input.iterator(skip, self.state.restore_input)
+            if self._loop is None:
+                self._loop = self._make_loop()
             last = self._loop.run(end, writer)
         writer.flush()
         return last
@@ -102,7 +103,7 @@ class Trainer:
     def _make_loop(self):
         config = self.config
         step = TrainStep(
-            self.task,
+            self.trainable,
             self.model,
             self.optimizer,
             self.strategy,
@@ -115,7 +116,8 @@ class Trainer:
         )
         return TrainLoop(
             config,
-            run_steps=lambda n: self._train_loop_fn(self._train_iterator, tf.constant(n, tf.int32)),
+            # The tf.function itself, its iterator bound: the loop calls it with no frame between.
+            run_steps=functools.partial(self._train_loop_fn, self._train_iterator),
             optimizer=self.optimizer,
             loss_sums=step.loss_sums,
             save=lambda at: self.state.save(at, saveable(self._train_iterator)),
@@ -135,7 +137,7 @@ class Trainer:
           dict: "loss" (mean over batches of the global-batch loss, as the original Estimator reports it),
           every metric of metric_fn, and "global_step".
         """
-        batches = distribute(self.task, self.strategy, self.config.eval_batch_size, False)
+        batches = distribute(self.trainable, self.strategy, self.config.eval_batch_size, False)
         results = self.evaluator.evaluate(batches, max_steps)
         results["global_step"] = self.global_step
         return results
@@ -145,13 +147,13 @@ class Trainer:
         return self.predictor.predict(dataset, output_keys, feature_keys)
 
 
-def _build(task, optimizer_fn, policy):
+def _build(trainable, optimizer_fn, policy):
     """The model under the dtype policy and its optimizer (loss-scaled under mixed_float16), with every
     variable created, so that checkpoints restore at once and steps create none. In strategy scope."""
-    model = build_with_policy(task.build_model, policy)
+    model = build_with_policy(trainable.build_model, policy)
     optimizer = optimizer_fn()
     if policy == "mixed_float16":
         optimizer = SyncedLossScaleOptimizer(optimizer)
-    model(task.dummy_batch(), training=False)
+    model(trainable.dummy_batch(), training=False)
     optimizer.build(model.trainable_variables)
     return model, optimizer

@@ -1,0 +1,282 @@
+"""The settings of each fine-tuning task: its script's flags, each declared once, and its part of
+task.json (the fields declared `recorded`).
+
+They sit below every task module, so that task.json's reader (run_files.TaskInfo) knows each task's
+recorded settings from CONFIG_CLASSES, declared here, without importing the tasks. A task module
+names its config class in its TaskSpec (`config_class`); tests/test_task_contract.py checks that
+CONFIG_CLASSES and bert_tf.tasks.TASKS agree.
+"""
+
+import dataclasses
+
+from bert_tf.data import classification as data
+from bert_tf.errors import InputError
+from bert_tf.sentence_transformers_folder import POOLINGS
+from bert_tf.settings import changed, derived, setting
+from bert_tf.tasks import squad_serving
+from bert_tf.tasks.config import FineTuningConfig
+from bert_tf.tasks.feature_head import DEFAULT_LSTM_SIZE
+from bert_tf.tasks.windows import WINDOW_COMBINATIONS
+
+# The feature-based tagger's --feature_layers (tasks/feature_based.py).
+FEATURE_LAYERS = (
+    "embeddings",
+    "second_to_last_hidden",
+    "last_hidden",
+    "weighted_sum_last_four",
+    "concat_last_four",
+    "weighted_sum_all",
+)
+# The embedding task's --similarity_scale (tasks/embedding.py).
+DEFAULT_SCALE = 20.0
+
+
+@dataclasses.dataclass(kw_only=True)
+class ClassifierConfig(FineTuningConfig, data.DataSource):
+    """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
+
+    doc_stride: int | None = setting(
+        None,
+        "Classify each text whole: a text longer than --max_seq_length - 2 wordpieces becomes "
+        "windows of that many, starting this many apart (as run_squad.py's). Training uses every "
+        "window (steps count windows); eval, predict and the export combine a text's windows "
+        "(--window_combination). Single-text tasks. Default: cut texts, as the original; a run "
+        "that does not train, or resumes, takes the windows of the checkpoint's run (its "
+        "task.json), as its export does.",
+        recorded=True,
+    )
+    class_weights: str | None = setting(
+        None,
+        "Weights of the labels in the training loss, for imbalanced data: none, auto or one number "
+        "per label, comma-separated, in label order. auto: n / (labels * n_label) for one label "
+        "per text; with --multi_label, each label's positives weighed by n_negative / n_positive. "
+        "Default: auto with --multi_label=True (sparse labels learn nothing without it), else "
+        "none. Classification only; eval_loss stays unweighted.",
+    )
+    window_combination: str | None = setting(
+        None,
+        "How a text's windows combine: weighted_mean (of their log-probabilities, each window "
+        "weighted by the text's wordpieces it holds), mean (unweighted) or max (of each label's "
+        "probability), renormalized; regression averages (weighted for weighted_mean). Default: "
+        "the checkpoint's run's (its task.json) when the run does not train or resumes, else "
+        "weighted_mean.",
+        choices=WINDOW_COMBINATIONS,
+        recorded=True,
+        recorded_default="mean",  # a run that recorded none had the rule before weighted_mean
+    )
+    is_pair: bool = derived(False, "Two texts per example (the task's data).")
+    is_regression: bool = derived(False, "A score per example instead of labels (the task's).")
+
+    def check(self):
+        super().check()
+        if self.task_name and not self.tfds_name and not self.data_dir:
+            raise InputError("--data_dir is required with --task_name")
+        if self.doc_stride is not None and self.doc_stride <= 0:
+            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class MultiLabelConfig(ClassifierConfig):
+    """run_classifier.py's settings: the classifier's, and those of --multi_label."""
+
+    multi_label: bool = setting(
+        False,
+        "Several labels per text (tsv/csv): --label_column holds them joined by "
+        "--label_separator (an empty cell: none); a sigmoid per label, binary cross-entropy.",
+    )
+    label_separator: str = setting(",", "--multi_label: what joins a cell's labels.")
+    threshold: float | None = setting(
+        None,
+        "--multi_label: a label is predicted when its probability is over this. Default: the "
+        "thresholds of the checkpoint's run (its task.json) when the run does not train, else 0.5.",
+    )
+    tune_thresholds: bool = setting(
+        False,
+        "--multi_label with --do_eval: pick each label's threshold that maximizes its F1 on dev, "
+        "record them in task.json; prediction and the export then use them.",
+    )
+    thresholds: list | None = derived(
+        None, "Each label's threshold (--threshold, tuned, or the checkpoint's run's); None: 0.5."
+    )
+
+    def check(self):
+        super().check()
+        if not self.multi_label:
+            for name in ("threshold", "tune_thresholds"):
+                if getattr(self, name):
+                    raise InputError(f"--{name} is for --multi_label=True")
+            return
+        if self.task_name not in ("tsv", "csv") or self.tfds_name:
+            raise InputError("--multi_label reads your own tables: --task_name=tsv or csv")
+        if self.threshold is not None and not 0 < self.threshold < 1:
+            raise InputError(f"--threshold must be in (0, 1), got {self.threshold}")
+        if self.tune_thresholds and not self.do_eval:
+            raise InputError("--tune_thresholds picks the thresholds on dev: pass --do_eval")
+
+
+@dataclasses.dataclass(kw_only=True)
+class SquadConfig(FineTuningConfig, squad_serving.SquadFlags):
+    """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384), the windowing and
+    n-best ones (squad_serving.SquadFlags) and where the data comes from."""
+
+    max_seq_length = changed(
+        squad_serving.MAX_SEQ_LENGTH,
+        help="Longest WordPiece sequence: question, window and 3 tokens.",
+    )
+    train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
+    predict_file: str | None = setting(
+        None, "SQuAD json for predictions, e.g. dev-v1.1.json or dev-v2.0.json."
+    )
+    verbose_logging: bool = setting(
+        False, "Log why an answer could not be mapped back onto its words."
+    )
+    tfds_name: str | None = setting(
+        None, "Read TensorFlow Datasets squad/v1.1 or squad/v2.0 instead of files."
+    )
+    tfds_data_dir: str | None = setting(None, "TensorFlow Datasets data_dir for --tfds_name.")
+
+    def check(self):
+        """FineTuningConfig.check, SQuAD's windowing and n-best rules (squad_serving.QaSettings,
+        which the export checks too) and where the data comes from."""
+        super().check()
+        squad_serving.QaSettings.of(self, self.max_seq_length)
+        if self.tfds_name and (self.train_file or self.predict_file):
+            raise InputError("pass --tfds_name or --train_file/--predict_file, not both")
+        if self.do_train and not (self.train_file or self.tfds_name):
+            raise InputError("--do_train needs --train_file (or --tfds_name)")
+        if (self.do_predict or self.do_eval) and not (self.predict_file or self.tfds_name):
+            raise InputError("--do_predict and --do_eval need --predict_file (or --tfds_name)")
+
+
+@dataclasses.dataclass(kw_only=True)
+class TaggerConfig(FineTuningConfig):
+    """run_ner.py's settings: the shared fine-tuning ones plus the data and the window stride."""
+
+    data_dir: str | None = setting(
+        None,
+        "Folder with train.txt, dev.txt (or valid.txt) and test.txt in CoNLL format (also the "
+        "original release's eng.train, eng.testa, eng.testb).",
+    )
+    label_column: int = setting(
+        -1,
+        "Column holding the label (0-based; negative counts from the end, -1 = last). The word is "
+        "column 0.",
+    )
+    doc_stride: int | None = setting(
+        None,
+        "A sentence longer than max_seq_length - 2 wordpieces is split into overlapping windows "
+        "starting this many pieces apart (default: (max_seq_length - 2) // 2).",
+        recorded=True,
+    )
+
+    def check(self):
+        super().check()
+        if not self.data_dir:
+            raise InputError("--data_dir is required")
+        if self.max_seq_length < 3:
+            raise InputError(f"--max_seq_length={self.max_seq_length}: must be at least 3")
+        if self.doc_stride is not None and self.doc_stride <= 0:
+            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class FeatureTaggerConfig(TaggerConfig):
+    """run_ner.py's settings: the tagger's, plus the feature-based approach's."""
+
+    feature_layers: str | None = setting(
+        None,
+        "The feature-based approach (BERT paper 5.3): freeze the encoder (from --init_checkpoint) "
+        "and train a two-layer BiLSTM and a dense layer on these layers' outputs. The weighted "
+        "sums learn one softmax-normalised weight per layer and a scale (ELMo's scalar mix); "
+        "weighted_sum_all mixes every transformer layer, not the embeddings. Unset: fine-tune.",
+        choices=FEATURE_LAYERS,
+        recorded=True,
+    )
+    lstm_size: int = setting(
+        DEFAULT_LSTM_SIZE,
+        "--feature_layers: units of each direction of each of the two BiLSTM layers (the paper's "
+        "768-dimensional BiLSTM; a layer's output is 2 x this).",
+        recorded=True,
+    )
+    encoder_features_dir: str | None = setting(
+        None,
+        "--feature_layers: folder of the encoder's cached layers (default --output_dir). Runs "
+        "sharing it with the same checkpoint, layers and data run the encoder once.",
+    )
+
+    def check(self):
+        super().check()
+        if self.lstm_size <= 0:
+            raise InputError(f"--lstm_size must be positive, got {self.lstm_size}")
+        if self.feature_layers is None:
+            if self.lstm_size != DEFAULT_LSTM_SIZE:
+                raise InputError("--lstm_size applies only with --feature_layers")
+            if self.encoder_features_dir is not None:
+                raise InputError("--encoder_features_dir applies only with --feature_layers")
+
+
+@dataclasses.dataclass(kw_only=True)
+class MultipleChoiceConfig(FineTuningConfig):
+    """run_swag.py's settings: the shared fine-tuning ones plus the data folder."""
+
+    data_dir: str | None = setting(
+        None,
+        "Folder with SWAG's train.csv, val.csv and test.csv, or train.jsonl, dev.jsonl and "
+        'test.jsonl of {"context", "choices", "label", "question" (optional)}.',
+    )
+
+    def check(self):
+        super().check()
+        if not self.data_dir:
+            raise InputError("--data_dir is required")
+
+
+@dataclasses.dataclass(kw_only=True)
+class EmbeddingConfig(FineTuningConfig):
+    """run_embedding.py's settings: the shared fine-tuning ones, the data folder and the pooling."""
+
+    data_dir: str | None = setting(
+        None,
+        "Folder with train.tsv and dev.tsv (rows anchor<TAB>positive[<TAB>hard negative]; or "
+        'train.jsonl, dev.jsonl of {"anchor", "positive", "negative" (optional)}) and test.txt '
+        '(one text to embed per line; or test.jsonl of {"text"}).',
+    )
+    # Recorded in task.json as the run settled them (EmbeddingRun: the flag, else the checkpoint's).
+    pooling: str | None = setting(
+        None,
+        "How token vectors become the text's: mean, cls or max. Default: --init_checkpoint's "
+        "(its run's task.json, or a converted model's embedding.json), else mean.",
+        choices=POOLINGS,
+        recorded=True,
+        recorded_default="mean",
+    )
+    normalize: bool | None = setting(
+        None,
+        "L2-normalize the text vectors. Default: --init_checkpoint's (as --pooling), else true.",
+        recorded=True,
+        recorded_default=True,
+    )
+    similarity_scale: float = setting(
+        DEFAULT_SCALE,
+        "Training and eval_loss: the multiplier of the cosine similarities before the softmax "
+        "over the in-batch candidates (sentence-transformers' default, 20).",
+    )
+
+    positive = (*FineTuningConfig.positive, "similarity_scale")
+
+    def check(self):
+        super().check()
+        if not self.data_dir:
+            raise InputError("--data_dir is required")
+
+
+# {model_type: its config class}: the registry of what task.json records of each task.
+CONFIG_CLASSES = {
+    "classifier": ClassifierConfig,
+    "multi_label": MultiLabelConfig,
+    "squad": SquadConfig,
+    "tagger": TaggerConfig,
+    "feature_tagger": FeatureTaggerConfig,
+    "multiple_choice": MultipleChoiceConfig,
+    "embedding": EmbeddingConfig,
+}
