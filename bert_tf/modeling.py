@@ -18,6 +18,7 @@ from absl import logging
 
 from bert_tf.layers import ACTIVATIONS, BertEmbeddings, TransformerBlock
 from bert_tf.layers.heads import MaskedLMHead, NextSentenceHead
+from bert_tf.layers.initializer import truncated_normal
 from bert_tf.objectives import CAUSAL_OBJECTIVES, DEFAULT_OBJECTIVE, OBJECTIVES
 
 # Keys some Google releases (multilingual, Chinese) put in bert_config.json for a pooler this code, like the
@@ -234,7 +235,6 @@ class BertModel(_SavesBertConfig, keras.Model):
         super().__init__(**kwargs)
         self.config = config = _as_bert_config(config)
         policy = self.dtype_policy
-        initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         self.embeddings = BertEmbeddings(
             config.vocab_size,
             config.hidden_size,
@@ -266,7 +266,7 @@ class BertModel(_SavesBertConfig, keras.Model):
         self.pooler = keras.layers.Dense(
             config.hidden_size,
             activation="tanh",
-            kernel_initializer=initializer,
+            kernel_initializer=truncated_normal(config.initializer_range),
             name="pooler",
             dtype=policy,
         )
