@@ -17,6 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.layers import ACTIVATIONS, BertEmbeddings, TransformerBlock
+from bert_tf.layers.initializer import truncated_normal
 from bert_tf.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
 from bert_tf.objectives import CAUSAL_OBJECTIVES, DEFAULT_OBJECTIVE, OBJECTIVES
 
@@ -234,7 +235,6 @@ class BertModel(_SavesBertConfig, keras.Model):
         super().__init__(**kwargs)
         self.config = config = _as_bert_config(config)
         policy = self.dtype_policy
-        initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         self.embeddings = BertEmbeddings(
             config.vocab_size,
             config.hidden_size,
@@ -266,7 +266,7 @@ class BertModel(_SavesBertConfig, keras.Model):
         self.pooler = keras.layers.Dense(
             config.hidden_size,
             activation="tanh",
-            kernel_initializer=initializer,
+            kernel_initializer=truncated_normal(config.initializer_range),
             name="pooler",
             dtype=policy,
         )

@@ -764,3 +764,23 @@ def test_bfloat16_inference_attention_is_float64_attention_and_ignores_padding(h
     ).numpy()
     np.testing.assert_array_equal(again[:, :4], out[:, :4])
     np.testing.assert_array_equal(again[0], out[0])
+
+
+def test_a_fresh_model_draws_every_weight_independently(config):
+    """The original draws each variable from its own truncated normal (stddev initializer_range).
+    Keras repeats an initializer object's values, so one shared by several weights would start
+    query, key and value equal, and the position table as a copy of the word table."""
+    keras.utils.set_random_seed(0)
+    model = BertModel(config)
+    model({"input_ids": tf.constant([[1, 2, 3]])})
+    weights = {w.path: np.asarray(w.numpy()) for w in model.weights}
+    matrices = {path: w for path, w in weights.items() if w.ndim == 2}
+    flat = sorted(matrices.items())
+    for i, (path_a, a) in enumerate(flat):
+        for path_b, b in flat[i + 1 :]:
+            rows = min(a.shape[0], b.shape[0])
+            cols = min(a.shape[1], b.shape[1])
+            assert not np.array_equal(a[:rows, :cols], b[:rows, :cols]), (path_a, path_b)
+    values = np.concatenate([w.ravel() for w in matrices.values()])
+    assert np.abs(values).max() <= 2 * config.initializer_range + 1e-7  # truncated at 2 stddev
+    assert abs(values.std() / config.initializer_range - 0.88) < 0.05  # truncated normal's std

@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.layers.dense import dense_over_tokens
+from bert_tf.layers.initializer import truncated_normal
 
 # Added to the attention logits of padding positions: exp(-10000) is 0 in float32, and -10000 still fits
 # in float16 (the original's constant, kept so the numbers match).
@@ -51,10 +52,12 @@ class SelfAttention(keras.layers.Layer):
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
         # === Layers ===
-        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.query, self.key, self.value = (
             keras.layers.Dense(
-                hidden_size, kernel_initializer=initializer, name=name, dtype=self.dtype_policy
+                hidden_size,
+                kernel_initializer=truncated_normal(initializer_range),
+                name=name,
+                dtype=self.dtype_policy,
             )
             for name in ("query", "key", "value")
         )

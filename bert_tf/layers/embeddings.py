@@ -6,6 +6,8 @@ B = batch, S = sequence length, H = hidden size, V = vocabulary size.
 import keras
 import tensorflow as tf
 
+from bert_tf.layers.initializer import truncated_normal
+
 
 def _check_sequence_length(input_ids, max_position_embeddings):
     """Returns input_ids, checked to be at most max_position_embeddings long.
@@ -66,22 +68,21 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
-        initializer = keras.initializers.TruncatedNormal(stddev=self.initializer_range)
         self.word_embeddings = self.add_weight(
             shape=(self.vocab_size, self.hidden_size),
-            initializer=initializer,
+            initializer=truncated_normal(self.initializer_range),
             name="word_embeddings",
             autocast=False,
         )
         self.token_type_embeddings = self.add_weight(
             shape=(self.type_vocab_size, self.hidden_size),
-            initializer=initializer,
+            initializer=truncated_normal(self.initializer_range),
             name="token_type_embeddings",
             autocast=False,
         )
         self.position_embeddings = self.add_weight(
             shape=(self.max_position_embeddings, self.hidden_size),
-            initializer=initializer,
+            initializer=truncated_normal(self.initializer_range),
             name="position_embeddings",
             autocast=False,
         )

@@ -8,6 +8,7 @@ import keras
 from bert_tf.layers.activations import get_activation
 from bert_tf.layers.attention import SelfAttention
 from bert_tf.layers.dense import dense_over_tokens
+from bert_tf.layers.initializer import truncated_normal
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -43,7 +44,6 @@ class TransformerBlock(keras.layers.Layer):
         self.initializer_range = initializer_range
         # === Layers ===
         policy = self.dtype_policy
-        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.attention = SelfAttention(
             hidden_size,
             num_attention_heads,
@@ -53,7 +53,10 @@ class TransformerBlock(keras.layers.Layer):
             dtype=policy,
         )
         self.attention_output = keras.layers.Dense(
-            hidden_size, kernel_initializer=initializer, name="attention_output", dtype=policy
+            hidden_size,
+            kernel_initializer=truncated_normal(initializer_range),
+            name="attention_output",
+            dtype=policy,
         )
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=1e-12, name="attention_output_LayerNorm", dtype=policy
@@ -62,12 +65,15 @@ class TransformerBlock(keras.layers.Layer):
         self.intermediate = keras.layers.Dense(
             intermediate_size,
             activation=get_activation(hidden_act),
-            kernel_initializer=initializer,
+            kernel_initializer=truncated_normal(initializer_range),
             name="intermediate",
             dtype=policy,
         )
         self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=initializer, name="output", dtype=policy
+            hidden_size,
+            kernel_initializer=truncated_normal(initializer_range),
+            name="output",
+            dtype=policy,
         )
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=1e-12, name="output_LayerNorm", dtype=policy
