@@ -6,7 +6,8 @@ frozen into the graph with --freeze_weights), and, on CPUs with a bfloat16 matmu
 bfloat16; with ai-edge-litert, its serve_ids also as float32 and int8 LiteRT files. Each runner
 (latency_runners.py) lives in a process of its own, with `--threads` intra-op and inter-op threads,
 and is called with the same raw strings of exactly N wordpieces ([CLS] and [SEP] included; batch x N
-of `--shapes`): our exports' serving_default (and serve_ids on the ids: tokenization's share), the
+of `--shapes`): our exports' serving_default (and serve_ids on the ids: tokenization's share; the
+float32 export again with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 in its process), the
 LiteRT files fed the export's preprocess ids, transformers (BertTokenizerFast + BertModel on torch,
 float32, bfloat16 autocast, dynamic int8 Linear layers), keras-hub (tokenizer + packing + backbone).
 
@@ -345,7 +346,7 @@ def _setup(work_dir, shapes, runners):
         inputs=inputs, threads=FLAGS.threads, vocab_file=os.path.abspath(FLAGS.vocab_file),
         max_seq_length=FLAGS.max_seq_length, config=config.to_dict(),
     )  # fmt: skip
-    if {"bert_tf", "litert_float32", "litert_int8"} & set(runners):
+    if {"bert_tf", "bert_tf_assume_frozen", "litert_float32", "litert_int8"} & set(runners):
         setup["export"] = _export(work_dir)
     if {"bert_tf_bf16", "transformers_bf16"} & set(runners) and _bfloat16():
         setup["export_bfloat16"] = _export_bfloat16(work_dir, config)
