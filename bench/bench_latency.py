@@ -6,7 +6,8 @@ frozen into the graph with --freeze_weights), and, on CPUs with a bfloat16 matmu
 bfloat16; with ai-edge-litert, its serve_ids also as float32 and int8 LiteRT files. Each runner
 (latency_runners.py) lives in a process of its own, with `--threads` intra-op and inter-op threads,
 and is called with the same raw strings of exactly N wordpieces ([CLS] and [SEP] included; batch x N
-of `--shapes`): our exports' serving_default (and serve_ids on the ids: tokenization's share), the
+of `--shapes`): our exports' serving_default (and serve_ids on the ids: tokenization's share; the
+float32 export again with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 in its process), the
 LiteRT files fed the export's preprocess ids, transformers (BertTokenizerFast + BertModel on torch,
 float32, bfloat16 autocast, dynamic int8 Linear layers), keras-hub (tokenizer + packing + backbone).
 
@@ -131,7 +132,19 @@ def _export(work_dir):
     keras.utils.set_random_seed(0)
     model = BertModel(BertConfig.from_preset(FLAGS.model))
     model.build()
+    distinct_weights(model)
     return _write_export(model, os.path.join(work_dir, "export"))
+
+
+def distinct_weights(model, seed=0):
+    """Gives every weight values of its own, as a trained model's are: N(0, 0.02), LayerNorm's
+    gammas 1 + N(0, 0.02). Keras' initial weights are not: query, key and value share one
+    initializer and start equal, biases at 0 and gammas at 1, which Grappler folds away in a frozen
+    graph (the equal projections computed once), flattering its time."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        values = 0.02 * rng.standard_normal(variable.shape)
+        variable.assign((values + variable.path.endswith("gamma")).astype(variable.dtype))
 
 
 def _write_export(model, export_dir):
@@ -313,12 +326,13 @@ def _bfloat16():
 
 def _export_bfloat16(work_dir, config):
     """The export of `export_saved_model.py --mixed_precision=mixed_bfloat16` (kernels stored in
-    bfloat16), of the same random weights as the float32 export."""
+    bfloat16), of the same weights as the float32 export (`distinct_weights`)."""
     from bert_tf.modeling import BertModel
     from bert_tf.precision import build_with_policy, store_in_compute_dtype
 
     model = build_with_policy(lambda: BertModel(config), "mixed_bfloat16")
     model.build()
+    distinct_weights(model)
     store_in_compute_dtype(model)
     return _write_export(model, os.path.join(work_dir, "export_bfloat16"))
 
@@ -332,7 +346,7 @@ def _setup(work_dir, shapes, runners):
         inputs=inputs, threads=FLAGS.threads, vocab_file=os.path.abspath(FLAGS.vocab_file),
         max_seq_length=FLAGS.max_seq_length, config=config.to_dict(),
     )  # fmt: skip
-    if {"bert_tf", "litert_float32", "litert_int8"} & set(runners):
+    if {"bert_tf", "bert_tf_assume_frozen", "litert_float32", "litert_int8"} & set(runners):
         setup["export"] = _export(work_dir)
     if {"bert_tf_bf16", "transformers_bf16"} & set(runners) and _bfloat16():
         setup["export_bfloat16"] = _export_bfloat16(work_dir, config)
@@ -375,8 +389,8 @@ def main(argv):
     machine.set_threads(FLAGS.threads)
     print(machine.header(with_tensorflow=False))
     print(
-        f"{FLAGS.model}, random weights; {FLAGS.threads} intra-op and {FLAGS.threads} inter-op "
-        "threads per runner process; back to back: "
+        f"{FLAGS.model}, random weights (each its own); {FLAGS.threads} intra-op and "
+        f"{FLAGS.threads} inter-op threads per runner process; back to back: "
         f"{FLAGS.rounds} rounds x {FLAGS.calls} calls per runner and shape, after {WARMUP_CALLS} "
         f"untimed each round; taking turns: {FLAGS.calls} calls per shape, call by call\n",
         flush=True,

@@ -41,6 +41,16 @@ def bert_tf(setup):
     return _saved_model(setup, "export")
 
 
+def bert_tf_assume_frozen(setup):
+    """The float32 export in a process that tells oneDNN its weights never change
+    (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1, TensorFlow's switch, read at the first matmul): each matmul's
+    weight is blocked once and kept, as for a frozen graph (docs/serving.md)."""
+    import os
+
+    os.environ["TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"] = "1"
+    return _saved_model(setup, "export")
+
+
 def bert_tf_bf16(setup):
     if setup.get("export_bfloat16") is None:
         raise ImportError("this CPU has no bfloat16 matmul (AVX512_BF16 or AMX)")
@@ -195,6 +205,11 @@ def keras_hub(setup):
 # runner name: (builder, text row, ids row or None)
 RUNNERS = {
     "bert_tf": (bert_tf, "bert_tf text (serving_default)", "bert_tf ids (serve_ids)"),
+    "bert_tf_assume_frozen": (
+        bert_tf_assume_frozen,
+        "bert_tf text, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
+        "bert_tf ids, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
+    ),
     "bert_tf_bf16": (bert_tf_bf16, "bert_tf bf16 text", "bert_tf bf16 ids"),
     "litert_float32": (litert_float32, "bert_tf LiteRT float32 text", "bert_tf LiteRT float32 ids"),
     "litert_int8": (litert_int8, "bert_tf LiteRT int8 text", "bert_tf LiteRT int8 ids"),
