@@ -7,10 +7,10 @@ keras-hub BERT preset, into a Google-format release folder:
 
 reads config.json, vocab.txt and model.safetensors (with numpy: no torch or transformers needed) and
 writes bert_config.json, vocab.txt and bert_model.ckpt.{index,data-00000-of-00001}, which load with
---init_checkpoint, bert_tf.checkpoints and the original TF1 code (bert_tf/convert.py does the work).
+--init_checkpoint, bert_tf.checkpoints and the original TF1 code (bert_tf/formats/convert.py does the work).
 
 Out: a release or a fine-tuning run (its output_dir: task.json gives the task and labels) into a
-transformers / sentence-transformers folder or a keras-hub preset (bert_tf/convert_out.py):
+transformers / sentence-transformers folder or a keras-hub preset (bert_tf/formats/convert_out.py):
 
     python convert_checkpoint.py --init_checkpoint=$RUN_DIR --vocab_file=vocab.txt \\
       --output_format=huggingface --output_dir=model_hf
@@ -20,7 +20,7 @@ from bert_tf import cli
 
 cli.load_tensorflow_quietly()
 
-from bert_tf.convert import ConvertConfig, bert_config_from_hf, convert, run  # noqa: E402, F401
+from bert_tf.formats.convert import ConvertConfig, bert_config_from_hf, convert, run  # noqa: E402, F401
 
 
 def cli_main():

@@ -58,7 +58,7 @@ SCRIPTS = [
     ("create_pretraining_data.py", "bert_tf.data.pretraining.writer", "CreateConfig"),
     ("extract_features.py", "bert_tf.tasks.encoder", "ExtractConfig"),
     ("export_saved_model.py", "bert_tf.tasks.exporting", "ExportConfig"),
-    ("convert_checkpoint.py", "bert_tf.convert", "ConvertConfig"),
+    ("convert_checkpoint.py", "bert_tf.formats.convert", "ConvertConfig"),
     ("batch_predict.py", "bert_tf.beam.batch_prediction", "BatchPredictConfig"),
 ]
 

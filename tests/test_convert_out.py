@@ -23,8 +23,8 @@ from bert_tf.checkpoints import (
     restore_init_checkpoint,
     save_google_checkpoint,
 )
-from bert_tf.convert import ConvertConfig, convert, google_values_from_hf, run
 from bert_tf.errors import InputError
+from bert_tf.formats.convert import ConvertConfig, convert, google_values_from_hf, run
 from bert_tf.modeling import BertModel, BertPretrainingModel
 from bert_tf.tasks import run_script
 from bert_tf.tasks.embedding import pool

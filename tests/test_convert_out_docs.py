@@ -1,6 +1,6 @@
-"""docs/formats.md is the output of bert_tf/formats_doc.py: the name tables cannot drift from the code's."""
+"""docs/formats.md is the output of bert_tf/formats/formats_doc.py: the name tables cannot drift from the code's."""
 
-from bert_tf import formats_doc
+from bert_tf.formats import formats_doc
 
 from conftest import REPO_DIR
 
@@ -8,7 +8,7 @@ from conftest import REPO_DIR
 def test_formats_page_is_generated_from_the_code_s_tables():
     page = (REPO_DIR / "docs" / "formats.md").read_text(encoding="utf-8")
     assert page == formats_doc.formats_markdown(), (
-        "docs/formats.md is stale: python -m bert_tf.formats_doc > docs/formats.md"
+        "docs/formats.md is stale: python -m bert_tf.formats.formats_doc > docs/formats.md"
     )
 
 

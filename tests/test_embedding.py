@@ -400,8 +400,8 @@ def _modes(**true):
     "mode, pooling", [("cls_token", "cls"), ("max_tokens", "max"), ("mean_tokens", "mean")]
 )
 def test_a_sentence_transformers_folder_gives_its_pooling(tmp_path, mode, pooling):
+    from bert_tf.formats.sentence_transformers_folder import sentence_transformers_settings
     from bert_tf.modeling import BertConfig
-    from bert_tf.sentence_transformers_folder import sentence_transformers_settings
 
     folder = _st_folder(
         tmp_path, [("Transformer", ""), ("Pooling", "1_Pooling")], _modes(**{mode: True}),
@@ -433,8 +433,8 @@ def test_a_sentence_transformers_folder_gives_its_pooling(tmp_path, mode, poolin
 def test_what_this_bert_cannot_compute_is_refused(
     tmp_path, modules, pooling, sentence_bert, message
 ):
+    from bert_tf.formats.sentence_transformers_folder import sentence_transformers_settings
     from bert_tf.modeling import BertConfig
-    from bert_tf.sentence_transformers_folder import sentence_transformers_settings
 
     folder = _st_folder(tmp_path, modules, pooling, sentence_bert)
     with pytest.raises(ValueError, match=message):

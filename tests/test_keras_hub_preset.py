@@ -1,4 +1,4 @@
-"""keras-hub BERT presets both ways (bert_tf/keras_hub_preset.py).
+"""keras-hub BERT presets both ways (bert_tf/formats/keras_hub_preset.py).
 
 In: tests/fixtures/keras_hub_bert_tiny/preset, written by keras-hub's own save_to_preset, with keras-hub's
 BertBackbone outputs recorded beside it (make_keras_hub_preset.py): read without keras-hub. Out:
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from bert_tf.checkpoints import google_variable_names, load_google_checkpoint
-from bert_tf.convert import ConvertConfig, convert, run
 from bert_tf.errors import InputError
-from bert_tf.keras_hub_preset import read_preset
+from bert_tf.formats.convert import ConvertConfig, convert, run
+from bert_tf.formats.keras_hub_preset import read_preset
 from bert_tf.modeling import BertConfig, BertModel
 from bert_tf.tokenization import FullTokenizer
 

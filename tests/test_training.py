@@ -300,6 +300,7 @@ _MIRRORED_SCRIPT = textwrap.dedent(
     sys.path.insert(0, "tests")
     import test_training as t
     from bert_tf.distribute import get_strategy
+    from bert_tf.training.evaluation import evaluate
     one = t._train(sys.argv[1] + "/one", num_train_steps=4)
     strategy = get_strategy("mirrored")
     two = t._train(sys.argv[1] + "/two", strategy=strategy, num_train_steps=4)
@@ -320,6 +321,7 @@ _MIRRORED_SCRIPT = textwrap.dedent(
         "one": [w.tolist() for w in t._weights(one)],
         "two": [w.tolist() for w in t._weights(two)],
         "eval_one": one.evaluate(), "eval_two": two.evaluate(),
+        "evaluate_two": evaluate(two.task, two.model, strategy, two.config.eval_batch_size),
         "train_one": one.train_logs, "train_two": two.train_logs,
         "one16": [w.tolist() for w in t._weights(one16)],
         "two16": [w.tolist() for w in t._weights(two16)],
@@ -343,6 +345,10 @@ def test_mirrored_over_two_cpu_devices_matches_one_device(tmp_path):
     _assert_weights_close(out["one"], out["two"], rtol=1e-5, atol=1e-6)
     assert out["eval_one"]["mse"] == pytest.approx(out["eval_two"]["mse"], rel=1e-5)
     assert out["eval_one"]["loss"] == pytest.approx(out["eval_two"]["loss"], rel=1e-5)
+    # Evaluation through the Predictor: each batch split over the replicas, its loss divided by the
+    # whole batch's weight (uneven weights: a replica's own would move it), each batch counted once.
+    assert out["evaluate_two"]["mse"] == pytest.approx(out["eval_one"]["mse"], rel=1e-5)
+    assert out["evaluate_two"]["loss"] == pytest.approx(out["eval_one"]["loss"], rel=1e-5)
     # The logged training loss is the global-batch loss, not a sum of per-replica means.
     assert out["train_one"]["loss"] == pytest.approx(out["train_two"]["loss"], rel=1e-5)
     # Prediction over two replicas gives every example once, in input order.

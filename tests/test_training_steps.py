@@ -10,8 +10,7 @@ import pytest
 import tensorflow as tf
 from test_training import ToyModel, toy_task
 
-from bert_tf.training.evaluation import Evaluator
-from bert_tf.training.inputs import distribute
+from bert_tf.training.evaluation import evaluate
 from bert_tf.training.steps import TrainStep
 
 LEARNING_RATE = 0.1
@@ -110,7 +109,7 @@ def test_evaluation_reports_the_weighted_metric_over_all_examples_and_the_mean_b
         for i in (0, 8, 16)
     ]
 
-    results = Evaluator(task, model, strategy).evaluate(distribute(task, strategy, 8, False))
+    results = evaluate(task, model, strategy, 8)
 
     assert set(results) == {"loss", "mse"}
     # The metric pools every example (not a mean of batch means, which uneven weights would move).
@@ -122,9 +121,8 @@ def test_evaluation_reads_at_most_max_steps_batches_and_an_empty_input_is_an_err
     task, strategy = toy_task(num_examples=24), tf.distribute.OneDeviceStrategy("/cpu:0")
     model, _ = _built(task, strategy)
     error, weight = _weighted_errors(task, model, 24)
-    evaluator = Evaluator(task, model, strategy)
-    first = evaluator.evaluate(distribute(task, strategy, 8, False), max_steps=1)
+    first = evaluate(task, model, strategy, 8, max_steps=1)
     expected = (error[:8] * weight[:8]).sum() / weight[:8].sum()
     assert first["mse"] == pytest.approx(expected, rel=1e-5)
     with pytest.raises(ValueError, match="the eval input is empty"):
-        evaluator.evaluate(distribute(task, strategy, 32, False))  # 24 examples: no whole batch
+        evaluate(task, model, strategy, 32)  # 24 examples: no whole batch

@@ -18,8 +18,8 @@ import os
 from bert_tf import file_io
 from bert_tf.checkpoints import resolve_checkpoint
 from bert_tf.errors import InputError
+from bert_tf.formats.sentence_transformers_folder import EMBEDDING_FILE
 from bert_tf.modeling import BertConfig
-from bert_tf.sentence_transformers_folder import EMBEDDING_FILE
 from bert_tf.tasks.run_files import TASK_FILE, read_task_info
 from bert_tf.tokenization import REQUIRED_TOKENS, load_vocab, validate_case_matches_checkpoint
 

@@ -10,11 +10,11 @@ N = texts, H = hidden size.
 import keras
 
 from bert_tf.checkpoints import restore_init_checkpoint
+from bert_tf.formats.sentence_transformers_folder import POOLINGS
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
 from bert_tf.models.preprocessor import BertPreprocessor
 from bert_tf.models.task import BertTask
-from bert_tf.sentence_transformers_folder import POOLINGS
 from bert_tf.tasks import embedding
 from bert_tf.tasks.run_files import TaskInfo
 

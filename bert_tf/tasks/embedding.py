@@ -15,7 +15,7 @@ sentence-transformers' MultipleNegativesRankingLoss). Evaluation ranks every dev
 (all dev positives and hard negatives): recall@1, recall@10 and MRR@10.
 
 A converted sentence-transformers folder (convert_checkpoint.py) records its pooling, normalisation,
-max_seq_length and casing in embedding.json beside bert_config.json (bert_tf/convert.py); a run of this
+max_seq_length and casing in embedding.json beside bert_config.json (bert_tf/formats/convert.py); a run of this
 task records its own in task.json ("embedding": {"pooling", "normalize"}).
 
 B = batch, T = texts of a row (anchor, positive[, negative]), S = sequence length, H = hidden size,
@@ -35,8 +35,12 @@ from bert_tf.checkpoints import resolve_checkpoint
 from bert_tf.data import embedding_pairs
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.export import ID_FEATURES, serving_module, serving_signatures, write_saved_model
+from bert_tf.formats.sentence_transformers_folder import (
+    EMBEDDING_FILE,
+    POOLINGS,
+    read_embedding_file,
+)
 from bert_tf.modeling import BertModel
-from bert_tf.sentence_transformers_folder import EMBEDDING_FILE, POOLINGS, read_embedding_file
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.spec import TaskSpec

@@ -31,6 +31,7 @@ from bert_tf.tasks.config import RunConfig
 from bert_tf.tasks.run import Run
 from bert_tf.tasks.run_files import TaskInfo, write_task_info
 from bert_tf.training import Trainable
+from bert_tf.training.evaluation import evaluate
 
 MODEL_TYPE = "pretraining"
 
@@ -283,11 +284,23 @@ class PretrainingRun(Run):
             if self.is_chief:
                 export_google_checkpoint(trainer.model, self.bert_config, config.output_dir)
         if config.do_eval:
-            with reading_records(self.input_files), doing("evaluation"):
-                results = trainer.evaluate(max_steps=config.max_eval_steps)
-            # The paper's Table 6 reports it: exp of the weighted mean masked-LM (next-token) loss.
-            for kind in ("masked_lm", "next_token"):
-                if f"{kind}_loss" in results:
-                    results[f"{kind}_perplexity"] = math.exp(results[f"{kind}_loss"])
-            self.write_eval_results(results)
+            self.write_eval_results(self.evaluate(trainer))
         return trainer
+
+    def evaluate(self, trainer):
+        """--do_eval: the loss and metrics of --max_eval_steps batches of --input_file (the input
+        repeats, as in the original), the masked-LM (next-token) perplexity and the global step."""
+        with reading_records(self.input_files), doing("evaluation"):
+            results = evaluate(
+                trainer.task,
+                trainer.model,
+                trainer.strategy,
+                self.config.eval_batch_size,
+                self.config.max_eval_steps,
+            )
+        results["global_step"] = trainer.global_step
+        # The paper's Table 6 reports it: exp of the weighted mean masked-LM (next-token) loss.
+        for kind in ("masked_lm", "next_token"):
+            if f"{kind}_loss" in results:
+                results[f"{kind}_perplexity"] = math.exp(results[f"{kind}_loss"])
+        return results

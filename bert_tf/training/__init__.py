@@ -9,13 +9,14 @@ loop knows nothing else about it. The `Trainer` (trainer.py) puts together its p
 - inputs.py: this worker's training input, at the run's position;
 - steps.py: the training step (gradient accumulation, XLA) and its loss sums;
 - loop.py: the loop (boundaries, SIGTERM, divergence, progress);
-- evaluation.py: the eval loss and metrics, and eval_results.txt;
-- predictor.py: the `Predictor`, every real example's outputs in input order (fine-tuning's
-  metrics and prediction files).
+- predictor.py: the `Predictor`, the one evaluation design: the model's outputs on the host (every
+  real example's in input order, for fine-tuning's metrics and prediction files);
+- evaluation.py: `evaluate`, the eval loss and metrics through the Predictor (pretraining's), and
+  eval_results.txt.
 """
 
 from bert_tf.training.config import Trainable, TrainConfig, check_batch_sizes
-from bert_tf.training.evaluation import Evaluator, write_eval_results
+from bert_tf.training.evaluation import Evaluator, evaluate, write_eval_results
 from bert_tf.training.predictor import Predictor
 from bert_tf.training.trainer import Trainer
 
@@ -26,5 +27,6 @@ __all__ = [
     "Trainable",
     "Trainer",
     "check_batch_sizes",
+    "evaluate",
     "write_eval_results",
 ]

@@ -1,5 +1,7 @@
-"""Inference over a whole data set, for whole-set metrics and prediction files: every real example once,
-in input order."""
+"""Inference over a data set, the one evaluation design: the model's outputs brought to the host, where
+the metrics are computed in numpy (fine-tuning: every real example once, in input order, for whole-set
+metrics and prediction files; pretraining: each batch's loss and metric sums, bert_tf/training/evaluation.py).
+"""
 
 import numpy as np
 import tensorflow as tf
@@ -16,6 +18,10 @@ class Predictor:
     put back together in order; under multi-worker every worker predicts everything by itself (no
     collectives in inference), and the chief writes the files.
 
+    `outputs_fn` ((outputs, features) -> {name: tensor [n, ...]}, run in the graph on each replica's
+    part of a batch) replaces the model's outputs by what it returns: what the host needs of outputs
+    too large to bring there (pretraining's [B, P, V] log-probabilities: their sums).
+
     Example:
     ```python
     result = Predictor(model, strategy).predict(dataset, ["logits"], feature_keys=["unique_ids"])
@@ -23,8 +29,8 @@ class Predictor:
     ```
     """
 
-    def __init__(self, model, strategy):
-        self.model, self.strategy = model, strategy
+    def __init__(self, model, strategy, outputs_fn=None):
+        self.model, self.strategy, self.outputs_fn = model, strategy, outputs_fn
         self._step_fn = None
 
     def predict(self, dataset, output_keys=None, feature_keys=()):
@@ -58,10 +64,13 @@ class Predictor:
             result = {name: value[real] for name, value in result.items()}
         return result
 
-    def predict_batches(self, dataset, output_keys=None, feature_keys=()):
-        """Every row of every batch of `dataset`, in the dataset's order, padding included."""
+    def predict_batches(self, dataset, output_keys=None, feature_keys=(), max_batches=None):
+        """Every row of every batch of `dataset` (of its first `max_batches`), in the dataset's order,
+        padding included."""
         if self._step_fn is None:
             self._step_fn = self._make_step()
+        if max_batches is not None:
+            dataset = dataset.take(max_batches)
         chunks = {}
         for outputs, passed in self._run(dataset):
             for name, value in {
@@ -88,6 +97,8 @@ class Predictor:
         @tf.function(reduce_retracing=True)
         def predict_step(features):
             outputs = self.model(features, training=False)
+            if self.outputs_fn is not None:
+                outputs = self.outputs_fn(outputs, features)
             tensors = {
                 name: tf.cast(value, tf.float32) if value.dtype.is_floating else value
                 for name, value in outputs.items()

@@ -6,8 +6,8 @@
 writes what transformers' `from_pretrained` reads: config.json (the architecture, hidden_act by its
 numerics, id2label / label2id, problem_type), model.safetensors (numpy + safetensors: no torch),
 vocab.txt, tokenizer_config.json (casing, model_max_length) and special_tokens_map.json. An embedding
-model is a sentence-transformers folder besides (bert_tf/sentence_transformers_folder.py). Every tensor
-name is the one bert_tf/convert.py reads, from the same table (convert.hf_names), and every dense kernel
+model is a sentence-transformers folder besides (bert_tf/formats/sentence_transformers_folder.py). Every tensor
+name is the one bert_tf/formats/convert.py reads, from the same table (convert.hf_names), and every dense kernel
 is transposed back into torch's [out, in].
 """
 
@@ -15,12 +15,12 @@ import json
 
 import numpy as np
 
-from bert_tf.hf_names import HIDDEN_ACTS, hf_names
-from bert_tf.model_out import write_folder
-from bert_tf.sentence_transformers_folder import sentence_transformers_files
+from bert_tf.formats.hf_names import HIDDEN_ACTS, hf_names
+from bert_tf.formats.model_out import write_folder
+from bert_tf.formats.sentence_transformers_folder import sentence_transformers_files
 from bert_tf.tokenization import load_vocab
 
-# bert_tf's kinds of model (bert_tf/model_out.py) -> transformers' class.
+# bert_tf's kinds of model (bert_tf/formats/model_out.py) -> transformers' class.
 ARCHITECTURES = {
     "encoder": "BertModel",
     "embedding": "BertModel",
@@ -163,7 +163,7 @@ def huggingface_files(model):
 
 
 def write_huggingface(model, output_dir, overwrite=False):
-    """Writes an OutgoingModel (bert_tf/model_out.py) as a Hugging Face folder, all or nothing."""
+    """Writes an OutgoingModel (bert_tf/formats/model_out.py) as a Hugging Face folder, all or nothing."""
     write_folder(huggingface_files(model), output_dir, overwrite, replaces=_FOLDER_FILES)
 
 

@@ -2,7 +2,7 @@
 
 A sentence-transformers model is a Hugging Face BERT folder plus modules.json (Transformer, Pooling and
 optionally Normalize), 1_Pooling/config.json (which pooling) and sentence_bert_config.json
-(max_seq_length). bert_tf/convert.py writes what they say beside bert_config.json as embedding.json:
+(max_seq_length). bert_tf/formats/convert.py writes what they say beside bert_config.json as embedding.json:
 
     {"pooling": "mean" | "cls" | "max",   1_Pooling/config.json's pooling_mode_* that is true
      "normalize": true | false,           whether modules.json has a Normalize module

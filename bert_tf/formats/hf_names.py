@@ -1,8 +1,8 @@
 """Hugging Face's names of BERT's weights and activations: the one table both directions read.
 
-bert_tf/convert.py reads a Hugging Face folder through it (Hugging Face -> Google's names) and
-bert_tf/huggingface_out.py writes one (Google's names -> Hugging Face); docs/formats.md is printed from
-it (bert_tf/formats_doc.py).
+bert_tf/formats/convert.py reads a Hugging Face folder through it (Hugging Face -> Google's names) and
+bert_tf/formats/huggingface_out.py writes one (Google's names -> Hugging Face); docs/formats.md is printed from
+it (bert_tf/formats/formats_doc.py).
 """
 
 import re
@@ -40,7 +40,7 @@ HEAD_NAMES = {
 def hf_names(google_name, prefix):
     """The Hugging Face names that may hold a Google variable, and whether it is a torch Linear weight.
 
-    The first name is the one transformers writes (bert_tf/huggingface_out.py writes it too).
+    The first name is the one transformers writes (bert_tf/formats/huggingface_out.py writes it too).
 
     bert/encoder/layer_3/attention/self/query/kernel -> {prefix}encoder.layer.3.attention.self.query.weight;
     LayerNorm gamma/beta are weight/bias (gamma/beta in older files); embedding tables end in ".weight".

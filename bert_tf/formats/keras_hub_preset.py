@@ -26,7 +26,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf.errors import InputError
-from bert_tf.model_out import write_folder
+from bert_tf.formats.model_out import write_folder
 from bert_tf.modeling import BertConfig
 
 # Google's name -> (the .h5 dataset path, whether it is a transposed head kernel). Encoder layer i sits
@@ -102,7 +102,7 @@ def _check_expressible(model):
 
 
 def write_preset(model, output_dir, overwrite=False):
-    """Writes an OutgoingModel (bert_tf/model_out.py) as a keras-hub preset folder, all or nothing."""
+    """Writes an OutgoingModel (bert_tf/formats/model_out.py) as a keras-hub preset folder, all or nothing."""
     _check_expressible(model)
     if model.kind in ("pretraining", "masked_lm"):
         logging.warning(

@@ -1,7 +1,7 @@
 """convert_checkpoint.py --output_format=huggingface | keras_hub: a checkpoint into another library's folder.
 
-bert_tf/model_out.py reads the checkpoint (any Google or run checkpoint, its task and labels);
-bert_tf/huggingface_out.py and bert_tf/keras_hub_preset.py write it. docs/formats.md lists what goes
+bert_tf/formats/model_out.py reads the checkpoint (any Google or run checkpoint, its task and labels);
+bert_tf/formats/huggingface_out.py and bert_tf/formats/keras_hub_preset.py write it. docs/formats.md lists what goes
 in and out.
 """
 
@@ -9,10 +9,10 @@ import importlib.util
 
 from absl import logging
 
-from bert_tf import model_out
 from bert_tf.errors import InputError
-from bert_tf.huggingface_out import write_huggingface
-from bert_tf.keras_hub_preset import write_preset
+from bert_tf.formats import model_out
+from bert_tf.formats.huggingface_out import write_huggingface
+from bert_tf.formats.keras_hub_preset import write_preset
 
 # --output_format -> (OutgoingModel, output_dir, overwrite) -> None.
 WRITERS = {"huggingface": write_huggingface, "keras_hub": write_preset}

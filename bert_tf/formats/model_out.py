@@ -2,8 +2,8 @@
 
 convert_checkpoint.py --output_format=huggingface | keras_hub reads a Google release or fine-tuned
 checkpoint, or a run's output_dir, with THE restore path (bert_tf.checkpoints.restore_init_checkpoint)
-into the model its task calls for, and hands the writers (bert_tf/huggingface_out.py,
-bert_tf/keras_hub_preset.py) an `OutgoingModel`: the weights under Google's names, whatever the
+into the model its task calls for, and hands the writers (bert_tf/formats/huggingface_out.py,
+bert_tf/formats/keras_hub_preset.py) an `OutgoingModel`: the weights under Google's names, whatever the
 checkpoint's own layout. The task comes from the run's task.json, else from a Google checkpoint's head
 variables (each TaskSpec's google_head); a Google checkpoint with both pretraining heads is a pretraining
 model. A model no outgoing format can express is refused in one line before anything is read or written.
@@ -25,8 +25,8 @@ from bert_tf.checkpoints import (
     restore_init_checkpoint,
 )
 from bert_tf.errors import InputError
+from bert_tf.formats.sentence_transformers_folder import read_embedding_file
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel
-from bert_tf.sentence_transformers_folder import read_embedding_file
 from bert_tf.tasks import get_task
 from bert_tf.tasks.exporting import infer_from_google
 from bert_tf.tasks.run_files import TaskInfo, read_task_info

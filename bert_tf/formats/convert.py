@@ -8,7 +8,7 @@ bert_tf.checkpoints.load_google_checkpoint, --init_checkpoint and the original T
 heads (cls.predictions / cls.seq_relationship) are converted when the file has both.
 
 A sentence-transformers folder (with modules.json) also gets embedding.json beside bert_config.json:
-its pooling, normalisation, max_seq_length and casing (bert_tf/sentence_transformers_folder.py), which
+its pooling, normalisation, max_seq_length and casing (bert_tf/formats/sentence_transformers_folder.py), which
 export_saved_model.py --model_type=embedding and run_embedding.py read.
 
 The Google names come from bert_tf.checkpoints.google_variable_names and the file is written by
@@ -27,10 +27,13 @@ from absl import logging
 from bert_tf import file_io
 from bert_tf.checkpoints import google_variable_names, save_google_checkpoint
 from bert_tf.errors import InputError
-from bert_tf.hf_names import HIDDEN_ACTS, hf_names
-from bert_tf.keras_hub_preset import is_preset, read_preset
+from bert_tf.formats.hf_names import HIDDEN_ACTS, hf_names
+from bert_tf.formats.keras_hub_preset import is_preset, read_preset
+from bert_tf.formats.sentence_transformers_folder import (
+    EMBEDDING_FILE,
+    sentence_transformers_settings,
+)
 from bert_tf.modeling import SIZE_FIELDS, BertConfig, BertModel, BertPretrainingModel
-from bert_tf.sentence_transformers_folder import EMBEDDING_FILE, sentence_transformers_settings
 from bert_tf.settings import setting
 
 _BERT_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(BertConfig))
@@ -91,7 +94,7 @@ def run(config):
     if not config.output_dir:
         raise InputError("--output_dir is required")
     if config.output_format != "google":
-        from bert_tf.convert_out import convert_out
+        from bert_tf.formats.convert_out import convert_out
 
         return convert_out(config)
     if not config.hf_model_dir:
@@ -112,7 +115,7 @@ def convert(hf_model_dir, output_dir, overwrite=False):
 
     Args:
       hf_model_dir: folder holding config.json, vocab.txt and model.safetensors; or a keras-hub
-        BERT preset folder (bert_tf/keras_hub_preset.py), whose encoder is converted.
+        BERT preset folder (bert_tf/formats/keras_hub_preset.py), whose encoder is converted.
       output_dir: folder to write bert_config.json, vocab.txt and bert_model.ckpt.* into; written in a
         temporary folder beside it and renamed when complete.
       overwrite: allow a non-empty output_dir; its release files are replaced, other files kept.
@@ -149,7 +152,7 @@ def convert(hf_model_dir, output_dir, overwrite=False):
 
 
 def _convert_preset(preset_dir, output_dir):
-    """A keras-hub preset folder (bert_tf/keras_hub_preset.py) into a Google-format release."""
+    """A keras-hub preset folder (bert_tf/formats/keras_hub_preset.py) into a Google-format release."""
     bert_config, weights, vocab_path, do_lower_case = read_preset(preset_dir)
     model = BertModel(bert_config)
     for name, variable in google_variable_names(model).items():
