@@ -20,7 +20,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.modeling import BertConfig, BertPretrainingModel
 from bert_tf.models import masked_lm_data, presets
 from bert_tf.models.preprocessor import BertPreprocessor
@@ -92,8 +91,13 @@ class BertMaskedLM(BertTask):
             masked-LM head.
         """
         preset = presets.read_preset(folder, vocabulary, do_lower_case, max_seq_length)
+        if preset.kind == "keras_hub":
+            raise ValueError(
+                f"preset folder {folder}: a keras-hub preset is read for its encoder only, and "
+                "a masked LM needs its cls/predictions head"
+            )
         model = cls(BertPreprocessor.of_preset(preset), preset.bert_config, **masking)
-        restore_init_checkpoint(model.task_model, preset.checkpoint, heads="required")
+        presets.restore(model.task_model, preset, heads="required")
         return model
 
     def call(self, inputs, training=None):

@@ -15,7 +15,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
@@ -113,7 +112,7 @@ class BertTextEmbedder(BertTask):
             normalize,
             similarity_scale,
         )
-        restore_init_checkpoint(model.task_model, preset.checkpoint)
+        presets.restore(model.task_model, preset)
         return model
 
     def call(self, inputs, training=None):
