@@ -37,6 +37,8 @@ class BertTextEmbedder(BertTask):
     ```python
     embedder = BertTextEmbedder.from_preset("all-MiniLM-L6-v2-converted")
     embedder.predict(["A man is eating food.", "A man eats."])  # [2, 384], unit norm
+    embedder.fit(x=(questions, answers), batch_size=32, epochs=1)  # in-batch negatives
+    embedder.evaluate((questions, answers), return_dict=True)  # recall@1, mrr@10, ...
     ```
     """
 
