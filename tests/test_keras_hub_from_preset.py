@@ -70,6 +70,16 @@ def test_an_embedder_of_a_keras_hub_preset_pools_keras_hub_s_sequence_output(rec
     )
 
 
+def test_a_keras_hub_embedder_preset_s_pooling_is_read(recorded, tmp_path):
+    folder = tmp_path / "preset"
+    shutil.copytree(PRESET, folder)
+    # keras-hub's BertTextEmbedder.get_config: its pooling_mode and normalize.
+    task = {"class_name": "BertTextEmbedder", "config": {"pooling_mode": "cls", "normalize": False}}
+    (folder / "task.json").write_text(json.dumps(task))
+    vectors = BertTextEmbedder.from_preset(folder)(_inputs(recorded), training=False).numpy()
+    np.testing.assert_allclose(vectors, recorded["sequence_output"][:, 0], atol=1e-5)
+
+
 def test_a_keras_hub_task_preset_is_not_taken_for_a_run(tmp_path):
     folder = tmp_path / "preset"
     shutil.copytree(PRESET, folder)

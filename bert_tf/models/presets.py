@@ -10,8 +10,8 @@ A preset folder is one of:
   * "keras_hub": a keras-hub BERT preset folder (metadata.json naming a keras_hub_version, the layout
     keras-hub's save_to_preset and convert_checkpoint.py --output_format=keras_hub write), read by
     bert_tf.keras_hub_preset.read_preset without keras-hub: its BertBackbone's weights, vocabulary and
-    casing, and its preprocessor's sequence_length where it has one. Its encoder only: a task's head
-    (task.weights.h5) starts new.
+    casing, its preprocessor's sequence_length where it has one, and a BertTextEmbedder's pooling and
+    normalisation (task.json). Its encoder only: a task's head (task.weights.h5) starts new.
 
 `folder_kind` is the one place that tells them apart; a new kind is one more branch there and one more
 reader below.
@@ -31,7 +31,7 @@ from bert_tf.checkpoints import (
 )
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
-from bert_tf.sentence_transformers_folder import EMBEDDING_FILE
+from bert_tf.sentence_transformers_folder import EMBEDDING_FILE, POOLINGS
 from bert_tf.tasks.run_files import TASK_FILE, read_task_info
 from bert_tf.tokenization import REQUIRED_TOKENS, load_vocab, validate_case_matches_checkpoint
 
@@ -53,7 +53,8 @@ class Preset:
       max_seq_length: the folder's (task.json, embedding.json), else the original's default 128 (or
         the model's max_position_embeddings, if fewer).
       task_info: a run's TaskInfo (task.json), else None.
-      embedding: embedding.json's settings (a converted sentence-transformers model), else None.
+      embedding: embedding.json's settings (a converted sentence-transformers model), or a keras-hub
+        BertTextEmbedder's ({"pooling", "normalize"}), else None.
       weights: a keras-hub preset's encoder, {Google variable name: float32 array}, else None.
     """
 
@@ -165,7 +166,24 @@ def _read_keras_hub(folder):
         "do_lower_case": do_lower_case,
         "max_seq_length": max_seq_length,
         "weights": weights,
+        "embedding": _keras_hub_embedding(folder),
     }
+
+
+def _keras_hub_embedding(folder):
+    """A keras-hub BertTextEmbedder's pooling and normalisation (its task.json), else None."""
+    path = os.path.join(folder, TASK_FILE)
+    if not io.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        task = json.load(f)
+    if task.get("class_name") != "BertTextEmbedder":
+        return None
+    config = task.get("config", {})
+    pooling = config.get("pooling_mode", "mean")
+    if pooling not in POOLINGS:
+        raise ValueError(f"{path}: pooling_mode {pooling!r} is not one of {POOLINGS}")
+    return {"pooling": pooling, "normalize": bool(config.get("normalize", True))}
 
 
 def _read_release(folder):
