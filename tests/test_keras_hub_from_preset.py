@@ -103,3 +103,41 @@ def test_a_keras_hub_preset_without_weights_names_the_file(tmp_path):
     os.remove(folder / "model.weights.h5")
     with pytest.raises(ValueError, match=r"model\.weights\.h5 does not exist"):
         BertTextClassifier.from_preset(folder, num_classes=2)
+
+
+def test_a_classifier_preset_keras_hub_saves_gives_keras_hub_s_pooled_output(tmp_path):
+    keras_hub = pytest.importorskip("keras_hub", reason="keras-hub writes this preset here")
+    import keras
+
+    keras.utils.set_random_seed(5)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+        max_sequence_length=24,
+    )  # fmt: skip
+    tokenizer = keras_hub.models.BertTokenizer(
+        vocabulary=str(PRESET / "assets" / "tokenizer" / "vocabulary.txt"),
+        lowercase=True,
+        strip_accents=True,
+    )
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=10)
+    keras_hub.models.BertTextClassifier(backbone, 2, preprocessor=preprocessor).save_to_preset(
+        str(tmp_path / "preset")
+    )
+    ours = BertTextClassifier.from_preset(tmp_path / "preset", num_classes=4)
+    assert ours.preprocessor.max_seq_length == 10  # preprocessor.json's sequence_length
+    texts = np.array(["W3 w4,w26", "w1 w2 w3"], dtype=object)
+    features = ours.preprocessor.features(texts)
+    expected = backbone(
+        {
+            "token_ids": features["input_ids"],
+            "segment_ids": features["segment_ids"],
+            "padding_mask": features["input_mask"] > 0,
+        },
+        training=False,
+    )["pooled_output"]
+    pooled = ours.task_model.bert(features, training=False)["pooled_output"]
+    np.testing.assert_allclose(pooled.numpy(), np.asarray(expected), atol=1e-5)
+    hub_ids = preprocessor(texts.tolist())["token_ids"].numpy()
+    np.testing.assert_array_equal(
+        hub_ids[:, : features["input_ids"].shape[1]], features["input_ids"]
+    )
