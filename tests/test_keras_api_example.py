@@ -28,7 +28,7 @@ def test_the_python_api_page_runs(tmp_path, google_ckpt_dir, w_vocab_file, monke
     monkeypatch.chdir(tmp_path)
     namespace = {}
     blocks = _blocks()
-    assert len(blocks) == 8
+    assert len(blocks) == 10
     for block in blocks:
         for release in RELEASES:
             block = block.replace(f'"{release}"', repr(str(preset)))
@@ -44,5 +44,10 @@ def test_the_python_api_page_runs(tmp_path, google_ckpt_dir, w_vocab_file, monke
     assert namespace["answers"]["answer"][0] in "Emma smiled at Harriet."
     assert namespace["vectors"].shape == (2, 48)  # the fixture's hidden size
     np.testing.assert_allclose(np.linalg.norm(namespace["vectors"], axis=1), 1.0, atol=1e-5)
+    ranking = namespace["ranking"]
+    assert set(ranking) == {"loss", "recall@1", "recall@10", "mrr@10"}
+    assert ranking["recall@10"] == 1.0 and 0 < ranking["mrr@10"] <= 1  # 4 candidates
+    assert np.isfinite(namespace["history"].history["loss"]).all()
+    assert 0 <= namespace["history"].history["masked_lm_accuracy"][0] <= 1
     assert namespace["features"]["input_ids"].shape == (1, 8)
     assert namespace["encoded"]["pooled_output"].shape == (1, 48)

@@ -12,7 +12,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
@@ -76,7 +75,7 @@ class BertMultipleChoice(BertTask):
                 )
             heads = "required"
         model = cls(BertPreprocessor.of_preset(preset), preset.bert_config)
-        restore_init_checkpoint(model.task_model, preset.checkpoint, heads=heads)
+        presets.restore(model.task_model, preset, heads=heads)
         return model
 
     def call(self, inputs, training=None):

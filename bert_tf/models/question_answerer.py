@@ -15,7 +15,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
@@ -104,7 +103,7 @@ class BertQuestionAnswerer(BertTask):
             heads = "required"
         _qa_settings(preset.max_seq_length, settings)
         model = cls(BertPreprocessor.of_preset(preset), preset.bert_config, **settings)
-        restore_init_checkpoint(model.task_model, preset.checkpoint, heads=heads)
+        presets.restore(model.task_model, preset, heads=heads)
         return model
 
     def call(self, inputs, training=None):

@@ -79,6 +79,8 @@ class BertTask(keras.Model):
             optimizer = AdamWeightDecay(WarmupLinearDecay(rate, None, 0))
         elif learning_rate is not None:
             raise ValueError("learning_rate: set it on the optimizer, or use optimizer='auto'")
+        if metrics == "auto":
+            kwargs.setdefault("weighted_metrics", self.default_weighted_metrics())
         self._compile_arguments = {
             "loss": self.default_loss() if loss == "auto" else loss,
             "metrics": self.default_metrics() if metrics == "auto" else metrics,
@@ -131,6 +133,10 @@ class BertTask(keras.Model):
             raise ValueError(f"{argument}: no texts")
         return columns
 
+    def check_training_texts(self, x, argument="x"):
+        """The text columns fit and evaluate read: check_texts' (a task of other rows overrides)."""
+        return self.check_texts(x, argument)
+
     def dataset(self, columns, labels=None, batch_size=DEFAULT_BATCH_SIZE, shuffle=False):
         """A tf.data.Dataset of (features, labels) batches (features alone without labels)."""
         if not isinstance(batch_size, int) or batch_size <= 0:
@@ -149,6 +155,19 @@ class BertTask(keras.Model):
             dataset = dataset.map(lambda batch, y: (tokenizer(*batch), y), tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
+    def training_dataset(self, columns, labels, batch_size, shuffle):
+        """fit's batches: dataset()'s, shuffled on every pass (a task masking on the fly overrides)."""
+        return self.dataset(columns, labels, batch_size, shuffle=shuffle)
+
+    def settle_text_pairs(self, columns):
+        """A model of either kind reads the kind of its first fit from then on."""
+        if self.text_pairs is None:
+            self.text_pairs = len(columns) == 2
+
+    def default_weighted_metrics(self):
+        """The metrics weighted by the batches' sample weights (None: the task gives none)."""
+        return None
+
     def _batch_size(self, batch_size):
         return DEFAULT_BATCH_SIZE if batch_size is None else batch_size
 
@@ -162,31 +181,30 @@ class BertTask(keras.Model):
         * epochs).
         """
         batch_size = self._batch_size(batch_size)
-        columns = self.check_texts(x)
+        columns = self.check_training_texts(x)
         labels = self.check_labels(y, len(columns[0]))
         validation = None
         if validation_data is not None:
             if not isinstance(validation_data, tuple) or len(validation_data) != 2:
                 raise ValueError("validation_data: give (x, y)")
-            val_columns = self.check_texts(validation_data[0], "validation_data[0]")
+            val_columns = self.check_training_texts(validation_data[0], "validation_data[0]")
             val_labels = self.check_labels(
                 validation_data[1], len(val_columns[0]), "validation_data[1]"
             )
             validation = self.dataset(val_columns, val_labels, batch_size)
         shuffle = kwargs.pop("shuffle", True)
         steps_per_epoch = kwargs.get("steps_per_epoch") or math.ceil(len(columns[0]) / batch_size)
-        if self.text_pairs is None:
-            self.text_pairs = len(columns) == 2
+        self.settle_text_pairs(columns)
         if self._recipe is not None:
             self._compile_schedule(steps_per_epoch * epochs)
-        dataset = self.dataset(columns, labels, batch_size, shuffle=shuffle)
+        dataset = self.training_dataset(columns, labels, batch_size, shuffle)
         return super().fit(
             dataset, epochs=epochs, validation_data=validation, shuffle=False, **kwargs
         )
 
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
         """Keras' evaluate on raw strings (the task's metrics)."""
-        columns = self.check_texts(x)
+        columns = self.check_training_texts(x)
         labels = self.check_labels(y, len(columns[0]))
         dataset = self.dataset(columns, labels, self._batch_size(batch_size))
         return super().evaluate(dataset, **kwargs)

@@ -11,7 +11,6 @@ N = texts, L = labels (1 for regression).
 import keras
 import numpy as np
 
-from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets, windows
 from bert_tf.models.preprocessor import BertPreprocessor
@@ -157,7 +156,7 @@ class BertTextClassifier(BertTask):
         model = cls(
             BertPreprocessor.of_preset(preset), preset.bert_config, labels=labels, **settings
         )
-        restore_init_checkpoint(model.task_model, preset.checkpoint, heads=heads)
+        presets.restore(model.task_model, preset, heads=heads)
         return model
 
     def call(self, inputs, training=None):

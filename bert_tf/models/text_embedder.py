@@ -2,18 +2,23 @@
 
 It composes `BertPreprocessor` with the embedder run_embedding.py trains
 (bert_tf.tasks.embedding.BertEmbedder: the encoder's token vectors pooled, mean, cls or max, and
-optionally L2-normalized), and exports with that task's export_model.
+optionally L2-normalized), and exports with that task's export_model. `fit` trains it as
+run_embedding.py does, on (anchor, positive[, hard negative]) rows with in-batch negatives
+(bert_tf.tasks.embedding.in_batch_negatives_loss, sentence-transformers'
+MultipleNegativesRankingLoss); `evaluate` ranks every anchor's candidates as run_embedding.py's
+evaluation does.
 
-N = texts, H = hidden size.
+N = texts (rows), T = texts of a row (2 or 3), S = sequence length, H = hidden size.
 """
 
 import keras
+import numpy as np
+import tensorflow as tf
 
-from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.formats.sentence_transformers_folder import POOLINGS
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
-from bert_tf.models.preprocessor import BertPreprocessor
+from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import BertTask
 from bert_tf.tasks import embedding
 from bert_tf.tasks.run_files import TaskInfo
@@ -32,23 +37,38 @@ class BertTextEmbedder(BertTask):
     ```python
     embedder = BertTextEmbedder.from_preset("all-MiniLM-L6-v2-converted")
     embedder.predict(["A man is eating food.", "A man eats."])  # [2, 384], unit norm
+    embedder.fit(x=(questions, answers), batch_size=32, epochs=1)  # in-batch negatives
+    embedder.evaluate((questions, answers), return_dict=True)  # recall@1, mrr@10, ...
     ```
     """
 
     text_pairs = False
 
-    def __init__(self, preprocessor, bert_config, pooling="mean", normalize=True, **kwargs):
+    def __init__(
+        self,
+        preprocessor,
+        bert_config,
+        pooling="mean",
+        normalize=True,
+        similarity_scale=embedding.DEFAULT_SCALE,
+        **kwargs,
+    ):
         """
         Args:
           preprocessor: a BertPreprocessor (or its config).
           bert_config: a BertConfig, or a dict of bert_config.json keys.
           pooling: "mean", "cls" or "max" over the real tokens (see bert_tf.tasks.embedding.pool).
           normalize: divide each vector by its L2 norm.
+          similarity_scale: the loss's multiplier of cosine similarities (run_embedding.py
+            --similarity_scale; sentence-transformers' 20).
         """
         if isinstance(preprocessor, dict):
             preprocessor = keras.saving.deserialize_keras_object(preprocessor)
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if not similarity_scale > 0:
+            raise ValueError(f"similarity_scale must be positive, got {similarity_scale!r}")
+        self.similarity_scale = float(similarity_scale)
         if isinstance(bert_config, dict):
             bert_config = BertConfig.from_dict(bert_config)
         task_model = embedding.BertEmbedder(bert_config, pooling=pooling, normalize=normalize)
@@ -62,6 +82,7 @@ class BertTextEmbedder(BertTask):
         *,
         pooling=None,
         normalize=None,
+        similarity_scale=embedding.DEFAULT_SCALE,
         vocabulary=None,
         do_lower_case=None,
         max_seq_length=None,
@@ -86,8 +107,14 @@ class BertTextEmbedder(BertTask):
             recorded = {key: preset.embedding[key] for key in recorded}
         pooling = recorded["pooling"] if pooling is None else pooling
         normalize = recorded["normalize"] if normalize is None else bool(normalize)
-        model = cls(BertPreprocessor.of_preset(preset), preset.bert_config, pooling, normalize)
-        restore_init_checkpoint(model.task_model, preset.checkpoint)
+        model = cls(
+            BertPreprocessor.of_preset(preset),
+            preset.bert_config,
+            pooling,
+            normalize,
+            similarity_scale,
+        )
+        presets.restore(model.task_model, preset)
         return model
 
     def call(self, inputs, training=None):
@@ -95,16 +122,77 @@ class BertTextEmbedder(BertTask):
         return self.task_model(inputs, training=training)["embeddings"]
 
     def default_loss(self):
-        return None
+        return InBatchNegativesLoss(self.similarity_scale)
 
     def default_metrics(self):
         return None
 
-    def check_labels(self, y, num_examples, argument="y"):
-        raise ValueError(
-            f"{argument}: BertTextEmbedder is not trained by fit; run_embedding.py fine-tunes "
-            "embeddings (in-batch negatives)"
+    def check_training_texts(self, x, argument="x"):
+        """(anchors, positives) or (anchors, positives, negatives): T numpy object arrays [N]."""
+        if not isinstance(x, tuple | list) or len(x) not in (2, 3) or isinstance(x[0], str | bytes):
+            raise ValueError(
+                f"{argument}: give the rows as (anchors, positives) or (anchors, positives, "
+                "negatives), each a list of texts"
+            )
+        names = ("anchors", "positives", "negatives")
+        columns = tuple(
+            as_text_batch(column, f"{argument}[{i}] ({names[i]})") for i, column in enumerate(x)
         )
+        if any(len(column) != len(columns[0]) for column in columns):
+            counts = ", ".join(f"{len(c)} {names[i]}" for i, c in enumerate(columns))
+            raise ValueError(f"{argument}: one text of each kind per row, got {counts}")
+        if not len(columns[0]):
+            raise ValueError(f"{argument}: no rows")
+        return columns
+
+    def check_labels(self, y, num_examples, argument="y"):
+        """None: a row's positive is its label. Dummy labels [N] for Keras."""
+        if y is not None:
+            raise ValueError(
+                f"{argument}: leave it None; each anchor's positive is its target (in-batch "
+                "negatives)"
+            )
+        return np.zeros([num_examples], np.float32)
+
+    def dataset(self, columns, labels=None, batch_size=32, shuffle=False):
+        """Texts [N] (predict) or, with labels, rows: ({"input_ids", ...} int32 [B, T, S], [B])."""
+        if labels is None:
+            return super().dataset(columns, labels, batch_size, shuffle)
+        if not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        texts = tuple(tf.constant(list(column), tf.string) for column in columns)
+        dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
+        if shuffle:
+            dataset = dataset.shuffle(len(columns[0]), reshuffle_each_iteration=True)
+        dataset = dataset.batch(batch_size).map(
+            lambda rows, y: (self._row_features(rows), y), tf.data.AUTOTUNE
+        )
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def _row_features(self, rows):
+        """T tf.string [B] -> int32 [B, T, S]: all of a batch's texts padded to its longest."""
+        count = tf.shape(rows[0])[0]
+        features = self.preprocessor.features(tf.concat(rows, axis=0))  # [T * B, S]
+        return {
+            name: tf.transpose(tf.reshape(ids, [len(rows), count, -1]), [1, 0, 2])
+            for name, ids in features.items()
+        }
+
+    def evaluate(self, x=None, y=None, batch_size=None, return_dict=False, verbose="auto"):
+        """Ranks each anchor's candidates (every positive and negative of x) as run_embedding.py
+        evaluates: "loss" (the mean cross-entropy of the right candidate among all of them, scaled
+        by similarity_scale), "recall@1", "recall@10" and "mrr@10"."""
+        columns = self.check_training_texts(x)
+        self.check_labels(y, len(columns[0]))
+        anchors, *others = (
+            self.predict(column, batch_size=batch_size, verbose=verbose) for column in columns
+        )
+        results = embedding.retrieval_metrics(
+            anchors, np.concatenate(others, axis=0), self.similarity_scale
+        )
+        results = {name.removeprefix("eval_"): value for name, value in results.items()}
+        results = {"loss": results.pop("loss"), **results}
+        return results if return_dict else list(results.values())
 
     def task_info(self):
         """The TaskInfo export_saved_model.py --model_type=embedding exports this model with."""
@@ -129,4 +217,25 @@ class BertTextEmbedder(BertTask):
             "bert_config": self.task_model.config.to_dict(),
             "pooling": self.task_model.pooling,
             "normalize": self.task_model.normalize,
+            "similarity_scale": self.similarity_scale,
         }
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class InBatchNegativesLoss(keras.losses.Loss):
+    """run_embedding.py's loss as a Keras loss: y_pred float [B, T, H] (anchor, positive[, hard
+    negative] of each row), y_true ignored; the mean over the B anchors of
+    bert_tf.tasks.embedding.in_batch_negatives_loss."""
+
+    def __init__(
+        self, similarity_scale=embedding.DEFAULT_SCALE, name="in_batch_negatives", **kwargs
+    ):
+        super().__init__(name=name, **kwargs)
+        self.similarity_scale = float(similarity_scale)
+
+    def call(self, y_true, y_pred):
+        count = tf.cast(tf.shape(y_pred)[0], tf.float32)
+        return embedding.in_batch_negatives_loss(y_pred, self.similarity_scale) / count
+
+    def get_config(self):
+        return {**super().get_config(), "similarity_scale": self.similarity_scale}

@@ -11,7 +11,7 @@ import dataclasses
 
 from bert_tf.data import classification as data
 from bert_tf.errors import InputError
-from bert_tf.sentence_transformers_folder import POOLINGS
+from bert_tf.formats.sentence_transformers_folder import POOLINGS
 from bert_tf.settings import changed, derived, setting
 from bert_tf.tasks import squad_serving
 from bert_tf.tasks.config import FineTuningConfig
