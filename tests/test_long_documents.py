@@ -348,7 +348,7 @@ def test_the_export_combines_windows_as_the_predictions_file_does(rule, is_regre
 
 
 def test_a_new_windowed_run_combines_by_weighted_mean_and_says_so(windowed):
-    assert read_task_info(str(windowed[0] / "out")).window_combination == "weighted_mean"
+    assert read_task_info(str(windowed[0] / "out")).settings.window_combination == "weighted_mean"
 
 
 def test_a_task_json_naming_an_unknown_window_rule_is_refused():
@@ -362,4 +362,4 @@ def test_a_task_json_naming_an_unknown_window_rule_is_refused():
 def test_a_task_json_from_before_weighted_mean_combines_by_mean(recorded):
     # Windowed runs before weighted_mean existed combined by the plain mean and may not say so.
     task = {"model_type": "classifier", "doc_stride": 15, **recorded}
-    assert TaskInfo.from_json(task, "task.json").window_combination == "mean"
+    assert TaskInfo.from_json(task, "task.json").settings.window_combination == "mean"
