@@ -1,7 +1,7 @@
 """The BERT paper's fine-tuning grid through run_classifier's sweep: how far apart do seeds land?
 
 The paper picks each task's learning rate, batch size and epochs on dev, with restarts on small data
-sets. `bert_tf.tasks.classification.SPEC.run` does the same when a sweep flag holds several values (what
+sets. `bert_tf.tasks.run_script(classification.SPEC, ...)` does the same when a sweep flag holds several values (what
 run_classifier.py --learning_rate=5e-5,3e-5 ... runs; bert_tf/tasks/sweep.py): every combination
 trains and evaluates in its own folder, sweep_results.tsv gets each seed's dev metric with their mean
 and standard deviation, best/ the best run. This bench runs such a grid with all-MiniLM-L6-v2 on

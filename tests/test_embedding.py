@@ -290,17 +290,17 @@ def test_the_checkpoints_embedding_json_sets_the_pooling_unless_the_flags_do(tmp
     run = embedding.EmbeddingRun(
         embedding_config(data, tmp_path / "out", do_train=True, init_checkpoint=init)
     )
-    assert (run.task_info().pooling, run.task_info().normalize) == ("cls", False)
+    assert (run.task_info().settings.pooling, run.task_info().settings.normalize) == ("cls", False)
     run = embedding.EmbeddingRun(
         embedding_config(
             data, tmp_path / "out", do_train=True, init_checkpoint=init, pooling="max",
             normalize=True,
         )
     )  # fmt: skip
-    assert (run.task_info().pooling, run.task_info().normalize) == ("max", True)
+    assert (run.task_info().settings.pooling, run.task_info().settings.normalize) == ("max", True)
     assert (run.build_model().pooling, run.build_model().normalize) == ("max", True)
     run = embedding.EmbeddingRun(embedding_config(data, tmp_path / "out2", do_train=True))
-    assert (run.task_info().pooling, run.task_info().normalize) == ("mean", True)
+    assert (run.task_info().settings.pooling, run.task_info().settings.normalize) == ("mean", True)
 
 
 def test_registry_builds_an_embedder_with_the_encoders_names_only():

@@ -5,6 +5,7 @@ reads the first window only (the original's truncation) is at chance, one that r
 not.
 """
 
+import functools
 import json
 import random
 import shutil
@@ -19,14 +20,14 @@ from bert_tf.data.classification.processor import InputExample
 from bert_tf.data.packing import window_spans
 from bert_tf.errors import InputError
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import classification
+from bert_tf.tasks import classification, run_script
 from bert_tf.tasks.run_files import TaskInfo, read_task_info
 from bert_tf.tasks.windows import combine_windows, text_windows, window_signatures
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import PROBABILITY_ATOL, SAMPLE_DIR, finish, last_json_line, start_python
 
-run = classification.SPEC.run
+run = functools.partial(run_script, classification.SPEC)  # run_classifier.py's work
 
 FILLER = "the lady walked to the house and said that she was very much in it".split()
 VOCAB = str(SAMPLE_DIR / "vocab.txt")
@@ -348,7 +349,7 @@ def test_the_export_combines_windows_as_the_predictions_file_does(rule, is_regre
 
 
 def test_a_new_windowed_run_combines_by_weighted_mean_and_says_so(windowed):
-    assert read_task_info(str(windowed[0] / "out")).window_combination == "weighted_mean"
+    assert read_task_info(str(windowed[0] / "out")).settings.window_combination == "weighted_mean"
 
 
 def test_a_task_json_naming_an_unknown_window_rule_is_refused():
@@ -362,4 +363,4 @@ def test_a_task_json_naming_an_unknown_window_rule_is_refused():
 def test_a_task_json_from_before_weighted_mean_combines_by_mean(recorded):
     # Windowed runs before weighted_mean existed combined by the plain mean and may not say so.
     task = {"model_type": "classifier", "doc_stride": 15, **recorded}
-    assert TaskInfo.from_json(task, "task.json").window_combination == "mean"
+    assert TaskInfo.from_json(task, "task.json").settings.window_combination == "mean"

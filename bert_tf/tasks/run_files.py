@@ -74,10 +74,13 @@ class TaskInfo:
         self.do_lower_case, self.max_seq_length, self.labels = do_lower_case, max_seq_length, labels
         config_class = _config_class(model_type)
         if settings is None and config_class is not None:
-            try:
-                settings = recorded_settings(config_class, **task_settings)
-            except ValueError as error:
-                raise ValueError(f"{model_type}: {error}") from None
+            known = {field.name for field in recorded_fields(config_class)}
+            unknown = sorted(set(task_settings) - known)
+            if unknown:
+                raise ValueError(
+                    f"unknown {model_type} settings {unknown} (known: {sorted(known)})"
+                )
+            settings = recorded_settings(config_class, **task_settings)
         elif task_settings:
             raise ValueError(f"{model_type} has no settings {sorted(task_settings)}")
         self.settings = settings
