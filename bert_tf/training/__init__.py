@@ -16,12 +16,11 @@ loop knows nothing else about it. The `Trainer` (trainer.py) puts together its p
 """
 
 from bert_tf.training.config import Trainable, TrainConfig, check_batch_sizes
-from bert_tf.training.evaluation import Evaluator, evaluate, write_eval_results
+from bert_tf.training.evaluation import evaluate, write_eval_results
 from bert_tf.training.predictor import Predictor
 from bert_tf.training.trainer import Trainer
 
 __all__ = [
-    "Evaluator",
     "Predictor",
     "TrainConfig",
     "Trainable",

@@ -12,8 +12,8 @@ import tensorflow as tf
 from bert_tf.distribute import input_context, is_chief
 from bert_tf.precision import SyncedLossScaleOptimizer, build_with_policy
 from bert_tf.training.checkpoint_state import CheckpointState
-from bert_tf.training.evaluation import Evaluator
-from bert_tf.training.inputs import TrainInput, distribute, saveable
+from bert_tf.training.evaluation import evaluate
+from bert_tf.training.inputs import TrainInput, saveable
 from bert_tf.training.loop import TrainLoop
 from bert_tf.training.predictor import Predictor
 from bert_tf.training.preemption import StopSignal, any_worker_stopping, peer_errors
@@ -66,7 +66,6 @@ class Trainer:
         self.manager = self.state.manager
         self.state.restore_or_init(init_fn, resume_fn)
         self._input = TrainInput(trainable, strategy, config.train_batch_size, context)
-        self.evaluator = Evaluator(trainable, self.model, strategy)
         self.predictor = Predictor(self.model, strategy)
         self._loop = self._train_loop_fn = None
         self._train_iterator = None
@@ -137,8 +136,9 @@ class Trainer:
           dict: "loss" (mean over batches of the global-batch loss, as the original Estimator reports it),
           every metric of metric_fn, and "global_step".
         """
-        batches = distribute(self.trainable, self.strategy, self.config.eval_batch_size, False)
-        results = self.evaluator.evaluate(batches, max_steps)
+        results = evaluate(
+            self.trainable, self.model, self.strategy, self.config.eval_batch_size, max_steps
+        )
         results["global_step"] = self.global_step
         return results
 
