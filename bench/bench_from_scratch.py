@@ -1,0 +1,158 @@
+"""Pretraining from scratch on real text helps downstream (issue 53): our vocabulary learner, our data
+writer with static and dynamic masking, our pretraining, then fine-tuning on two real sets.
+
+Pretraining text (bench/from_scratch_corpus.py): IMDB reviews without labels, the six Austen novels,
+the tweets outside the fine-tuning split's dev and test sets; never a downstream dev or test text.
+Stages, each skipped when its output is in --work_dir (a stopped run is continued by the same command;
+a pretraining run cut off resumes from its last checkpoint):
+  data      text/{pretrain,heldout}.txt; vocab.txt (build_vocab's learner, --vocab_size, uncased);
+            records/{static,dynamic,heldout}.tfrecord (create_pretraining_data: static masks with
+            --dupe_factor, or unmasked for --dynamic_masking; the held-out text with fixed masks)
+  pretrain  pretrain_<masking>/: run_pretraining's library path, the same seed, steps and
+            batch for both maskings, a checkpoint every quarter of --pretrain_steps
+  curve     held-out masked-LM loss and accuracy of each quarter's checkpoint (and of the initial
+            weights) -> curve.json and the PNG --plot_file
+  finetune  (bench/from_scratch_finetune.py) the tables
+
+    .venv/bin/python -m bench.bench_from_scratch --work_dir=/tmp/study53_run
+    .venv/bin/python -m bench.bench_from_scratch --work_dir=/tmp/s --stages=data,pretrain \\
+        --maskings=static    # one pretraining run per process: run the two side by side
+"""
+
+import json
+import os
+import time
+
+from absl import app, flags, logging
+
+from bench import bench_real_text, from_scratch_corpus, from_scratch_pretrain, machine
+from bench.from_scratch_pretrain import MASKINGS
+
+STAGES = ("data", "pretrain", "curve", "finetune")
+
+FLAGS = flags.FLAGS
+# bench_real_text's flags are shared: --work_dir, --rotten_tomatoes_sizes, --tweets_sizes,
+# --short_max_seq_length (fine-tuning), --batch_size, --seeds, --split_seed, --threads.
+flags.DEFINE_list("stages", list(STAGES), f"Any of {', '.join(STAGES)}, run in this order.")
+flags.DEFINE_list("maskings", list(MASKINGS), "The pretraining runs the pretrain stage runs.")
+flags.DEFINE_integer("vocab_size", 8000, "Most tokens of the learned vocabulary.")
+flags.DEFINE_integer(
+    "max_imdb_reviews", 0, "Pretrain on the first this many IMDB reviews (0: all)."
+)
+flags.DEFINE_integer("heldout_every", 50, "Every this-th document of each source is held out.")
+flags.DEFINE_integer("dupe_factor", 1, "Static masks per instance (create_pretraining_data).")
+flags.DEFINE_integer("pretrain_max_seq_length", 128, "Pretraining sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per pretraining sequence.")
+flags.DEFINE_list("encoder", ["4", "256", "4", "1024"], "layers,hidden,heads,intermediate.")
+flags.DEFINE_integer("pretrain_steps", 1200, "Pretraining steps (a multiple of 40).")
+flags.DEFINE_integer("pretrain_batch_size", 32, "Pretraining batch.")
+flags.DEFINE_float("pretrain_learning_rate", 5e-4, "Peak pretraining rate (10% warmup, decay).")
+flags.DEFINE_string("plot_file", None, "The curve's PNG (default work_dir/from_scratch_mlm.png).")
+
+
+def path(*parts):
+    return os.path.join(FLAGS.work_dir, *parts)
+
+
+def pretrain_settings():
+    return {
+        "steps": FLAGS.pretrain_steps, "batch_size": FLAGS.pretrain_batch_size,
+        "learning_rate": FLAGS.pretrain_learning_rate,
+        "max_seq_length": FLAGS.pretrain_max_seq_length,
+        "max_predictions": FLAGS.max_predictions_per_seq,
+    }  # fmt: skip
+
+
+def check_flags():
+    """One line for a flag that cannot work, before any work."""
+    unknown = sorted(set(FLAGS.stages) - set(STAGES)) + sorted(set(FLAGS.maskings) - set(MASKINGS))
+    if unknown:
+        raise ValueError(f"--stages / --maskings: unknown {', '.join(unknown)}")
+    if FLAGS.pretrain_steps <= 0 or FLAGS.pretrain_steps % 40:
+        raise ValueError(
+            f"--pretrain_steps must be a positive multiple of 40, got {FLAGS.pretrain_steps}"
+        )
+    if len(FLAGS.encoder) != 4:
+        raise ValueError(f"--encoder takes layers,hidden,heads,intermediate, got {FLAGS.encoder}")
+
+
+def tweet_heldout_texts():
+    """The texts of the tweets' fine-tuning dev and test sets (bench_real_text's split)."""
+    _, splits, _ = bench_real_text.prepare("tweets", FLAGS.work_dir)
+    return {text for split in splits[1:] for _, text in split}
+
+
+def data_stage():
+    """Text, vocabulary, bert_config.json and records; each output is skipped when it exists."""
+    summary_file = path("data.json")
+    if os.path.exists(summary_file):
+        with open(summary_file, encoding="utf-8") as reader:
+            return json.load(reader)
+    summary = {}
+    start = time.perf_counter()
+    if not os.path.exists(path("text", "pretrain.txt")):
+        summary["documents"] = from_scratch_corpus.write_corpus(
+            path("text"), tweet_heldout_texts(), FLAGS.heldout_every, FLAGS.max_imdb_reviews
+        )
+    if not os.path.exists(path("vocab.txt")):
+        from_scratch_pretrain.learn_vocab(
+            path("text", "pretrain.txt"), path("vocab.txt"), FLAGS.vocab_size
+        )
+    with open(path("vocab.txt"), encoding="utf-8") as reader:
+        summary["vocab_size"] = len(reader.read().splitlines())
+    layers, hidden, heads, intermediate = (int(value) for value in FLAGS.encoder)
+    from_scratch_pretrain.write_bert_config(
+        path("bert_config.json"), summary["vocab_size"],
+        (layers, hidden, heads, intermediate, FLAGS.pretrain_max_seq_length),
+    )  # fmt: skip
+    os.makedirs(path("records"), exist_ok=True)
+    shape = (FLAGS.pretrain_max_seq_length, FLAGS.max_predictions_per_seq)
+    for name, text, dynamic, dupe in (
+        ("static", "pretrain", False, FLAGS.dupe_factor),
+        ("dynamic", "pretrain", True, 1),
+        ("heldout", "heldout", False, 1),
+    ):
+        records = path("records", f"{name}.tfrecord")
+        if not os.path.exists(records):
+            from_scratch_pretrain.write_records(
+                path("text", f"{text}.txt"), path("vocab.txt"), records, dynamic, shape, dupe
+            )
+        summary[f"{name}_records"] = from_scratch_pretrain.count_records(records)
+    summary["data_seconds"] = time.perf_counter() - start
+    from bert_tf import io
+
+    io.write_text(summary_file, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def pretrain_stage():
+    """The --maskings runs, each skipped when its bert_model.ckpt (written at the end) exists."""
+    for masking in FLAGS.maskings:
+        output_dir = path(f"pretrain_{masking}")
+        if os.path.exists(os.path.join(output_dir, "bert_model.ckpt.index")):
+            continue
+        start = time.perf_counter()
+        from_scratch_pretrain.pretrain(
+            path("records", f"{masking}.tfrecord"), path("bert_config.json"), output_dir,
+            masking == "dynamic", pretrain_settings(),
+        )  # fmt: skip
+        print(f"pretrain_{masking}: {time.perf_counter() - start:.0f} s wall", flush=True)
+
+
+def main(argv):
+    del argv
+    check_flags()
+    logging.set_verbosity(logging.INFO)
+    threads = machine.set_threads(FLAGS.threads)
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    print(machine.header(), flush=True)
+    print(machine.threads_line(threads), flush=True)
+    summary = data_stage()
+    print(json.dumps(summary), flush=True)
+    if "pretrain" in FLAGS.stages:
+        pretrain_stage()
+    print(machine.load_line(), flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)
