@@ -25,7 +25,14 @@ import time
 
 from absl import app, flags, logging
 
-from bench import bench_real_text, from_scratch_corpus, from_scratch_pretrain, machine
+from bench import (
+    bench_real_text,
+    from_scratch_corpus,
+    from_scratch_finetune,
+    from_scratch_plot,
+    from_scratch_pretrain,
+    machine,
+)
 from bench.from_scratch_pretrain import MASKINGS
 
 STAGES = ("data", "pretrain", "curve", "finetune")
@@ -48,6 +55,13 @@ flags.DEFINE_integer("pretrain_steps", 1200, "Pretraining steps (a multiple of 4
 flags.DEFINE_integer("pretrain_batch_size", 32, "Pretraining batch.")
 flags.DEFINE_float("pretrain_learning_rate", 5e-4, "Peak pretraining rate (10% warmup, decay).")
 flags.DEFINE_string("plot_file", None, "The curve's PNG (default work_dir/from_scratch_mlm.png).")
+flags.DEFINE_list(
+    "models", ["random", "static_half", "static_full", "dynamic_full"],
+    "The encoders the finetune stage fine-tunes: random (the initial weights, seed 12345) or "
+    "<masking>_<half|full> (that run's checkpoint at half or all of --pretrain_steps).",
+)  # fmt: skip
+flags.DEFINE_float("finetune_learning_rate", 1e-4, "Peak fine-tuning rate, fixed (no sweep).")
+flags.DEFINE_float("finetune_epochs", 2, "Fine-tuning epochs, fixed (no sweep).")
 
 
 def path(*parts):
@@ -139,6 +153,109 @@ def pretrain_stage():
         print(f"pretrain_{masking}: {time.perf_counter() - start:.0f} s wall", flush=True)
 
 
+def model_dir(model):
+    """models/<model>/, exported from its checkpoint when missing."""
+    folder = path("models", model)
+    if os.path.exists(folder):
+        return folder
+    checkpoint = None
+    if model != "random":
+        masking, budget = model.split("_")
+        step = FLAGS.pretrain_steps // (2 if budget == "half" else 1)
+        checkpoint = path(f"pretrain_{masking}", f"model.ckpt-{step}")
+    os.makedirs(path("models"), exist_ok=True)
+    return from_scratch_pretrain.export_model(
+        path("bert_config.json"), path("vocab.txt"), checkpoint, folder
+    )
+
+
+def curve_stage():
+    """Held-out masked-LM loss and accuracy at every quarter of the steps -> curve.json, the PNG."""
+    curve_file = path("curve.json")
+    if os.path.exists(curve_file):
+        with open(curve_file, encoding="utf-8") as reader:
+            curve = json.load(reader)
+    else:
+        records = path("records", "heldout.tfrecord")
+        count = from_scratch_pretrain.count_records(records)
+
+        def evaluate(name, checkpoint):
+            return from_scratch_pretrain.evaluate_heldout(
+                records, count, path("bert_config.json"), checkpoint, path("eval", name),
+                pretrain_settings(),
+            )  # fmt: skip
+
+        initial = evaluate("random", os.path.join(model_dir("random"), "bert_model.ckpt"))
+        curve = {"heldout": {}, "training": {}}
+        for masking in MASKINGS:
+            run_dir = path(f"pretrain_{masking}")
+            points = [(0, initial)]
+            for step, prefix in sorted(from_scratch_pretrain.checkpoint_steps(run_dir).items()):
+                points.append((step, evaluate(f"{masking}_{step}", prefix)))
+            curve["heldout"][masking] = [
+                (step, found["masked_lm_loss"], found["masked_lm_accuracy"])
+                for step, found in points
+            ]
+            curve["training"][masking] = from_scratch_pretrain.training_losses(run_dir)
+        from bert_tf import io
+
+        io.write_text(curve_file, json.dumps(curve) + "\n")
+    plot_file = FLAGS.plot_file or path("from_scratch_mlm.png")
+    from_scratch_plot.draw_curves(plot_file, curve["heldout"], curve["training"])
+    return curve
+
+
+def curve_table(curve):
+    lines = [
+        "| step | "
+        + " | ".join(f"{m} held-out MLM loss | {m} MLM accuracy" for m in MASKINGS)
+        + " |",
+        "|---" * (1 + 2 * len(MASKINGS)) + "|",
+    ]
+    by_step = {}
+    for masking in MASKINGS:
+        for step, loss, accuracy in curve["heldout"][masking]:
+            by_step.setdefault(step, {})[masking] = f"{loss:.3f} | {100 * accuracy:.2f}%"
+    for step, cells in sorted(by_step.items()):
+        lines.append(f"| {step} | " + " | ".join(cells.get(m, "- | -") for m in MASKINGS) + " |")
+    return "\n".join(lines)
+
+
+def model_labels():
+    half, full = FLAGS.pretrain_steps // 2, FLAGS.pretrain_steps
+    labels = {"random": "random init (no pretraining)", "tfidf_svm": "TF-IDF + LinearSVC"}
+    for masking in MASKINGS:
+        labels[f"{masking}_half"] = f"pretrained, {masking} masking, {half} steps"
+        labels[f"{masking}_full"] = f"pretrained, {masking} masking, {full} steps"
+    return labels
+
+
+def finetune_stage():
+    """Fine-tunes --models on both sets (3 seeds), then prints the tables."""
+    seeds = [int(seed) for seed in FLAGS.seeds]
+    from_scratch_finetune.finetune_all(
+        FLAGS.work_dir, {model: model_dir(model) for model in FLAGS.models}, seeds,
+        FLAGS.finetune_learning_rate, FLAGS.finetune_epochs,
+    )  # fmt: skip
+
+
+def report(curve):
+    """The tables of whatever has run."""
+    results = from_scratch_finetune.read_results(FLAGS.work_dir)
+    labels = model_labels()
+    models = [m for m in labels if any(key[1] == m for key in results)]
+    pretrained = [m for m in models if m not in ("random", "tfidf_svm")]
+    if curve:
+        print("\nHeld-out masked-LM loss and accuracy (512 held-out instances, fixed masks):\n")
+        print(curve_table(curve))
+    print("\nTest accuracy, mean ± SE over fine-tuning seeds (percent):\n")
+    print(from_scratch_finetune.accuracy_table(results, models, labels))
+    print("\nTarget: pretrained beats random init by >= 2 SE of the difference:\n")
+    for baseline in ("random", "tfidf_svm"):
+        lines = from_scratch_finetune.target_lines(results, pretrained, baseline, labels)
+        print("\n".join(lines))
+
+
 def main(argv):
     del argv
     check_flags()
@@ -151,6 +268,10 @@ def main(argv):
     print(json.dumps(summary), flush=True)
     if "pretrain" in FLAGS.stages:
         pretrain_stage()
+    curve = curve_stage() if "curve" in FLAGS.stages else None
+    if "finetune" in FLAGS.stages:
+        finetune_stage()
+        report(curve)
     print(machine.load_line(), flush=True)
 
 

@@ -1,0 +1,126 @@
+"""The from-scratch study's downstream half (bench/bench_from_scratch.py): fine-tuning and its tables.
+
+Each model (a folder of bert_config.json, vocab.txt, bert_model.ckpt) is fine-tuned on each set by
+bench_real_text.ours (run_classifier's ClassifierRun: 10% warmup, linear decay, the original's
+AdamW), one run a seed; the bag of words is bench_real_text.bag_of_words("tfidf_svm") (TF-IDF +
+LinearSVC, n-grams and C chosen on dev), deterministic, so one run. Every finished run is written as
+results/<set>__<model>__<seed>.json, so a stopped stage resumes and two processes can share the work.
+"""
+
+import glob
+import json
+import math
+import os
+
+from bench import bench_real_text, stats
+from bert_tf import io
+
+FINETUNE_SETS = ("rotten_tomatoes", "tweets")
+
+
+def result_file(results_dir, name, model, seed):
+    return os.path.join(results_dir, f"{name}__{model}__{seed}.json")
+
+
+def read_tsv(path):
+    """[(label, text)] of corpora.write_tsv's lines."""
+    with open(path, encoding="utf-8") as reader:
+        return [tuple(line.rstrip("\n").split("\t", 1)) for line in reader]
+
+
+def split(name, work_dir):
+    """(data_dir, (train, dev, test)) of bench_real_text's split of a set, written on first use and
+    read back after, so that processes sharing work_dir never rewrite a file another one reads."""
+    data_dir = os.path.join(work_dir, name)
+    files = [os.path.join(data_dir, f"{part}.tsv") for part in ("train", "dev", "test")]
+    if not all(os.path.exists(file) for file in files):
+        data_dir, splits, _ = bench_real_text.prepare(name, work_dir)
+        return data_dir, splits
+    return data_dir, tuple(read_tsv(file) for file in files)
+
+
+def finetune_all(work_dir, model_dirs, seeds, learning_rate, epochs):
+    """Runs every missing (set, model, seed) and the bag of words of each set.
+
+    Args:
+      model_dirs: {model name: its folder}.
+      seeds: fine-tuning seeds.
+    """
+    results_dir = os.path.join(work_dir, "results")
+    os.makedirs(results_dir, exist_ok=True)
+    for name in FINETUNE_SETS:
+        data_dir, (train, dev, test) = split(name, work_dir)
+        path = result_file(results_dir, name, "tfidf_svm", 0)
+        if not os.path.exists(path):
+            row = bench_real_text.bag_of_words("tfidf_svm", train, dev, test)
+            io.write_text(path, json.dumps(row) + "\n")
+        for seed in seeds:
+            for model, model_dir in model_dirs.items():
+                path = result_file(results_dir, name, model, seed)
+                if os.path.exists(path):
+                    continue
+                run_dir = os.path.join(work_dir, "runs", f"{name}__{model}__{seed}")
+                row = bench_real_text.ours(
+                    name, data_dir, model_dir, run_dir, learning_rate, epochs, seed, test
+                )
+                io.write_text(path, json.dumps(row) + "\n")
+                print(f"{name} {model} seed {seed}: test accuracy {row['test_accuracy']:.4f}")
+
+
+def read_results(work_dir):
+    """{(set, model): [result rows, by seed]}."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(work_dir, "results", "*.json"))):
+        name, model, _ = os.path.basename(path)[: -len(".json")].split("__")
+        with open(path, encoding="utf-8") as reader:
+            found.setdefault((name, model), []).append(json.load(reader))
+    return found
+
+
+def margin(better, worse):
+    """(difference of means, that difference over its standard error sqrt(SE1^2 + SE2^2)); the second
+    is None when either side has fewer than 2 runs."""
+    mean_b, error_b = stats.mean_and_error(better)
+    mean_w, error_w = stats.mean_and_error(worse)
+    if error_b is None or error_w is None:
+        return mean_b - mean_w, None
+    error = math.sqrt(error_b**2 + error_w**2)
+    return mean_b - mean_w, (mean_b - mean_w) / error if error else math.inf
+
+
+def accuracy_table(results, models, labels):
+    """Markdown: a row a model, test accuracy (and the tweets' macro F1) mean ± SE in percent."""
+    lines = [
+        "| model | Rotten Tomatoes accuracy | tweets accuracy | tweets macro F1 | runs |",
+        "|---|---|---|---|---|",
+    ]
+    for model in models:
+        rt = [row["test_accuracy"] for row in results.get(("rotten_tomatoes", model), [])]
+        tw = results.get(("tweets", model), [])
+        cells = [
+            bench_real_text.cell(rt),
+            bench_real_text.cell([row["test_accuracy"] for row in tw]),
+            bench_real_text.cell([row["test_macro_f1"] for row in tw]),
+        ]
+        lines.append(f"| {labels[model]} | {' | '.join(cells)} | {len(rt)} / {len(tw)} |")
+    return "\n".join(lines)
+
+
+def target_lines(results, pretrained, baseline, labels):
+    """One line a (pretrained model, set): its margin over `baseline` in points and standard errors."""
+    lines = []
+    for model in pretrained:
+        for name in FINETUNE_SETS:
+            ours = [row["test_accuracy"] for row in results.get((name, model), [])]
+            theirs = [row["test_accuracy"] for row in results.get((name, baseline), [])]
+            if not ours or not theirs:
+                lines.append(f"- {labels[model]} on {name}: not run")
+                continue
+            difference, in_errors = margin(ours, theirs)
+            errors = "no standard error" if in_errors is None else f"{in_errors:.1f} SE"
+            verdict = "meets" if in_errors is not None and in_errors >= 2 else "does NOT meet"
+            lines.append(
+                f"- {labels[model]} on {name}: {100 * difference:+.2f} points over "
+                f"{labels[baseline]} ({errors}): {verdict} the target (>= 2 SE)"
+            )
+    return lines
