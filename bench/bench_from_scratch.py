@@ -230,28 +230,40 @@ def model_labels():
     return labels
 
 
+def finetune_dir():
+    """work_dir/finetune_<sizes>_lr<rate>_ep<epochs>: the split, runs and results of these settings."""
+    sizes = "_".join(
+        "-".join(getattr(FLAGS, f"{name}_sizes")) for name in from_scratch_finetune.FINETUNE_SETS
+    )
+    return path(f"finetune_{sizes}_lr{FLAGS.finetune_learning_rate:g}_ep{FLAGS.finetune_epochs:g}")
+
+
 def finetune_stage():
     """Fine-tunes --models on both sets (3 seeds), then prints the tables."""
     seeds = [int(seed) for seed in FLAGS.seeds]
     from_scratch_finetune.finetune_all(
-        FLAGS.work_dir, {model: model_dir(model) for model in FLAGS.models}, seeds,
+        finetune_dir(), {model: model_dir(model) for model in FLAGS.models}, seeds,
         FLAGS.finetune_learning_rate, FLAGS.finetune_epochs,
     )  # fmt: skip
 
 
 def report(curve):
     """The tables of whatever has run."""
-    results = from_scratch_finetune.read_results(FLAGS.work_dir)
+    results = from_scratch_finetune.read_results(finetune_dir())
     labels = model_labels()
     models = [m for m in labels if any(key[1] == m for key in results)]
     pretrained = [m for m in models if m not in ("random", "tfidf_svm")]
     if curve:
-        print("\nHeld-out masked-LM loss and accuracy (512 held-out instances, fixed masks):\n")
+        count = from_scratch_pretrain.count_records(path("records", "heldout.tfrecord"))
+        print(f"\nHeld-out masked-LM loss and accuracy ({count} instances, fixed masks):\n")
         print(curve_table(curve))
     print("\nTest accuracy, mean ± SE over fine-tuning seeds (percent):\n")
     print(from_scratch_finetune.accuracy_table(results, models, labels))
-    print("\nTarget: pretrained beats random init by >= 2 SE of the difference:\n")
-    for baseline in ("random", "tfidf_svm"):
+    for baseline, title in (
+        ("random", "Target: pretrained beats random init by >= 2 SE of the difference"),
+        ("tfidf_svm", "Against the bag of words (test accuracy)"),
+    ):
+        print(f"\n{title}:\n")
         lines = from_scratch_finetune.target_lines(results, pretrained, baseline, labels)
         print("\n".join(lines))
 
