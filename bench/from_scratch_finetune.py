@@ -51,13 +51,15 @@ def finetune_all(work_dir, model_dirs, seeds, learning_rate, epochs):
     """
     results_dir = os.path.join(work_dir, "results")
     os.makedirs(results_dir, exist_ok=True)
-    for name in FINETUNE_SETS:
-        data_dir, (train, dev, test) = split(name, work_dir)
+    splits = {name: split(name, work_dir) for name in FINETUNE_SETS}
+    for name, (_, (train, dev, test)) in splits.items():
         path = result_file(results_dir, name, "tfidf_svm", 0)
         if not os.path.exists(path):
             row = bench_real_text.bag_of_words("tfidf_svm", train, dev, test)
             io.write_text(path, json.dumps(row) + "\n")
-        for seed in seeds:
+    # Seed by seed over both sets: a stage stopped early leaves both sets with as many seeds.
+    for seed in seeds:
+        for name, (data_dir, (_, _, test)) in splits.items():
             for model, model_dir in model_dirs.items():
                 path = result_file(results_dir, name, model, seed)
                 if os.path.exists(path):
