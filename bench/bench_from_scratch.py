@@ -12,7 +12,9 @@ a pretraining run cut off resumes from its last checkpoint):
             batch for both maskings, a checkpoint every quarter of --pretrain_steps
   curve     held-out masked-LM loss and accuracy of each quarter's checkpoint (and of the initial
             weights) -> curve.json and the PNG --plot_file
-  finetune  (bench/from_scratch_finetune.py) the tables
+  finetune  (bench/from_scratch_finetune.py) each --models encoder fine-tuned on Rotten Tomatoes and
+            the tweets, --seeds seeds, and TF-IDF + LinearSVC on each
+  report    the tables of whatever curve.json and the finished runs hold (runs nothing)
 
     .venv/bin/python -m bench.bench_from_scratch --work_dir=/tmp/study53_run
     .venv/bin/python -m bench.bench_from_scratch --work_dir=/tmp/s --stages=data,pretrain \\
@@ -35,7 +37,7 @@ from bench import (
 )
 from bench.from_scratch_pretrain import MASKINGS
 
-STAGES = ("data", "pretrain", "curve", "finetune")
+STAGES = ("data", "pretrain", "curve", "finetune", "report")
 
 FLAGS = flags.FLAGS
 # bench_real_text's flags are shared: --work_dir, --rotten_tomatoes_sizes, --tweets_sizes,
@@ -283,6 +285,10 @@ def main(argv):
     curve = curve_stage() if "curve" in FLAGS.stages else None
     if "finetune" in FLAGS.stages:
         finetune_stage()
+    if "report" in FLAGS.stages:
+        if curve is None and os.path.exists(path("curve.json")):
+            with open(path("curve.json"), encoding="utf-8") as reader:
+                curve = json.load(reader)
         report(curve)
     print(machine.load_line(), flush=True)
 
