@@ -1,0 +1,302 @@
+"""Does pretraining from scratch on real text help downstream (issue 53)? Our vocabulary learner, our data
+writer with static and dynamic masking, our pretraining, then fine-tuning on two real sets.
+
+Pretraining text (bench/from_scratch_corpus.py): IMDB reviews without labels, the six Austen novels,
+the tweets outside the fine-tuning split's dev and test sets; never a downstream dev or test text.
+Stages, each skipped when its output is in --work_dir (a stopped run is continued by the same command;
+a pretraining run cut off resumes from its last checkpoint):
+  data      text/{pretrain,heldout}.txt; vocab.txt (build_vocab's learner, --vocab_size, uncased);
+            records/{static,dynamic,heldout}.tfrecord (create_pretraining_data: static masks with
+            --dupe_factor, or unmasked for --dynamic_masking; the held-out text with fixed masks)
+  pretrain  pretrain_<masking>/: run_pretraining's library path, the same seed, steps and
+            batch for both maskings, a checkpoint every quarter of --pretrain_steps
+  curve     held-out masked-LM loss and accuracy of each quarter's checkpoint (and of the initial
+            weights) -> curve.json and the PNG --plot_file
+  finetune  (bench/from_scratch_finetune.py) each --models encoder fine-tuned on Rotten Tomatoes and
+            the tweets, --seeds seeds, and TF-IDF + LinearSVC on each
+  report    the tables of whatever curve.json and the finished runs hold (runs nothing)
+
+    .venv/bin/python -m bench.bench_from_scratch --work_dir=/tmp/from_scratch --threads=1 \\
+        --rotten_tomatoes_sizes=1000,500,1000 --tweets_sizes=1000,500,1000
+    # the stages split over processes sharing --work_dir (2 cores): each pretraining run alone,
+    # then one fine-tuning process a model; --stages=report prints the tables of what has run
+    .venv/bin/python -m bench.bench_from_scratch ... --stages=data,pretrain --maskings=static
+    .venv/bin/python -m bench.bench_from_scratch ... --stages=finetune --models=random
+"""
+
+import json
+import os
+import time
+
+from absl import app, flags, logging
+
+from bench import (
+    bench_real_text,
+    from_scratch_corpus,
+    from_scratch_finetune,
+    from_scratch_plot,
+    from_scratch_pretrain,
+    machine,
+)
+from bench.from_scratch_pretrain import MASKINGS
+
+STAGES = ("data", "pretrain", "curve", "finetune", "report")
+
+FLAGS = flags.FLAGS
+# bench_real_text's flags are shared: --work_dir, --rotten_tomatoes_sizes, --tweets_sizes,
+# --short_max_seq_length (fine-tuning), --batch_size, --seeds, --split_seed, --threads.
+flags.DEFINE_list("stages", list(STAGES), f"Any of {', '.join(STAGES)}, run in this order.")
+flags.DEFINE_list("maskings", list(MASKINGS), "The pretraining runs the pretrain stage runs.")
+flags.DEFINE_integer("vocab_size", 8000, "Most tokens of the learned vocabulary.")
+flags.DEFINE_integer(
+    "max_imdb_reviews",
+    0,
+    "Pretrain on the first this many IMDB reviews (0: all; the vocabulary learner took 11 min on the 1.3M words of 300 here).",
+)
+flags.DEFINE_integer("heldout_every", 50, "Every this-th document of each source is held out.")
+flags.DEFINE_integer("dupe_factor", 1, "Static masks per instance (create_pretraining_data).")
+flags.DEFINE_integer("pretrain_max_seq_length", 64, "Pretraining sequence length.")
+flags.DEFINE_integer("max_predictions_per_seq", 10, "Masked positions per pretraining sequence.")
+flags.DEFINE_list("encoder", ["4", "256", "4", "1024"], "layers,hidden,heads,intermediate.")
+flags.DEFINE_integer("pretrain_steps", 480, "Pretraining steps (a multiple of 40).")
+flags.DEFINE_integer("pretrain_batch_size", 32, "Pretraining batch.")
+flags.DEFINE_float("pretrain_learning_rate", 5e-4, "Peak pretraining rate (10% warmup, decay).")
+flags.DEFINE_string("plot_file", None, "The curve's PNG (default work_dir/from_scratch_mlm.png).")
+flags.DEFINE_list(
+    "models", ["random", "static_half", "static_full", "dynamic_full"],
+    "The encoders the finetune stage fine-tunes: random (the initial weights, seed 12345) or "
+    "<masking>_<half|full> (that run's checkpoint at half or all of --pretrain_steps).",
+)  # fmt: skip
+flags.DEFINE_float("finetune_learning_rate", 1e-4, "Peak fine-tuning rate, fixed (no sweep).")
+flags.DEFINE_float("finetune_epochs", 2, "Fine-tuning epochs, fixed (no sweep).")
+
+
+def path(*parts):
+    return os.path.join(FLAGS.work_dir, *parts)
+
+
+def pretrain_settings():
+    return {
+        "steps": FLAGS.pretrain_steps, "batch_size": FLAGS.pretrain_batch_size,
+        "learning_rate": FLAGS.pretrain_learning_rate,
+        "max_seq_length": FLAGS.pretrain_max_seq_length,
+        "max_predictions": FLAGS.max_predictions_per_seq,
+    }  # fmt: skip
+
+
+def check_flags():
+    """One line for a flag that cannot work, before any work."""
+    unknown = sorted(set(FLAGS.stages) - set(STAGES)) + sorted(set(FLAGS.maskings) - set(MASKINGS))
+    if unknown:
+        raise ValueError(f"--stages / --maskings: unknown {', '.join(unknown)}")
+    if FLAGS.pretrain_steps <= 0 or FLAGS.pretrain_steps % 40:
+        raise ValueError(
+            f"--pretrain_steps must be a positive multiple of 40, got {FLAGS.pretrain_steps}"
+        )
+    if len(FLAGS.encoder) != 4:
+        raise ValueError(f"--encoder takes layers,hidden,heads,intermediate, got {FLAGS.encoder}")
+
+
+def tweet_heldout_texts():
+    """The texts of the tweets' fine-tuning dev and test sets (bench_real_text's split)."""
+    _, splits, _ = bench_real_text.prepare("tweets", FLAGS.work_dir)
+    return {text for split in splits[1:] for _, text in split}
+
+
+def data_stage():
+    """Text, vocabulary, bert_config.json and records; each output is skipped when it exists."""
+    summary_file = path("data.json")
+    if os.path.exists(summary_file):
+        with open(summary_file, encoding="utf-8") as reader:
+            return json.load(reader)
+    summary = {}
+    start = time.perf_counter()
+    if not os.path.exists(path("text", "pretrain.txt")):
+        summary["documents"] = from_scratch_corpus.write_corpus(
+            path("text"), tweet_heldout_texts(), FLAGS.heldout_every, FLAGS.max_imdb_reviews
+        )
+    if not os.path.exists(path("vocab.txt")):
+        from_scratch_pretrain.learn_vocab(
+            path("text", "pretrain.txt"), path("vocab.txt"), FLAGS.vocab_size
+        )
+    with open(path("vocab.txt"), encoding="utf-8") as reader:
+        summary["vocab_size"] = len(reader.read().splitlines())
+    layers, hidden, heads, intermediate = (int(value) for value in FLAGS.encoder)
+    from_scratch_pretrain.write_bert_config(
+        path("bert_config.json"), summary["vocab_size"],
+        (layers, hidden, heads, intermediate, FLAGS.pretrain_max_seq_length),
+    )  # fmt: skip
+    os.makedirs(path("records"), exist_ok=True)
+    shape = (FLAGS.pretrain_max_seq_length, FLAGS.max_predictions_per_seq)
+    for name, text, dynamic, dupe in (
+        ("static", "pretrain", False, FLAGS.dupe_factor),
+        ("dynamic", "pretrain", True, 1),
+        ("heldout", "heldout", False, 1),
+    ):
+        records = path("records", f"{name}.tfrecord")
+        if not os.path.exists(records):
+            from_scratch_pretrain.write_records(
+                path("text", f"{text}.txt"), path("vocab.txt"), records, dynamic, shape, dupe
+            )
+        summary[f"{name}_records"] = from_scratch_pretrain.count_records(records)
+    summary["data_seconds"] = time.perf_counter() - start
+    from bert_tf import file_io
+
+    file_io.write_text(summary_file, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def pretrain_stage():
+    """The --maskings runs, each skipped when its bert_model.ckpt (written at the end) exists."""
+    for masking in FLAGS.maskings:
+        output_dir = path(f"pretrain_{masking}")
+        if os.path.exists(os.path.join(output_dir, "bert_model.ckpt.index")):
+            continue
+        start = time.perf_counter()
+        from_scratch_pretrain.pretrain(
+            path("records", f"{masking}.tfrecord"), path("bert_config.json"), output_dir,
+            masking == "dynamic", pretrain_settings(),
+        )  # fmt: skip
+        print(f"pretrain_{masking}: {time.perf_counter() - start:.0f} s wall", flush=True)
+
+
+def model_dir(model):
+    """models/<model>/, exported from its checkpoint when missing."""
+    folder = path("models", model)
+    if os.path.exists(folder):
+        return folder
+    checkpoint = None
+    if model != "random":
+        masking, budget = model.split("_")
+        step = FLAGS.pretrain_steps // (2 if budget == "half" else 1)
+        checkpoint = path(f"pretrain_{masking}", f"model.ckpt-{step}")
+    os.makedirs(path("models"), exist_ok=True)
+    return from_scratch_pretrain.export_model(
+        path("bert_config.json"), path("vocab.txt"), checkpoint, folder
+    )
+
+
+def curve_stage():
+    """Held-out masked-LM loss and accuracy at every quarter of the steps -> curve.json, the PNG."""
+    curve_file = path("curve.json")
+    if os.path.exists(curve_file):
+        with open(curve_file, encoding="utf-8") as reader:
+            curve = json.load(reader)
+    else:
+        records = path("records", "heldout.tfrecord")
+        count = from_scratch_pretrain.count_records(records)
+
+        def evaluate(name, checkpoint):
+            return from_scratch_pretrain.evaluate_heldout(
+                records, count, path("bert_config.json"), checkpoint, path("eval", name),
+                pretrain_settings(),
+            )  # fmt: skip
+
+        initial = evaluate("random", os.path.join(model_dir("random"), "bert_model.ckpt"))
+        curve = {"heldout": {}, "training": {}}
+        for masking in MASKINGS:
+            run_dir = path(f"pretrain_{masking}")
+            points = [(0, initial)]
+            for step, prefix in sorted(from_scratch_pretrain.checkpoint_steps(run_dir).items()):
+                points.append((step, evaluate(f"{masking}_{step}", prefix)))
+            curve["heldout"][masking] = [
+                (step, found["masked_lm_loss"], found["masked_lm_accuracy"])
+                for step, found in points
+            ]
+            curve["training"][masking] = from_scratch_pretrain.training_losses(run_dir)
+        from bert_tf import file_io
+
+        file_io.write_text(curve_file, json.dumps(curve) + "\n")
+    plot_file = FLAGS.plot_file or path("from_scratch_mlm.png")
+    from_scratch_plot.draw_curves(plot_file, curve["heldout"], curve["training"])
+    return curve
+
+
+def curve_table(curve):
+    lines = [
+        "| step | "
+        + " | ".join(f"{m} held-out MLM loss | {m} MLM accuracy" for m in MASKINGS)
+        + " |",
+        "|---" * (1 + 2 * len(MASKINGS)) + "|",
+    ]
+    by_step = {}
+    for masking in MASKINGS:
+        for step, loss, accuracy in curve["heldout"][masking]:
+            by_step.setdefault(step, {})[masking] = f"{loss:.3f} | {100 * accuracy:.2f}%"
+    for step, cells in sorted(by_step.items()):
+        lines.append(f"| {step} | " + " | ".join(cells.get(m, "- | -") for m in MASKINGS) + " |")
+    return "\n".join(lines)
+
+
+def model_labels():
+    half, full = FLAGS.pretrain_steps // 2, FLAGS.pretrain_steps
+    labels = {"random": "random init (no pretraining)", "tfidf_svm": "TF-IDF + LinearSVC"}
+    for masking in MASKINGS:
+        labels[f"{masking}_half"] = f"pretrained, {masking} masking, {half} steps"
+        labels[f"{masking}_full"] = f"pretrained, {masking} masking, {full} steps"
+    return labels
+
+
+def finetune_dir():
+    """work_dir/finetune_<sizes>_lr<rate>_ep<epochs>: the split, runs and results of these settings."""
+    sizes = "_".join(
+        "-".join(getattr(FLAGS, f"{name}_sizes")) for name in from_scratch_finetune.FINETUNE_SETS
+    )
+    return path(f"finetune_{sizes}_lr{FLAGS.finetune_learning_rate:g}_ep{FLAGS.finetune_epochs:g}")
+
+
+def finetune_stage():
+    """Fine-tunes --models on both sets (3 seeds), then prints the tables."""
+    seeds = [int(seed) for seed in FLAGS.seeds]
+    from_scratch_finetune.finetune_all(
+        finetune_dir(), {model: model_dir(model) for model in FLAGS.models}, seeds,
+        FLAGS.finetune_learning_rate, FLAGS.finetune_epochs,
+    )  # fmt: skip
+
+
+def report(curve):
+    """The tables of whatever has run."""
+    results = from_scratch_finetune.read_results(finetune_dir())
+    labels = model_labels()
+    models = [m for m in labels if any(key[1] == m for key in results)]
+    pretrained = [m for m in models if m not in ("random", "tfidf_svm")]
+    if curve:
+        count = from_scratch_pretrain.count_records(path("records", "heldout.tfrecord"))
+        print(f"\nHeld-out masked-LM loss and accuracy ({count} instances, fixed masks):\n")
+        print(curve_table(curve))
+    print("\nTest accuracy, mean ± SE over fine-tuning seeds (percent):\n")
+    print(from_scratch_finetune.accuracy_table(results, models, labels))
+    for baseline, title in (
+        ("random", "Target: pretrained beats random init by >= 2 SE of the difference"),
+        ("tfidf_svm", "Against the bag of words (test accuracy)"),
+    ):
+        print(f"\n{title}:\n")
+        lines = from_scratch_finetune.target_lines(results, pretrained, baseline, labels)
+        print("\n".join(lines))
+
+
+def main(argv):
+    del argv
+    check_flags()
+    logging.set_verbosity(logging.INFO)
+    threads = machine.set_threads(FLAGS.threads)
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    print(machine.header(), flush=True)
+    print(machine.threads_line(threads), flush=True)
+    summary = data_stage()
+    print(json.dumps(summary), flush=True)
+    if "pretrain" in FLAGS.stages:
+        pretrain_stage()
+    curve = curve_stage() if "curve" in FLAGS.stages else None
+    if "finetune" in FLAGS.stages:
+        finetune_stage()
+    if "report" in FLAGS.stages:
+        if curve is None and os.path.exists(path("curve.json")):
+            with open(path("curve.json"), encoding="utf-8") as reader:
+                curve = json.load(reader)
+        report(curve)
+    print(machine.load_line(), flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,140 @@
+"""The from-scratch study's downstream half (bench/bench_from_scratch.py): fine-tuning and its tables.
+
+Each model (a folder of bert_config.json, vocab.txt, bert_model.ckpt) is fine-tuned on each set by
+bench_real_text.ours (run_classifier's ClassifierRun: 10% warmup, linear decay, the original's
+AdamW), one run a seed; the bag of words is bench_real_text.bag_of_words("tfidf_svm") (TF-IDF +
+LinearSVC, n-grams and C chosen on dev), deterministic, so one run. Every finished run is written as
+<finetune_dir>/results/<set>__<model>__<seed>.json, so a stopped stage resumes and two processes can
+share the work; finetune_dir names the split sizes, learning rate and epochs, so other settings never
+read these runs.
+"""
+
+import glob
+import json
+import math
+import os
+
+from bench import bench_real_text, stats
+from bert_tf import file_io
+
+FINETUNE_SETS = ("rotten_tomatoes", "tweets")
+
+
+def result_file(results_dir, name, model, seed):
+    return os.path.join(results_dir, f"{name}__{model}__{seed}.json")
+
+
+def read_tsv(path):
+    """[(label, text)] of corpora.write_tsv's lines."""
+    with open(path, encoding="utf-8") as reader:
+        return [tuple(line.rstrip("\n").split("\t", 1)) for line in reader]
+
+
+def split(name, work_dir):
+    """(data_dir, (train, dev, test)) of bench_real_text's split of a set, written on first use and
+    read back after, so that processes sharing work_dir never rewrite a file another one reads."""
+    data_dir = os.path.join(work_dir, name)
+    files = [os.path.join(data_dir, f"{part}.tsv") for part in ("train", "dev", "test")]
+    if not all(os.path.exists(file) for file in files):
+        data_dir, splits, _ = bench_real_text.prepare(name, work_dir)
+        return data_dir, splits
+    return data_dir, tuple(read_tsv(file) for file in files)
+
+
+def finetune_all(work_dir, model_dirs, seeds, learning_rate, epochs):
+    """Runs every missing (set, model, seed) and the bag of words of each set.
+
+    Args:
+      work_dir: the settings' finetune_dir (splits, runs and results go there).
+      model_dirs: {model name: its folder}.
+      seeds: fine-tuning seeds.
+    """
+    results_dir = os.path.join(work_dir, "results")
+    os.makedirs(results_dir, exist_ok=True)
+    splits = {name: split(name, work_dir) for name in FINETUNE_SETS}
+    for name, (_, (train, dev, test)) in splits.items():
+        path = result_file(results_dir, name, "tfidf_svm", 0)
+        if not os.path.exists(path):
+            row = bench_real_text.bag_of_words("tfidf_svm", train, dev, test)
+            file_io.write_text(path, json.dumps(row) + "\n")
+    # Seed by seed over both sets: a stage stopped early leaves both sets with as many seeds.
+    for seed in seeds:
+        for name, (data_dir, (_, _, test)) in splits.items():
+            for model, model_dir in model_dirs.items():
+                path = result_file(results_dir, name, model, seed)
+                if os.path.exists(path):
+                    continue
+                run_dir = os.path.join(work_dir, "runs", f"{name}__{model}__{seed}")
+                row = bench_real_text.ours(
+                    name, data_dir, model_dir, run_dir, learning_rate, epochs, seed, test
+                )
+                file_io.write_text(path, json.dumps(row) + "\n")
+                print(f"{name} {model} seed {seed}: test accuracy {row['test_accuracy']:.4f}")
+
+
+def read_results(work_dir):
+    """{(set, model): [result rows, by seed]}."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(work_dir, "results", "*.json"))):
+        name, model, _ = os.path.basename(path)[: -len(".json")].split("__")
+        with open(path, encoding="utf-8") as reader:
+            found.setdefault((name, model), []).append(json.load(reader))
+    return found
+
+
+def margin(better, worse):
+    """(difference of means, that difference over its standard error sqrt(SE1^2 + SE2^2)); the second
+    is None when either side has fewer than 2 runs."""
+    mean_b, error_b = stats.mean_and_error(better)
+    mean_w, error_w = stats.mean_and_error(worse)
+    if error_b is None or error_w is None:
+        return mean_b - mean_w, None
+    difference, error = mean_b - mean_w, math.sqrt(error_b**2 + error_w**2)
+    if not error:  # every run of both sides scored the same
+        return difference, math.copysign(math.inf, difference) if difference else 0.0
+    return difference, difference / error
+
+
+def accuracy_table(results, models, labels):
+    """Markdown: a row a model, test accuracy (and the tweets' macro F1) mean ± SE in percent."""
+    lines = [
+        "| model | Rotten Tomatoes accuracy | tweets accuracy | tweets macro F1 | runs |",
+        "|---|---|---|---|---|",
+    ]
+    for model in models:
+        rt = [row["test_accuracy"] for row in results.get(("rotten_tomatoes", model), [])]
+        tw = results.get(("tweets", model), [])
+        cells = [
+            bench_real_text.cell(rt),
+            bench_real_text.cell([row["test_accuracy"] for row in tw]),
+            bench_real_text.cell([row["test_macro_f1"] for row in tw]),
+        ]
+        lines.append(f"| {labels[model]} | {' | '.join(cells)} | {len(rt)} / {len(tw)} |")
+    return "\n".join(lines)
+
+
+def target_lines(results, pretrained, baseline, labels):
+    """One line a (pretrained model, set): its margin over `baseline` in points and standard errors."""
+    lines = []
+    for model in pretrained:
+        for name in FINETUNE_SETS:
+            ours = [row["test_accuracy"] for row in results.get((name, model), [])]
+            theirs = [row["test_accuracy"] for row in results.get((name, baseline), [])]
+            if not ours or not theirs:
+                lines.append(f"- {labels[model]} on {name}: not run")
+                continue
+            difference, in_errors = margin(ours, theirs)
+            if baseline == "tfidf_svm":  # deterministic: one run, no SE
+                verdict = "reaches it" if difference >= 0 else "does NOT reach it"
+                errors = "the bag of words is one deterministic run"
+            elif in_errors is None:
+                verdict, errors = "does NOT meet the target", "a side of one run: no SE"
+            else:
+                verdict = "meets" if in_errors >= 2 else "does NOT meet"
+                verdict += " the target (>= 2 SE)"
+                errors = f"{in_errors:.1f} SE of the difference"
+            lines.append(
+                f"- {labels[model]} on {name}: {100 * difference:+.2f} points over "
+                f"{labels[baseline]} ({errors}): {verdict}"
+            )
+    return lines

@@ -1,0 +1,97 @@
+"""bench/bench_from_scratch.py's text layout at a tiny size: Austen's chapters become documents of
+sentences, a missing novel is one line naming it, and the held-out documents never reach the
+pretraining file.
+
+The bench's modules define absl flags at import (through bench_real_text), so they run in a child
+process, as tests/test_bench_real_text.py does."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from conftest import REPO_DIR
+
+NOVEL = """PERSUASION
+
+Chapter 1
+
+Sir Walter Elliot, of Kellynch Hall, was a man who, for his own amusement,
+never took up any book but the Baronetage.  There he found occupation!
+
+Was it so? "Yes," she said.
+
+CHAPTER II.
+
+Mr Shepherd, a civil, cautious lawyer, said it.
+"""
+
+
+def _run(code, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-c", "import json\n" + textwrap.dedent(code), str(tmp_path)],
+        capture_output=True, text=True, timeout=60, cwd=REPO_DIR,
+    )  # fmt: skip
+    return result
+
+
+def _write_novels(folder):
+    folder.mkdir()
+    for novel in ("emma", "mansfieldpark", "northangerabbey", "persuasion", "prideprejudice"):
+        (folder / f"{novel}.txt").write_text(NOVEL, encoding="utf-8")
+    return folder
+
+
+def test_chapters_become_documents_of_sentences(tmp_path):
+    folder = _write_novels(tmp_path / "novels")
+    (folder / "sensesensibility.txt").write_text(NOVEL, encoding="utf-8")
+    result = _run(
+        """
+        import sys
+        from bench import from_scratch_corpus
+        print(json.dumps(from_scratch_corpus.austen_documents(sys.argv[1])))
+        """.replace("sys.argv[1]", repr(str(folder))),
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    documents = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(documents) == 12  # two chapters in each of six novels; the title page is dropped
+    assert documents[0] == [
+        "Sir Walter Elliot, of Kellynch Hall, was a man who, for his own amusement, never took up "
+        "any book but the Baronetage.",
+        "There he found occupation!",
+        "Was it so?",
+        '"Yes," she said.',
+    ]
+    assert documents[1] == ["Mr Shepherd, a civil, cautious lawyer, said it."]
+
+
+def test_a_missing_novel_is_one_line_naming_it(tmp_path):
+    folder = _write_novels(tmp_path / "novels")  # sensesensibility.txt is missing
+    result = _run(
+        f"""
+        from bench import from_scratch_corpus
+        from_scratch_corpus.austen_documents({str(folder)!r})
+        """,
+        tmp_path,
+    )
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("FileNotFoundError: ")
+    assert str(folder / "sensesensibility.txt") in last
+
+
+def test_held_out_documents_never_reach_the_pretraining_file(tmp_path):
+    result = _run(
+        """
+        from bench import from_scratch_corpus
+        documents = [[f"Document {k} sentence {j}." for j in range(2)] for k in range(10)]
+        train, heldout = from_scratch_corpus.split_off(documents, 4)
+        print(json.dumps([[d[0] for d in train], [d[0] for d in heldout]]))
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    train, heldout = json.loads(result.stdout.strip().splitlines()[-1])
+    assert heldout == ["Document 3 sentence 0.", "Document 7 sentence 0."]
+    assert len(train) == 8 and not set(train) & set(heldout)
