@@ -292,7 +292,7 @@ class PretrainingRun(Run):
         repeats, as in the original), the masked-LM (next-token) perplexity and the global step."""
         with reading_records(self.input_files), doing("evaluation"):
             results = evaluate(
-                trainer.task,
+                trainer.trainable,
                 trainer.model,
                 trainer.strategy,
                 self.config.eval_batch_size,
