@@ -207,7 +207,7 @@ def test_a_workers_error_reaches_the_user_as_one_line_and_leaves_the_old_shards(
     assert len(before) == 2
     # A remote file is checked by the worker that reads it: here a local one, unchecked up front.
     (tmp_path / "bad.txt").write_bytes(b"first line\n\nsecond\n\xff broken\n")
-    monkeypatch.setattr(pretraining_data.io, "check_utf8", lambda path: None)
+    monkeypatch.setattr(pretraining_data.file_io, "check_utf8", lambda path: None)
     with pytest.raises(InputError) as raised:
         create_pretraining_data.run(
             _config(

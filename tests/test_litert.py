@@ -94,7 +94,7 @@ def test_the_int8_tflite_predicts_the_answer_span_serve_ids_predicts(tmp_path):
     """SQuAD's predicted start and end positions (argmax over 16 positions, varied across windows):
     int8 weights move the logits by a fraction of their spread, so nearly every prediction stays;
     a broken quantization (weights, scales, the wrong signature) agrees by chance (~1/16)."""
-    path = _export("squad", tmp_path, seed=1)
+    path = _export("squad", tmp_path, seed=2)
     tflite = litert.write_tflite(path, "int8")
     assert os.path.getsize(tflite) < 0.4 * os.path.getsize(litert.write_tflite(path, "float32"))
     rng = np.random.default_rng(0)
