@@ -348,7 +348,9 @@ def _setup(work_dir, shapes, runners):
     )  # fmt: skip
     if {"bert_tf", "bert_tf_assume_frozen", "litert_float32", "litert_int8"} & set(runners):
         setup["export"] = _export(work_dir)
-    if {"bert_tf_bf16", "transformers_bf16"} & set(runners) and _bfloat16():
+    if {"bert_tf_bf16", "bert_tf_bf16_assume_frozen", "transformers_bf16"} & set(
+        runners
+    ) and _bfloat16():
         setup["export_bfloat16"] = _export_bfloat16(work_dir, config)
     for quantization in ("float32", "int8"):
         if f"litert_{quantization}" in runners:

@@ -57,6 +57,14 @@ def bert_tf_bf16(setup):
     return _saved_model(setup, "export_bfloat16")
 
 
+def bert_tf_bf16_assume_frozen(setup):
+    """The bfloat16 export with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (as bert_tf_assume_frozen)."""
+    import os
+
+    os.environ["TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"] = "1"
+    return bert_tf_bf16(setup)
+
+
 def _litert(setup, key):
     """The .tflite of serve_ids (ids in) run by ai-edge-litert's interpreter, fed the ids that the
     export's `preprocess` makes of the strings (the text row includes that tokenization)."""
@@ -211,6 +219,11 @@ RUNNERS = {
         "bert_tf ids, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
     ),
     "bert_tf_bf16": (bert_tf_bf16, "bert_tf bf16 text", "bert_tf bf16 ids"),
+    "bert_tf_bf16_assume_frozen": (
+        bert_tf_bf16_assume_frozen,
+        "bert_tf bf16 text, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
+        "bert_tf bf16 ids, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1",
+    ),
     "litert_float32": (litert_float32, "bert_tf LiteRT float32 text", "bert_tf LiteRT float32 ids"),
     "litert_int8": (litert_int8, "bert_tf LiteRT int8 text", "bert_tf LiteRT int8 ids"),
     "transformers": (
