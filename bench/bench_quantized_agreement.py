@@ -35,18 +35,13 @@ BATCH = 64  # dev texts per serving call
 def fine_tune(data_dir, model_dir, run_dir):
     """Fine-tunes MiniLM on data_dir's train.tsv into run_dir (run_classifier.py --do_train
     --do_eval: the checkpoint and task.json the export reads); returns the dev accuracy."""
-    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification import ClassifierRun
 
-    config = ClassifierConfig(
-        bert_config_file=os.path.join(model_dir, "bert_config.json"),
-        vocab_file=os.path.join(model_dir, "vocab.txt"),
-        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
-        output_dir=run_dir, feature_dir=os.path.join(data_dir, "features"), data_dir=data_dir,
-        task_name="tsv", text_a_column="1", label_column="0", do_train=True, do_eval=True,
+    config = bench_real_text.tsv_classifier_config(
+        data_dir, model_dir, run_dir, do_train=True, do_eval=True,
         max_seq_length=FLAGS.short_max_seq_length, train_batch_size=FLAGS.batch_size,
         eval_batch_size=BATCH, learning_rate=FLAGS.agreement_learning_rate,
         num_train_epochs=FLAGS.agreement_epochs, seed=FLAGS.agreement_seed,
-        log_steps=10**6, save_checkpoints_steps=10**6,
     )  # fmt: skip
     shutil.rmtree(run_dir, ignore_errors=True)  # a run cut off earlier starts again
     return float(ClassifierRun(config).run()["eval"]["eval_accuracy"])

@@ -243,22 +243,33 @@ def bag_of_words(kind, train, dev, test):
     }
 
 
-def ours(name, data_dir, model_dir, run_dir, learning_rate, epochs, seed, test):
-    """One fine-tuning of ClassifierRun (train, dev evaluation, test prediction): its scores."""
-    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
+def tsv_classifier_config(data_dir, model_dir, run_dir, **settings):
+    """run_classifier.py's settings for a run on data_dir's label<TAB>text files (the "tsv" task)
+    from model_dir's checkpoint, without progress lines or intermediate checkpoints; `settings`
+    adds the rest (steps, sizes, rates, seed)."""
+    from bert_tf.tasks.classification import ClassifierConfig
 
-    shutil.rmtree(run_dir, ignore_errors=True)  # a run cut off earlier starts again
-    config = ClassifierConfig(
+    return ClassifierConfig(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
         output_dir=run_dir, feature_dir=os.path.join(data_dir, "features"), data_dir=data_dir,
-        task_name="tsv", text_a_column="1", label_column="0", do_train=True, do_eval=True,
-        do_predict=True, max_seq_length=max_seq_length(name), train_batch_size=FLAGS.batch_size,
+        task_name="tsv", text_a_column="1", label_column="0",
+        log_steps=10**6, save_checkpoints_steps=10**6, **settings,
+    )  # fmt: skip
+
+
+def ours(name, data_dir, model_dir, run_dir, learning_rate, epochs, seed, test):
+    """One fine-tuning of ClassifierRun (train, dev evaluation, test prediction): its scores."""
+    from bert_tf.tasks.classification import ClassifierRun
+
+    shutil.rmtree(run_dir, ignore_errors=True)  # a run cut off earlier starts again
+    config = tsv_classifier_config(
+        data_dir, model_dir, run_dir, do_train=True, do_eval=True, do_predict=True,
+        max_seq_length=max_seq_length(name), train_batch_size=FLAGS.batch_size,
         eval_batch_size=64, predict_batch_size=64, learning_rate=learning_rate,
         num_train_epochs=epochs, seed=seed,
         doc_stride=FLAGS.imdb_doc_stride if name == "imdb" else None,
-        log_steps=10**6, save_checkpoints_steps=10**6,
     )  # fmt: skip
     run = ClassifierRun(config)
     start = time.perf_counter()
