@@ -293,6 +293,26 @@ def minilm_converted(minilm_dir, tmp_path_factory):
     return output_dir
 
 
+KERAS_HUB_FIXTURE = FIXTURES_DIR / "keras_hub_bert_tiny"
+
+
+@pytest.fixture(scope="session")
+def keras_hub_recorded():
+    """{name: array} of tests/fixtures/keras_hub_bert_tiny/outputs.npz: keras-hub's BertBackbone
+    outputs and its tokenizer's ids for the preset beside it (tests/fixtures/README.md)."""
+    with np.load(KERAS_HUB_FIXTURE / "outputs.npz") as outputs:
+        return {name: outputs[name] for name in outputs.files}
+
+
+@pytest.fixture(scope="session")
+def keras_hub_inputs(keras_hub_recorded):
+    """The recorded batch's int32 input_ids, input_mask and segment_ids (BertModel's inputs)."""
+    return {
+        key: keras_hub_recorded[key].astype(np.int32)
+        for key in ("input_ids", "input_mask", "segment_ids")
+    }
+
+
 @pytest.fixture(scope="session")
 def minilm_reference():
     """{name: array} of tests/fixtures/sentence_transformers_minilm/outputs.npz: what

@@ -22,62 +22,58 @@ PRESET = FIXTURE / "preset"
 
 
 @pytest.fixture(scope="module")
-def recorded():
-    with np.load(FIXTURE / "outputs.npz") as outputs:
-        return {name: outputs[name] for name in outputs.files}
-
-
-def _inputs(recorded):
-    return {
-        key: recorded[key].astype(np.int32) for key in ("input_ids", "input_mask", "segment_ids")
-    }
-
-
-@pytest.fixture(scope="module")
 def classifier():
     return BertTextClassifier.from_preset(PRESET, num_classes=3)
 
 
-def test_a_classifier_of_a_keras_hub_preset_has_keras_hub_s_backbone(classifier, recorded):
-    outputs = classifier.task_model.bert(_inputs(recorded), training=False)
-    real = recorded["input_mask"].astype(bool)
+def test_a_classifier_of_a_keras_hub_preset_has_keras_hub_s_backbone(
+    classifier, keras_hub_recorded, keras_hub_inputs
+):
+    outputs = classifier.task_model.bert(keras_hub_inputs, training=False)
+    real = keras_hub_recorded["input_mask"].astype(bool)
     # Two float32 implementations: measured below 1e-6; a weight in the wrong place moves them 1e-3.
     np.testing.assert_allclose(
-        outputs["sequence_output"].numpy()[real], recorded["sequence_output"][real], atol=1e-5
+        outputs["sequence_output"].numpy()[real],
+        keras_hub_recorded["sequence_output"][real],
+        atol=1e-5,
     )
     np.testing.assert_allclose(
-        outputs["pooled_output"].numpy(), recorded["pooled_output"], atol=1e-5
+        outputs["pooled_output"].numpy(), keras_hub_recorded["pooled_output"], atol=1e-5
     )
     assert classifier.predict(["W3 w4,w26"], verbose=0).shape == (1, 3)
 
 
-def test_the_preset_s_tokenizer_gives_keras_hub_s_ids(classifier, recorded):
+def test_the_preset_s_tokenizer_gives_keras_hub_s_ids(classifier, keras_hub_recorded):
     preprocessor = classifier.preprocessor
     assert preprocessor.do_lower_case is True
     assert preprocessor.max_seq_length == 12  # the backbone's positions, under the default 128
     ids = preprocessor.features(np.array(["W3 w4,w26"], dtype=object))["input_ids"].numpy()
     cls_id, sep_id = (preprocessor.vocabulary.index(token) for token in ("[CLS]", "[SEP]"))
-    np.testing.assert_array_equal(ids[0], [cls_id, *recorded["text_ids"][0], sep_id])
+    np.testing.assert_array_equal(ids[0], [cls_id, *keras_hub_recorded["text_ids"][0], sep_id])
 
 
-def test_an_embedder_of_a_keras_hub_preset_pools_keras_hub_s_sequence_output(recorded):
+def test_an_embedder_of_a_keras_hub_preset_pools_keras_hub_s_sequence_output(
+    keras_hub_recorded, keras_hub_inputs
+):
     embedder = BertTextEmbedder.from_preset(PRESET)
-    vectors = embedder(_inputs(recorded), training=False).numpy()
-    mask = recorded["input_mask"][..., None].astype(np.float64)
-    mean = (recorded["sequence_output"] * mask).sum(axis=1) / mask.sum(axis=1)
+    vectors = embedder(keras_hub_inputs, training=False).numpy()
+    mask = keras_hub_recorded["input_mask"][..., None].astype(np.float64)
+    mean = (keras_hub_recorded["sequence_output"] * mask).sum(axis=1) / mask.sum(axis=1)
     np.testing.assert_allclose(
         vectors, mean / np.linalg.norm(mean, axis=1, keepdims=True), atol=1e-5
     )
 
 
-def test_a_keras_hub_embedder_preset_s_pooling_is_read(recorded, tmp_path):
+def test_a_keras_hub_embedder_preset_s_pooling_is_read(
+    keras_hub_recorded, keras_hub_inputs, tmp_path
+):
     folder = tmp_path / "preset"
     shutil.copytree(PRESET, folder)
     # keras-hub's BertTextEmbedder.get_config: its pooling_mode and normalize.
     task = {"class_name": "BertTextEmbedder", "config": {"pooling_mode": "cls", "normalize": False}}
     (folder / "task.json").write_text(json.dumps(task))
-    vectors = BertTextEmbedder.from_preset(folder)(_inputs(recorded), training=False).numpy()
-    np.testing.assert_allclose(vectors, recorded["sequence_output"][:, 0], atol=1e-5)
+    vectors = BertTextEmbedder.from_preset(folder)(keras_hub_inputs, training=False).numpy()
+    np.testing.assert_allclose(vectors, keras_hub_recorded["sequence_output"][:, 0], atol=1e-5)
 
 
 def test_a_keras_hub_task_preset_is_not_taken_for_a_run(tmp_path):

@@ -25,18 +25,8 @@ FIXTURE = models.FIXTURES_DIR / "keras_hub_bert_tiny"
 PRESET = FIXTURE / "preset"
 
 
-@pytest.fixture(scope="module")
-def recorded():
-    with np.load(FIXTURE / "outputs.npz") as outputs:
-        return {name: outputs[name] for name in outputs.files}
-
-
-def _inputs(recorded):
-    return {key: recorded[key] for key in ("input_ids", "input_mask", "segment_ids")}
-
-
-def assert_keras_hub_outputs(model, recorded):
-    outputs = model(_inputs(recorded), training=False)
+def assert_keras_hub_outputs(model, recorded, inputs):
+    outputs = model(inputs, training=False)
     real = recorded["input_mask"].astype(bool)
     # Two float32 implementations: measured below 1e-6; a weight in the wrong place, an unreshaped
     # attention kernel or the erf GELU moves the outputs by 1e-3 or more.
@@ -48,7 +38,9 @@ def assert_keras_hub_outputs(model, recorded):
     )
 
 
-def test_read_preset_gives_keras_hub_s_backbone_outputs_without_keras_hub(recorded):
+def test_read_preset_gives_keras_hub_s_backbone_outputs_without_keras_hub(
+    keras_hub_recorded, keras_hub_inputs
+):
     bert_config, weights, vocab_path, do_lower_case = read_preset(str(PRESET))
     assert (bert_config.hidden_size, bert_config.num_hidden_layers) == (16, 2)
     assert bert_config.hidden_act == "gelu"  # keras-hub's tanh GELU
@@ -59,19 +51,19 @@ def test_read_preset_gives_keras_hub_s_backbone_outputs_without_keras_hub(record
     assert sorted(weights) == sorted(targets)
     for name, variable in targets.items():
         variable.assign(weights[name])
-    assert_keras_hub_outputs(model, recorded)
+    assert_keras_hub_outputs(model, keras_hub_recorded, keras_hub_inputs)
     # keras-hub's tokenizer of the preset gave FullTokenizer's ids.
     tokenizer = FullTokenizer(vocab_path, do_lower_case=do_lower_case)
     ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("W3 w4,w26"))
-    np.testing.assert_array_equal(ids, recorded["text_ids"].reshape(-1))
+    np.testing.assert_array_equal(ids, keras_hub_recorded["text_ids"].reshape(-1))
 
 
-def test_a_preset_converts_into_a_google_release(recorded, tmp_path):
+def test_a_preset_converts_into_a_google_release(keras_hub_recorded, keras_hub_inputs, tmp_path):
     assert convert(str(PRESET), str(tmp_path / "release")) == []
     config = BertConfig.from_json_file(str(tmp_path / "release" / "bert_config.json"))
     model = BertModel(config)
     load_google_checkpoint(model, str(tmp_path / "release" / "bert_model.ckpt"))
-    assert_keras_hub_outputs(model, recorded)
+    assert_keras_hub_outputs(model, keras_hub_recorded, keras_hub_inputs)
 
 
 def test_a_preset_without_its_weights_is_one_line_naming_the_file(tmp_path):
