@@ -16,7 +16,7 @@ front of each label's list its share (the label's share of the set, rounded) of 
 every split keeps the set's label proportions and a larger train size never moves the test set.
 
 Systems, in one run:
-  ours          bert_tf.tasks.classification.ClassifierRun (run_classifier.py --task_name=tsv) from
+  ours          bert_tf.tasks.classification.task.ClassifierRun (run_classifier.py --task_name=tsv) from
                 the converted all-MiniLM-L6-v2 with our defaults (batches cut to their longest,
                 10% warmup, the original's AdamW): the paper's protocol, a sweep of --learning_rates
                 x --epoch_values at seed 1, the best on dev accuracy (ties: first in the grid), then
@@ -245,7 +245,7 @@ def bag_of_words(kind, train, dev, test):
 
 def ours(name, data_dir, model_dir, run_dir, learning_rate, epochs, seed, test):
     """One fine-tuning of ClassifierRun (train, dev evaluation, test prediction): its scores."""
-    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
 
     shutil.rmtree(run_dir, ignore_errors=True)  # a run cut off earlier starts again
     config = ClassifierConfig(

@@ -116,11 +116,11 @@ def test_every_registered_task_builds_a_model_whose_head_has_its_google_names():
     config = BertConfig.from_preset("bert_tiny", vocab_size=50)
     # Every task module's SPEC is in the registry: a new task cannot be left out of TASKS.
     declared = {
-        path.stem
-        for path in (PACKAGE / "tasks").glob("*.py")
+        _module_name(path)
+        for path in (PACKAGE / "tasks").rglob("*.py")
         if "\nSPEC = TaskSpec(" in path.read_text(encoding="utf-8")
     }
-    registered = {spec.build_model.__module__.rsplit(".", 1)[-1] for spec in TASKS.values()}
+    registered = {spec.build_model.__module__ for spec in TASKS.values()}
     assert declared and declared <= registered, declared - registered
     for name, spec in TASKS.items():
         info = TaskInfo(model_type=name, labels=["a", "b", "c"])

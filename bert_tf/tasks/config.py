@@ -2,7 +2,7 @@
 
 run_pretraining.py takes the original run_pretraining.py's flags and the fine-tuning scripts the original
 run_classifier.py's (same names and defaults), plus what TF2 users need. `RunConfig` holds what every
-script takes, `FineTuningConfig` what every fine-tuning script adds; a task's config (tasks/*.py)
+script takes, `FineTuningConfig` what every fine-tuning script adds; a task's config (tasks/task_configs.py)
 subclasses it with its own. Scripts define the flags from the dataclass and pass the parsed dataclass on,
 so the tasks run the same from flags, from tests and from bench/ without absl.
 """

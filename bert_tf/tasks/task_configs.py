@@ -9,16 +9,16 @@ CONFIG_CLASSES and bert_tf.tasks.TASKS agree.
 
 import dataclasses
 
-from bert_tf.data import classification as data
 from bert_tf.errors import InputError
 from bert_tf.formats.sentence_transformers_folder import POOLINGS
 from bert_tf.settings import changed, derived, setting
-from bert_tf.tasks import squad_serving
+from bert_tf.tasks.classification import data
 from bert_tf.tasks.config import FineTuningConfig
-from bert_tf.tasks.feature_head import DEFAULT_LSTM_SIZE
+from bert_tf.tasks.squad import serving as squad_serving
+from bert_tf.tasks.tagging.feature_head import DEFAULT_LSTM_SIZE
 from bert_tf.tasks.windows import WINDOW_COMBINATIONS
 
-# The feature-based tagger's --feature_layers (tasks/feature_based.py).
+# The feature-based tagger's --feature_layers (tasks/tagging/feature_based.py).
 FEATURE_LAYERS = (
     "embeddings",
     "second_to_last_hidden",
@@ -27,7 +27,7 @@ FEATURE_LAYERS = (
     "concat_last_four",
     "weighted_sum_all",
 )
-# The embedding task's --similarity_scale (tasks/embedding.py).
+# The embedding task's --similarity_scale (tasks/embedding/task.py).
 DEFAULT_SCALE = 20.0
 
 

@@ -15,11 +15,11 @@ Bad data raises `InputError` naming the file and line (or the TFDS split and ind
 
 import dataclasses
 
-from bert_tf.data.classification.glue import GLUE_TASKS, GlueProcessor
-from bert_tf.data.classification.tables import ColumnsProcessor
-from bert_tf.data.classification.tfds import MNLI_MISMATCHED, TFDS_GLUE, TfdsProcessor
 from bert_tf.errors import InputError
 from bert_tf.settings import setting
+from bert_tf.tasks.classification.data.glue import GLUE_TASKS, GlueProcessor
+from bert_tf.tasks.classification.data.tables import ColumnsProcessor
+from bert_tf.tasks.classification.data.tfds import MNLI_MISMATCHED, TFDS_GLUE, TfdsProcessor
 
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b"}
 TASK_NAMES = (*GLUE_TASKS, *_ALIASES, "tsv", "csv", "tfds")

@@ -2,7 +2,7 @@
 
 The chosen layers are combined (ELMo's scalar mix, concatenated, or one layer), then two BiLSTM
 layers and a BertHead over the labels; every variable sits under GOOGLE_SCOPE in Google's format.
-bert_tf/tasks/feature_based.py is the task around it.
+bert_tf/tasks/tagging/feature_based.py is the task around it.
 
 B = batch, S = sequence length, K = layers read, H = hidden size, L = number of labels.
 """

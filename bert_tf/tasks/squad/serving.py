@@ -1,6 +1,6 @@
 """SQuAD question answering inside the graph: raw question and context strings -> answer text.
 
-The SavedModel of a SQuAD model needs no Python around it: the steps of `bert_tf/data/squad.py` run
+The SavedModel of a SQuAD model needs no Python around it: the steps of `bert_tf/tasks/squad/data.py` run
 as TensorFlow ops, batched over every question of a request.
 
   1. Tokenize: the question (cut to max_query_length wordpieces) and the whole context, with each
@@ -45,7 +45,7 @@ from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES
 from bert_tf.settings import Settings, setting
 
-# Runs of the original's paragraph whitespace (bert_tf.data.squad._PARAGRAPH_WHITESPACE).
+# Runs of the original's paragraph whitespace (bert_tf.tasks.squad.data._PARAGRAPH_WHITESPACE).
 _PARAGRAPH_WHITESPACE_RUN = "[ \t\r\n\u202f]+"
 # write_predictions' start value for the null score: what an example without windows keeps.
 _NO_NULL_SCORE = 1000000.0
