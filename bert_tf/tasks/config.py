@@ -14,6 +14,7 @@ from bert_tf.distribute import STRATEGIES
 from bert_tf.errors import InputError
 from bert_tf.precision import MIXED_PRECISION_POLICIES
 from bert_tf.settings import Settings, changed, setting
+from bert_tf.shared_settings import VocabFileSetting
 from bert_tf.tokenization import validate_case_matches_checkpoint
 
 
@@ -106,10 +107,9 @@ class RunConfig(Settings):
 
 
 @dataclasses.dataclass(kw_only=True)
-class FineTuningConfig(RunConfig):
+class FineTuningConfig(RunConfig, VocabFileSetting):
     """The settings every fine-tuning script takes (the original run_classifier.py's and ours)."""
 
-    vocab_file: str | None = setting(None, "vocab.txt the model was trained with.")
     do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
     do_predict: bool = setting(False, "Predict on the test set.")
     predict_batch_size: int = setting(8, "Global predict batch.")

@@ -35,7 +35,7 @@ from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.squad import data
 from bert_tf.tasks.squad import predictions as squad_predictions
 from bert_tf.tasks.squad import serving as squad_serving
-from bert_tf.tasks.task_configs import SquadConfig
+from bert_tf.tasks.task_configs import SQUAD_MAX_SEQ_LENGTH, SquadConfig
 
 MODEL_TYPE = "squad"
 GOOGLE_SCOPE = "cls/squad/"
@@ -129,7 +129,7 @@ SPEC = TaskSpec(
     google_head=f"{GOOGLE_SCOPE}output_weights",
     # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
     # it is exported with the original's defaults as a SQuAD 1.1 model.
-    info_from_google_head=lambda shape: {"max_seq_length": squad_serving.MAX_SEQ_LENGTH},
+    info_from_google_head=lambda shape: {"max_seq_length": SQUAD_MAX_SEQ_LENGTH},
 )
 
 

@@ -44,8 +44,8 @@ from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.tagging import conll
 from bert_tf.tasks.tagging import serving as tagging_serving
 from bert_tf.tasks.tagging import task as tagging
-from bert_tf.tasks.tagging.feature_head import DEFAULT_LSTM_SIZE, GOOGLE_SCOPE, FeatureHead
-from bert_tf.tasks.task_configs import FEATURE_LAYERS, FeatureTaggerConfig
+from bert_tf.tasks.tagging.feature_head import GOOGLE_SCOPE, FeatureHead
+from bert_tf.tasks.task_configs import DEFAULT_LSTM_SIZE, FEATURE_LAYERS, FeatureTaggerConfig
 
 MODEL_TYPE = "feature_tagger"
 # Encoder blocks a choice needs: "last four" of fewer blocks is a misuse, not a shorter sum.
