@@ -4,8 +4,9 @@ A script's settings class derives from the classes of the shared flags it takes 
 fields, bert_tf/settings.py); where its use of one differs, it says so with `changed(...)` (its own
 default or help text, e.g. SQuAD's `--doc_stride` of 128), never by declaring the field again.
 
-    vocab_file     run_*.py, extract_features.py, export_saved_model.py, convert_checkpoint.py,
-                   create_pretraining_data.py
+    bert_config_file, init_checkpoint
+                   run_*.py, extract_features.py, export_saved_model.py, convert_checkpoint.py
+    vocab_file     the same, and create_pretraining_data.py
     data_dir       run_classifier.py, run_ner.py, run_swag.py, run_embedding.py (each its layout)
     tfds_data_dir  run_classifier.py, run_squad.py
     doc_stride     run_classifier.py, run_ner.py, run_squad.py (each its windows and default)
@@ -19,6 +20,20 @@ import dataclasses
 
 from bert_tf.errors import InputError
 from bert_tf.settings import Settings, setting
+
+
+@dataclasses.dataclass(kw_only=True)
+class BertConfigFileSetting(Settings):
+    """--bert_config_file: the encoder's sizes (bert_config.json)."""
+
+    bert_config_file: str | None = setting(None, "bert_config.json of the model.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class InitCheckpointSetting(Settings):
+    """--init_checkpoint: the weights a script starts from or reads."""
+
+    init_checkpoint: str | None = setting(None, "Weights: a Google checkpoint or one of ours.")
 
 
 @dataclasses.dataclass(kw_only=True)
