@@ -10,7 +10,7 @@ resumes training.
 
 --feature_layers switches to the BERT paper's feature-based approach (section 5.3): the encoder is
 frozen, the chosen layers are computed once and cached (--encoder_features_dir), and a two-layer
-BiLSTM (--lstm_size) learns the labels from them (bert_tf/tasks/feature_based.py).
+BiLSTM (--lstm_size) learns the labels from them (bert_tf/tasks/tagging/feature_based.py).
 """
 
 from bert_tf import cli

@@ -100,7 +100,7 @@ def write_data(data_dir):
 
 
 def _config(release, data_dir, output_dir, **overrides):
-    from bert_tf.tasks import embedding
+    from bert_tf.tasks.embedding import task as embedding
 
     values = dict(
         bert_config_file=os.path.join(release, "bert_config.json"),
@@ -116,7 +116,8 @@ def _config(release, data_dir, output_dir, **overrides):
 
 
 def retrieval(release, data_dir):
-    from bert_tf.tasks import embedding, run_script
+    from bert_tf.tasks import run_script
+    from bert_tf.tasks.embedding import task as embedding
 
     runs = {}
     for name, steps in (("before fine-tuning", {}), ("after fine-tuning", {"do_train": True})):

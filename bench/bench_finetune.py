@@ -9,7 +9,7 @@ convert_checkpoint.py, or its Hugging Face folder itself for transformers), trai
 examples with the same batch, epochs and learning-rate schedule (10% warmup, then linear decay),
 max_seq_length 128, then predicts the dev set:
 
-  * cut: bert_tf run_classifier as a user gets it (`bert_tf.tasks.classification.ClassifierRun`, the
+  * cut: bert_tf run_classifier as a user gets it (`bert_tf.tasks.classification.task.ClassifierRun`, the
     code behind run_classifier.py --do_train --do_eval): the original's random batches, each cut to
     its longest input rounded up to a multiple of 8 (--cut_batches_to_longest, the default), float32;
   * cut_bf16: the same with --mixed_precision=mixed_bfloat16 (skipped, with the reason, on a machine
@@ -210,7 +210,7 @@ def packed_lengths(rows, vocab_file):
 
 def classifier_config(data_dir, output_dir, model_dir, is_pair, runner, steps_per_round):
     """The ClassifierConfig of one of our runners (OURS), as run_classifier.py's flags would make it."""
-    from bert_tf.tasks.classification import ClassifierConfig
+    from bert_tf.tasks.classification.task import ClassifierConfig
 
     length_bucketing, cut_batches_to_longest, mixed_precision = OURS[runner]
     return ClassifierConfig(
@@ -236,7 +236,7 @@ class BertTfRunner:
     """
 
     def __init__(self, config):
-        from bert_tf.tasks.classification import ClassifierRun
+        from bert_tf.tasks.classification.task import ClassifierRun
 
         self.run = ClassifierRun(config)
         path, info = self.run.features("train")
@@ -411,7 +411,7 @@ def training_batches(config, total_steps):
     import tensorflow as tf
 
     from bert_tf.data.records import decode_record
-    from bert_tf.tasks.classification import ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierRun
 
     run = ClassifierRun(config)
     path, _ = run.features("train")

@@ -49,7 +49,7 @@ def keras_fit(model_dir, train, test, seed, learning_rate):
 
 def script_fit(model_dir, data_dir, run_dir, test, seed, learning_rate):
     """One ClassifierRun (run_classifier.py --task_name=tsv --do_train --do_predict)."""
-    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
 
     shutil.rmtree(run_dir, ignore_errors=True)
     config = ClassifierConfig(

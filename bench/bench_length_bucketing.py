@@ -63,7 +63,7 @@ def bucket_window(variant):
 def classifier_run(config, window):
     """A ClassifierRun whose datasets use bucket_window=window (run.py passes the default)."""
     from bert_tf.data.feature_cache import make_feature_dataset
-    from bert_tf.tasks.classification import ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierRun
 
     class WindowRun(ClassifierRun):
         def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
@@ -113,7 +113,7 @@ def describe_task(task, train, vocab_file):
 
 def train_and_evaluate(task, variant, seed, data_dir, model_dir, work_dir):
     """One run: {"accuracy", "train_examples_per_sec", ...}."""
-    from bert_tf.tasks.classification import ClassifierConfig
+    from bert_tf.tasks.classification.task import ClassifierConfig
 
     window = bucket_window(variant)
     output_dir = os.path.join(work_dir, "runs", f"{task}_{variant}_seed{seed}")

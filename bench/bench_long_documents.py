@@ -68,7 +68,7 @@ flags.DEFINE_bool("summarize_only", False, "Train nothing: print the table of --
 
 
 def config_of(data_dir, model_dir, output_dir, seed, doc_stride, do_train=True):
-    from bert_tf.tasks.classification import ClassifierConfig
+    from bert_tf.tasks.classification.task import ClassifierConfig
 
     return ClassifierConfig(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
@@ -129,7 +129,7 @@ def rule_accuracies(windows):
 
 def train_and_score(mode, seed, data_dir, model_dir, work_dir):
     """One run of `mode`: {"accuracy" (evaluate()'s), each rule's, "first_window", speeds...}."""
-    from bert_tf.tasks.classification import ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierRun
 
     output_dir = os.path.join(work_dir, "runs", f"{mode}_seed{seed}")
     shutil.rmtree(output_dir, ignore_errors=True)  # a run cut off earlier starts again

@@ -16,7 +16,7 @@ uniform), each from a source drawn with even odds, popped from that split's pool
 words a text holds, not which snippet said what, and sentiment is not keyword presence. The output
 prints the rule and each label's frequency.
 
-all-MiniLM-L6-v2 is fine-tuned by `bert_tf.tasks.multi_label.MultiLabelRun` (what
+all-MiniLM-L6-v2 is fine-tuned by `bert_tf.tasks.classification.multi_label.MultiLabelRun` (what
 `run_classifier.py --multi_label=True --task_name=tsv` runs; --length_bucketing as the flag of that
 name says, default true here) once per --ml_class_weights value and seed of --ml_seeds, against the
 peer of the same run: TF-IDF (words and word pairs, sublinear tf, in 2 texts or more) and
@@ -211,8 +211,8 @@ def _probabilities(run, split):
 def fine_tune_multi_label(model_dir, data_dir, work_dir, seed, class_weights):
     """One part 1 run: trains, predicts dev and test, picks each label's threshold on dev as
     --tune_thresholds does (with one dev pass: MultiLabelRun.evaluate() would make a second)."""
-    from bert_tf.tasks import multi_label
-    from bert_tf.tasks.multi_label import MultiLabelConfig, MultiLabelRun
+    from bert_tf.tasks.classification import multi_label
+    from bert_tf.tasks.classification.multi_label import MultiLabelConfig, MultiLabelRun
 
     output_dir = os.path.join(work_dir, "runs", f"multi_label_{class_weights}_seed{seed}")
     shutil.rmtree(output_dir, ignore_errors=True)  # a run cut off earlier starts again
@@ -322,7 +322,7 @@ def multi_label_part(model_dir, work_dir, results):
         texts["train"], gold["train"], [texts["dev"], texts["test"]]
     )
     peer_seconds = time.perf_counter() - start
-    from bert_tf.tasks.multi_label import tune_thresholds
+    from bert_tf.tasks.classification.multi_label import tune_thresholds
 
     peer = {"thresholds": tune_thresholds(peer_dev, gold["dev"]), "test": peer_test, "cs": cs}
     print_results(labels, runs, peer, gold["test"])
@@ -482,7 +482,7 @@ def fine_tune_single_label(model_dir, data_dir, work_dir, seed, class_weights):
     """One part 2 run: the minority topic's dev recall and precision, dev accuracy, macro F1."""
     import sklearn.metrics as skm
 
-    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
 
     output_dir = os.path.join(work_dir, "runs", f"class_weights_{class_weights}_seed{seed}")
     shutil.rmtree(output_dir, ignore_errors=True)

@@ -132,7 +132,7 @@ def _novel_halves(num_examples, seed=12345):
 
 def _classifier_runs(work_dir):
     """{policy: ClassifierRun} fine-tuning MiniLM on _novel_halves under each policy."""
-    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
 
     model_dir = minilm.converted(work_dir)
     data_dir = os.path.join(work_dir, "novel_halves")

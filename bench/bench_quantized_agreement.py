@@ -35,7 +35,7 @@ BATCH = 64  # dev texts per serving call
 def fine_tune(data_dir, model_dir, run_dir):
     """Fine-tunes MiniLM on data_dir's train.tsv into run_dir (run_classifier.py --do_train
     --do_eval: the checkpoint and task.json the export reads); returns the dev accuracy."""
-    from bert_tf.tasks.classification import ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierRun
 
     config = bench_real_text.tsv_classifier_config(
         data_dir, model_dir, run_dir, do_train=True, do_eval=True,

@@ -16,7 +16,7 @@ front of each label's list its share (the label's share of the set, rounded) of 
 every split keeps the set's label proportions and a larger train size never moves the test set.
 
 Systems, in one run:
-  ours          bert_tf.tasks.classification.ClassifierRun (run_classifier.py --task_name=tsv) from
+  ours          bert_tf.tasks.classification.task.ClassifierRun (run_classifier.py --task_name=tsv) from
                 the converted all-MiniLM-L6-v2 with our defaults (batches cut to their longest,
                 10% warmup, the original's AdamW): the paper's protocol, a sweep of --learning_rates
                 x --epoch_values at seed 1, the best on dev accuracy (ties: first in the grid), then
@@ -247,7 +247,7 @@ def tsv_classifier_config(data_dir, model_dir, run_dir, **settings):
     """run_classifier.py's settings for a run on data_dir's label<TAB>text files (the "tsv" task)
     from model_dir's checkpoint, without progress lines or intermediate checkpoints; `settings`
     adds the rest (steps, sizes, rates, seed)."""
-    from bert_tf.tasks.classification import ClassifierConfig
+    from bert_tf.tasks.classification.task import ClassifierConfig
 
     return ClassifierConfig(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
@@ -261,7 +261,7 @@ def tsv_classifier_config(data_dir, model_dir, run_dir, **settings):
 
 def ours(name, data_dir, model_dir, run_dir, learning_rate, epochs, seed, test):
     """One fine-tuning of ClassifierRun (train, dev evaluation, test prediction): its scores."""
-    from bert_tf.tasks.classification import ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierRun
 
     shutil.rmtree(run_dir, ignore_errors=True)  # a run cut off earlier starts again
     config = tsv_classifier_config(

@@ -44,7 +44,7 @@ flags.DEFINE_bool(
 
 def sweep_config(data_dir, model_dir, output_dir):
     """run_classifier.py's settings with the grid's tuples: a sweep."""
-    from bert_tf.tasks.classification import ClassifierConfig
+    from bert_tf.tasks.classification.task import ClassifierConfig
 
     return ClassifierConfig(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
@@ -99,7 +99,8 @@ def print_table(results_path, best):
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
-    from bert_tf.tasks import classification, run_script, sweep
+    from bert_tf.tasks import run_script, sweep
+    from bert_tf.tasks.classification import task as classification
 
     threads = machine.set_threads(FLAGS.threads)
     work_dir = FLAGS.work_dir or "/tmp/bench_sweep"

@@ -5,7 +5,7 @@ The corpus is the 2,225 BBC News articles (business, entertainment, politics, sp
 from the installed package and written only under --work_dir, never into the repository). A fixed
 stratified 80/20 split (seed 12345: 20% of each topic, rounded, is the dev set) gives 1,781 training
 and 444 dev articles. all-MiniLM-L6-v2 is converted by convert_checkpoint.py and fine-tuned with
-`bert_tf.tasks.classification.ClassifierRun` (what run_classifier.py --task_name=tsv --do_train
+`bert_tf.tasks.classification.task.ClassifierRun` (what run_classifier.py --task_name=tsv --do_train
 --do_eval runs): an article (title and body on one line) is text_a, max_seq_length 128, 3 epochs.
 
     .venv/bin/python -m bench.finetune_real
@@ -96,7 +96,7 @@ def write_bbc_news(work_dir):
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
-    from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
 
     threads = machine.set_threads(FLAGS.threads)
     work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="finetune_real_")

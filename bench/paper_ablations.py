@@ -336,7 +336,8 @@ def pretrain(objective, config_file, vocab, texts, work_dir):
 
 def fine_tune(task, model, data_dir, vocab, seed, output_dir):
     """Fine-tunes one model (a pretrained dir, or {"config": ...} for random weights); dev metric."""
-    from bert_tf.tasks import classification, tagging
+    from bert_tf.tasks.classification import task as classification
+    from bert_tf.tasks.tagging import task as tagging
 
     if "output_dir" in model:
         weights = dict(
@@ -366,7 +367,8 @@ def feature_based_runs(data_dir, work_dir, seeds, record, done):
     The encoder's layers are cached once per choice of layers in work_dir/encoder_features and
     shared by the seeds (the paper's point: the expensive representation is computed once).
     """
-    from bert_tf.tasks import feature_based, tagging
+    from bert_tf.tasks.tagging import feature_based
+    from bert_tf.tasks.tagging import task as tagging
 
     model_dir = minilm.converted(work_dir)
     common = dict(

@@ -1,4 +1,4 @@
-"""Whole-set evaluation metrics: GLUE's classification and regression scores, CoNLL entity F1.
+"""Whole-set evaluation metrics: GLUE's classification and regression scores.
 
 Pure Python + numpy (no TensorFlow), so tools and tests use them without loading a model. Every value
 is a fraction in [0, 1] (correlations in [-1, 1]), as the original run_classifier.py's eval_accuracy is.
@@ -6,12 +6,10 @@ is a fraction in [0, 1] (correlations in [-1, 1]), as the original run_classifie
 - `glue_metrics(task_name, predictions, labels)`: the dict a GLUE task reports in eval_results.txt.
 - `accuracy`, `f1_score` (binary), `matthews_corrcoef`, `pearson`, `spearman`: single scores that match
   scikit-learn's and scipy's definitions, including their values for degenerate inputs.
-- `conll_entity_metrics(gold_sequences, predicted_sequences)`: entity-level precision / recall / F1 as
-  the CoNLL `conlleval` script counts them, per entity type and overall, plus token accuracy (they
-  live in `bert_tf/entity_metrics.py`).
 - `collapse(predictions, what, learning_rate, hint)`: a WARNING when every prediction is one value.
 
-The SQuAD scores live in `bert_tf/squad_evaluation.py`.
+The SQuAD scores live in `bert_tf/squad_evaluation.py`, the CoNLL entity scores (conlleval's) in
+`bert_tf/tasks/tagging/entity_metrics.py`.
 """
 
 import math
@@ -19,15 +17,10 @@ import math
 import numpy as np
 from absl import logging
 
-# CoNLL entity metrics live beside, in entity_metrics.py; callers read them here as before.
-from bert_tf.entity_metrics import conll_entity_metrics, extract_entities
-
 __all__ = [
     "LEARNING_RATE_HINT",
     "accuracy",
     "collapse",
-    "conll_entity_metrics",
-    "extract_entities",
     "f1_score",
     "glue_metrics",
     "log_softmax",

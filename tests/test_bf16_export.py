@@ -198,7 +198,7 @@ def test_a_bfloat16_run_s_export_is_export_saved_model_s_export_of_its_checkpoin
     as export_saved_model.py does: the same variables, dtypes and outputs, bit for bit."""
     from test_run_classifier import tsv_config, write_sentiment_tsv
 
-    from bert_tf.tasks.classification import SPEC
+    from bert_tf.tasks.classification.task import SPEC
 
     sentences = write_sentiment_tsv(
         tmp_path / "data", sizes=(("train", 64), ("dev", 8), ("test", 16))

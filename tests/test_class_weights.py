@@ -8,7 +8,8 @@ import pytest
 from test_run_classifier import tsv_config
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import classification, run_script
+from bert_tf.tasks import run_script
+from bert_tf.tasks.classification import task as classification
 
 # Three labels, 3 / 2 / 1 training examples: "auto" gives n / (L * n_label) = 6 / 9, 6 / 6, 6 / 3.
 TRAIN = [

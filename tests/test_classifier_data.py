@@ -1,4 +1,4 @@
-"""bert_tf.data.classification: GLUE / XNLI files in their published layouts, users' TSV / CSV, TFDS, features."""
+"""bert_tf.tasks.classification.data: GLUE / XNLI files in their published layouts, users' TSV / CSV, TFDS, features."""
 
 import os
 
@@ -6,16 +6,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import classification
-from bert_tf.data.classification.features import (
-    classifier_feature_spec,
-    convert_example_to_feature,
-)
-from bert_tf.data.classification.processor import InputExample
 from bert_tf.data.feature_cache import write_records
 from bert_tf.data.packing import truncate_seq_pair
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
+from bert_tf.tasks import task_configs
+from bert_tf.tasks.classification import data as classification
+from bert_tf.tasks.classification.data.features import (
+    classifier_feature_spec,
+    convert_example_to_feature,
+)
+from bert_tf.tasks.classification.data.processor import InputExample
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import SAMPLE_DIR
@@ -32,7 +33,7 @@ STSB_HEADER = (
 
 def get_processor(task_name=None, **source):
     """The processor of a DataSource (run_classifier.py's data flags) of these fields."""
-    return classification.get_processor(classification.DataSource(task_name=task_name, **source))
+    return classification.get_processor(task_configs.DataSource(task_name=task_name, **source))
 
 
 def write_tsv(path, rows):

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks import classification, run_script
+from bert_tf.tasks import run_script
+from bert_tf.tasks.classification import task as classification
 
 from conftest import W_WORDS as WORDS
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from bert_tf import file_io
-from bert_tf.data import conll
 from bert_tf.data.feature_cache import make_feature_dataset, write_records
 from bert_tf.errors import InputError
+from bert_tf.tasks.tagging import conll
 from bert_tf.tokenization import FullTokenizer
 
 # Ids in sample_data/vocab.txt (Google's uncased vocab), looked up by hand.

@@ -27,7 +27,7 @@ from bert_tf.errors import InputError
 from bert_tf.formats.convert import ConvertConfig, convert, google_values_from_hf, run
 from bert_tf.modeling import BertModel, BertPretrainingModel
 from bert_tf.tasks import run_script
-from bert_tf.tasks.embedding import pool
+from bert_tf.tasks.embedding.task import pool
 from bert_tf.tokenization import FullTokenizer
 
 HF_FILES = [
@@ -322,7 +322,7 @@ def hf_classifier_probabilities(folder, input_ids, segment_ids, input_mask):
 
 @pytest.mark.slow
 def test_a_run_classifier_run_converts_to_a_folder_that_predicts_its_test_results(tmp_path):
-    from bert_tf.tasks.classification import SPEC, ClassifierConfig
+    from bert_tf.tasks.classification.task import SPEC, ClassifierConfig
 
     from conftest import SAMPLE_DIR
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks.classification import ClassifierConfig, ClassifierRun
-from bert_tf.tasks.squad import SquadConfig, SquadRun
-from bert_tf.tasks.tagging import TaggerConfig, TaggerRun
+from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
+from bert_tf.tasks.squad.task import SquadConfig, SquadRun
+from bert_tf.tasks.tagging.task import TaggerConfig, TaggerRun
 
 from conftest import SAMPLE_DIR, assert_float32_close
 

@@ -246,7 +246,7 @@ def _predict(demo, texts, output_dir):
     """Probabilities [N, 2] of classifier_pretrained's best seed for `texts`: run_classifier.py
     --do_predict from its folder, as the README's tour does."""
     from bert_tf.tasks import run_script
-    from bert_tf.tasks.classification import SPEC, ClassifierConfig
+    from bert_tf.tasks.classification.task import SPEC, ClassifierConfig
 
     data = output_dir / "data"
     data.mkdir(parents=True)

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import embedding_pairs
 from bert_tf.errors import InputError
-from bert_tf.tasks import TASKS, embedding, run_script
+from bert_tf.tasks import TASKS, run_script
+from bert_tf.tasks.embedding import pairs as embedding_pairs
+from bert_tf.tasks.embedding import task as embedding
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV

@@ -14,10 +14,12 @@ import tensorflow as tf
 from test_modeling import _np_bert
 
 from bert_tf.checkpoints import restore_init_checkpoint
-from bert_tf.data.classification.features import classifier_feature_spec
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
-from bert_tf.tasks import classification, run_script, squad
+from bert_tf.tasks import run_script
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification.data.features import classifier_feature_spec
+from bert_tf.tasks.squad import task as squad
 
 from conftest import FLOAT32_EPS
 from conftest import W_WORDS as WORDS

@@ -24,9 +24,12 @@ from bert_tf import (
     BertTokenClassifier,
 )
 from bert_tf.checkpoints import save_google_checkpoint
-from bert_tf.tasks import multiple_choice, run_script, squad, tagging
+from bert_tf.tasks import run_script
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.multiple_choice import task as multiple_choice
 from bert_tf.tasks.run_files import read_task_info, write_task_info
+from bert_tf.tasks.squad import task as squad
+from bert_tf.tasks.tagging import task as tagging
 
 from conftest import SAMPLE_DIR, assert_float32_close
 
@@ -143,7 +146,7 @@ def test_from_preset_of_a_run_swag_run_predicts_its_test_results(tmp_path):
     run_script(multiple_choice.SPEC, config)
     model = BertMultipleChoice.from_preset(tmp_path / "out", vocabulary=VOCAB)
     assert model.task_info().to_json() == read_task_info(str(tmp_path / "out")).to_json()
-    # SWAG's context is sent1, a choice sent2 + " " + ending (bert_tf/data/swag.py).
+    # SWAG's context is sent1, a choice sent2 + " " + ending (bert_tf/tasks/multiple_choice/swag.py).
     contexts = [row[4] for row in test_rows]
     choices = [[f"{row[5]} {ending}" for ending in row[7:11]] for row in test_rows]
     expected = np.loadtxt(tmp_path / "out" / "test_results.tsv")

@@ -1,4 +1,5 @@
-"""The shape of the package (docs/architecture.md): no import circles, modules of a few screens, one registry."""
+"""The shape of the package (docs/architecture.md): no import circles, modules of a few screens, one registry,
+the path flags several scripts share declared once."""
 
 import ast
 
@@ -116,11 +117,11 @@ def test_every_registered_task_builds_a_model_whose_head_has_its_google_names():
     config = BertConfig.from_preset("bert_tiny", vocab_size=50)
     # Every task module's SPEC is in the registry: a new task cannot be left out of TASKS.
     declared = {
-        path.stem
-        for path in (PACKAGE / "tasks").glob("*.py")
+        _module_name(path)
+        for path in (PACKAGE / "tasks").rglob("*.py")
         if "\nSPEC = TaskSpec(" in path.read_text(encoding="utf-8")
     }
-    registered = {spec.build_model.__module__.rsplit(".", 1)[-1] for spec in TASKS.values()}
+    registered = {spec.build_model.__module__ for spec in TASKS.values()}
     assert declared and declared <= registered, declared - registered
     for name, spec in TASKS.items():
         info = TaskInfo(model_type=name, labels=["a", "b", "c"])
@@ -138,3 +139,27 @@ def test_every_registered_task_builds_a_model_whose_head_has_its_google_names():
         assert head == {spec.google_head, bias} or (
             scope and {spec.google_head, bias} <= head and all(n.startswith(scope) for n in head)
         ), (name, sorted(head))
+
+
+# bert_tf/shared_settings.py: the path and window flags several scripts take, declared there once.
+SHARED_FLAGS = ("bert_config_file", "init_checkpoint", "vocab_file", "data_dir", "tfds_data_dir")
+SHARED_FLAGS += ("doc_stride",)
+# build_vocab.py's --vocab_file is the file it writes: another flag of the same name.
+OWN_DECLARATIONS = {("bert_tf.vocabulary", "vocab_file")}
+
+
+def test_a_shared_path_flag_is_declared_once():
+    declared = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            call = node.value
+            if (
+                node.target.id in SHARED_FLAGS
+                and isinstance(call, ast.Call)
+                and getattr(call.func, "id", None) == "setting"
+                and (name, node.target.id) not in OWN_DECLARATIONS
+            ):
+                declared.append((name, node.target.id))
+    assert sorted(declared) == [("bert_tf.shared_settings", flag) for flag in sorted(SHARED_FLAGS)]

@@ -15,12 +15,13 @@ import pytest
 import tensorflow as tf
 from test_run_classifier import NEGATIVE, POSITIVE, tsv_config
 
-from bert_tf.data.classification.features import convert_example_to_window_features
-from bert_tf.data.classification.processor import InputExample
 from bert_tf.data.packing import window_spans
 from bert_tf.errors import InputError
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import classification, run_script
+from bert_tf.tasks import run_script
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification.data.features import convert_example_to_window_features
+from bert_tf.tasks.classification.data.processor import InputExample
 from bert_tf.tasks.run_files import TaskInfo, read_task_info
 from bert_tf.tasks.windows import combine_windows, text_windows, window_signatures
 from bert_tf.tokenization import FullTokenizer

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bert_tf import metrics
+from bert_tf.tasks.tagging import entity_metrics
 
 REL = 1e-12
 
@@ -145,20 +146,20 @@ def test_correlations_match_scipy():
 
 def test_identical_labels_score_one():
     gold = [["B-PER", "I-PER", "O", "B-LOC"]]
-    result = metrics.conll_entity_metrics(gold, gold)
+    result = entity_metrics.conll_entity_metrics(gold, gold)
     assert (result["precision"], result["recall"], result["f1"], result["accuracy"]) == (1, 1, 1, 1)
     assert (result["support"], result["num_predicted"], result["num_correct"]) == (2, 2, 2)
 
 
 def test_a_boundary_error_makes_the_entity_wrong():
-    result = metrics.conll_entity_metrics([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])
+    result = entity_metrics.conll_entity_metrics([["B-PER", "I-PER", "O"]], [["B-PER", "O", "O"]])
     assert (result["support"], result["num_predicted"], result["num_correct"]) == (1, 1, 0)
     assert (result["precision"], result["recall"], result["f1"]) == (0.0, 0.0, 0.0)
     assert result["accuracy"] == pytest.approx(2 / 3)
 
 
 def test_a_type_error_makes_the_entity_wrong_and_counts_under_both_types():
-    result = metrics.conll_entity_metrics([["B-PER", "I-PER"]], [["B-ORG", "I-ORG"]])
+    result = entity_metrics.conll_entity_metrics([["B-PER", "I-PER"]], [["B-ORG", "I-ORG"]])
     assert result["f1"] == 0.0
     assert result["per_type"]["PER"] == {
         "precision": 0.0,
@@ -177,7 +178,7 @@ def test_a_type_error_makes_the_entity_wrong_and_counts_under_both_types():
 def test_overall_and_per_type_scores_worked_by_hand():
     gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
     predicted = [["B-PER", "I-PER", "O", "B-ORG"], ["B-ORG", "O"]]
-    result = metrics.conll_entity_metrics(gold, predicted)
+    result = entity_metrics.conll_entity_metrics(gold, predicted)
     # Gold PER, LOC, ORG; predicted PER, ORG, ORG; right: PER and the second sentence's ORG.
     assert (result["support"], result["num_predicted"], result["num_correct"]) == (3, 3, 2)
     assert result["precision"] == result["recall"] == result["f1"] == pytest.approx(2 / 3)
@@ -191,20 +192,22 @@ def test_overall_and_per_type_scores_worked_by_hand():
 
 def test_iob1_chunks_start_at_i_and_b_separates_adjacent_same_type_chunks():
     labels = ["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG"]
-    assert metrics.extract_entities(labels) == [
+    assert entity_metrics.extract_entities(labels) == [
         ("PER", 0, 2),
         ("PER", 2, 3),
         ("LOC", 4, 5),
         ("ORG", 5, 6),
     ]
-    assert metrics.extract_entities(labels, scheme="iob1") == metrics.extract_entities(labels)
+    assert entity_metrics.extract_entities(
+        labels, scheme="iob1"
+    ) == entity_metrics.extract_entities(labels)
 
 
 def test_strict_iob2_ignores_an_i_that_continues_nothing():
     labels = ["I-PER", "I-PER", "B-PER", "O", "I-LOC", "B-ORG", "I-LOC"]
-    assert metrics.extract_entities(labels, scheme="iob2") == [("PER", 2, 3), ("ORG", 5, 6)]
+    assert entity_metrics.extract_entities(labels, scheme="iob2") == [("PER", 2, 3), ("ORG", 5, 6)]
     # conlleval's rules count the ill-formed runs as entities.
-    assert metrics.extract_entities(labels) == [
+    assert entity_metrics.extract_entities(labels) == [
         ("PER", 0, 2),
         ("PER", 2, 3),
         ("LOC", 4, 5),
@@ -216,22 +219,22 @@ def test_strict_iob2_ignores_an_i_that_continues_nothing():
 def test_iob1_and_iob2_readings_score_differently():
     gold = [["B-PER", "I-PER", "O"]]
     predicted = [["I-PER", "I-PER", "O"]]  # right in IOB1 terms, ill-formed in IOB2
-    assert metrics.conll_entity_metrics(gold, predicted, scheme="iob1")["f1"] == 1.0
-    strict = metrics.conll_entity_metrics(gold, predicted, scheme="iob2")
+    assert entity_metrics.conll_entity_metrics(gold, predicted, scheme="iob1")["f1"] == 1.0
+    strict = entity_metrics.conll_entity_metrics(gold, predicted, scheme="iob2")
     assert (strict["num_predicted"], strict["f1"]) == (0, 0.0)
 
 
 def test_iobes_entities():
     labels = ["B-PER", "E-PER", "S-LOC", "B-ORG", "I-ORG", "E-ORG", "B-PER", "E-PER"]
     expected = [("PER", 0, 2), ("LOC", 2, 3), ("ORG", 3, 6), ("PER", 6, 8)]
-    assert metrics.extract_entities(labels) == expected
-    assert metrics.extract_entities(labels, scheme="iobes") == expected
+    assert entity_metrics.extract_entities(labels) == expected
+    assert entity_metrics.extract_entities(labels, scheme="iobes") == expected
 
 
 def test_strict_iobes_drops_chunks_that_are_never_closed():
     labels = ["B-PER", "I-PER", "O", "B-LOC", "S-LOC", "I-ORG", "E-ORG"]
-    assert metrics.extract_entities(labels, scheme="iobes") == [("LOC", 4, 5)]
-    assert metrics.extract_entities(labels) == [
+    assert entity_metrics.extract_entities(labels, scheme="iobes") == [("LOC", 4, 5)]
+    assert entity_metrics.extract_entities(labels) == [
         ("PER", 0, 2),
         ("LOC", 3, 4),
         ("LOC", 4, 5),
@@ -240,33 +243,38 @@ def test_strict_iobes_drops_chunks_that_are_never_closed():
 
 
 def test_a_change_of_type_inside_a_chunk_splits_it():
-    assert metrics.extract_entities(["B-PER", "I-LOC", "I-LOC"]) == [("PER", 0, 1), ("LOC", 1, 3)]
-    assert metrics.extract_entities(["B-PER", "I-LOC", "I-LOC"], scheme="iob2") == [("PER", 0, 1)]
+    assert entity_metrics.extract_entities(["B-PER", "I-LOC", "I-LOC"]) == [
+        ("PER", 0, 1),
+        ("LOC", 1, 3),
+    ]
+    assert entity_metrics.extract_entities(["B-PER", "I-LOC", "I-LOC"], scheme="iob2") == [
+        ("PER", 0, 1)
+    ]
 
 
 def test_only_o_labels_score_zero_with_full_token_accuracy():
-    result = metrics.conll_entity_metrics([["O", "O"], ["O"]], [["O", "O"], ["O"]])
+    result = entity_metrics.conll_entity_metrics([["O", "O"], ["O"]], [["O", "O"], ["O"]])
     assert (result["precision"], result["recall"], result["f1"]) == (0.0, 0.0, 0.0)
     assert (result["accuracy"], result["num_tokens"], result["per_type"]) == (1.0, 3, {})
 
 
 def test_no_tokens_score_zero():
     for sequences in ([], [[]]):
-        result = metrics.conll_entity_metrics(sequences, sequences)
+        result = entity_metrics.conll_entity_metrics(sequences, sequences)
         assert (result["f1"], result["accuracy"], result["num_tokens"]) == (0.0, 0.0, 0)
 
 
 def test_mismatched_inputs_and_foreign_labels_are_refused():
     with pytest.raises(ValueError, match="1 gold sentences but 2 predicted"):
-        metrics.conll_entity_metrics([["O"]], [["O"], ["O"]])
+        entity_metrics.conll_entity_metrics([["O"]], [["O"], ["O"]])
     with pytest.raises(ValueError, match="sentence 1: 2 gold labels but 1 predicted"):
-        metrics.conll_entity_metrics([["O"], ["O", "O"]], [["O"], ["O"]])
+        entity_metrics.conll_entity_metrics([["O"], ["O", "O"]], [["O"], ["O"]])
     with pytest.raises(ValueError, match=r"sentence 0 position 1 \(predicted\): label 'S-PER'"):
-        metrics.conll_entity_metrics([["O", "O"]], [["O", "S-PER"]], scheme="iob1")
+        entity_metrics.conll_entity_metrics([["O", "O"]], [["O", "S-PER"]], scheme="iob1")
     with pytest.raises(ValueError, match="label 'X'"):
-        metrics.conll_entity_metrics([["X"]], [["O"]])
+        entity_metrics.conll_entity_metrics([["X"]], [["O"]])
     with pytest.raises(ValueError, match="scheme must be one of"):
-        metrics.conll_entity_metrics([["O"]], [["O"]], scheme="bilou")
+        entity_metrics.conll_entity_metrics([["O"]], [["O"]], scheme="bilou")
 
 
 def _random_sentences(rng, prefixes, count):
@@ -299,7 +307,7 @@ def test_entity_metrics_match_seqeval(scheme, prefixes, seqeval_options):
     rng = random.Random(1234)
     for _ in range(100):
         gold, predicted = _random_sentences(rng, prefixes, 6)
-        ours = metrics.conll_entity_metrics(gold, predicted, scheme=scheme)
+        ours = entity_metrics.conll_entity_metrics(gold, predicted, scheme=scheme)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # seqeval warns about undefined (0.0) scores
             report = seqeval_metrics.classification_report(

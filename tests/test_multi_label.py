@@ -18,8 +18,10 @@ import pytest
 import sklearn.metrics
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import classification, multi_label, run_script
-from bert_tf.tasks.multi_label import MultiLabelConfig, MultiLabelRun
+from bert_tf.tasks import run_script
+from bert_tf.tasks.classification import multi_label
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification.multi_label import MultiLabelConfig, MultiLabelRun
 
 from conftest import PROBABILITY_ATOL, REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV, finish, start_python
 

@@ -21,8 +21,9 @@ from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.data.pretraining import reader, writer
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel, pretraining_loss
-from bert_tf.tasks import classification, run_script
-from bert_tf.tasks.classification import ClassifierConfig
+from bert_tf.tasks import run_script
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification.task import ClassifierConfig
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.pretraining import PretrainingConfig, next_token_loss
 

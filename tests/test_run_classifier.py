@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from bert_tf.errors import InputError
 from bert_tf.tasks import run_script
-from bert_tf.tasks.classification import SPEC, ClassifierConfig, ClassifierRun
+from bert_tf.tasks.classification.task import SPEC, ClassifierConfig, ClassifierRun
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training.checkpoint_state import CheckpointState
 

@@ -17,14 +17,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import metrics
 from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint
-from bert_tf.data import conll
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import TASKS, exporting, run_script, tagging, tagging_serving
+from bert_tf.tasks import TASKS, exporting, run_script
 from bert_tf.tasks.run_files import write_labels
+from bert_tf.tasks.tagging import conll, entity_metrics
+from bert_tf.tasks.tagging import serving as tagging_serving
+from bert_tf.tasks.tagging import task as tagging
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import (
@@ -190,7 +191,7 @@ def test_test_predictions_keep_every_line_and_append_the_predicted_label(trained
     # Read back as conlleval does (gold is the 4th column, the prediction the 5th): the test set is
     # tagged about as well as dev, the over-long sentence included.
     sentences = _predicted_sentences(trained["root"] / "out" / "test_predictions.txt")
-    scores = metrics.conll_entity_metrics(
+    scores = entity_metrics.conll_entity_metrics(
         [[c[3] for c in s] for s in sentences], [[c[4] for c in s] for s in sentences]
     )
     assert scores["f1"] >= 0.8

@@ -20,8 +20,9 @@ from bert_tf import squad_evaluation
 from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
-from bert_tf.tasks import run_script, squad
+from bert_tf.tasks import run_script
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.squad import task as squad
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV, assert_float32_close
 

@@ -18,11 +18,12 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint
-from bert_tf.data import swag
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import TASKS, exporting, multiple_choice, run_script
+from bert_tf.tasks import TASKS, exporting, run_script
+from bert_tf.tasks.multiple_choice import swag
+from bert_tf.tasks.multiple_choice import task as multiple_choice
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import (

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import squad, squad_predictions
 from bert_tf.data.feature_cache import make_feature_dataset, write_records
 from bert_tf.errors import InputError
+from bert_tf.tasks.squad import data as squad
+from bert_tf.tasks.squad import predictions as squad_predictions
 from bert_tf.tokenization import FullTokenizer
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "q"] + [f"w{i}" for i in range(10)]

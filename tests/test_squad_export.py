@@ -1,6 +1,6 @@
-"""The in-graph SQuAD path (bert_tf/tasks/squad_serving.py) against the Python features and predictions.
+"""The in-graph SQuAD path (bert_tf/tasks/squad/serving.py) against the Python features and predictions.
 
-bert_tf/data/squad.py was checked feature for feature against the original run_squad.py; here the graph's
+bert_tf/tasks/squad/data.py was checked feature for feature against the original run_squad.py; here the graph's
 windows must be its windows, and the graph's answers for given logits must be write_predictions' answers.
 No model is trained here: tests/test_run_squad.py exports trained ones.
 """
@@ -13,11 +13,13 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
-from bert_tf.data import squad as data
-from bert_tf.data import squad_predictions
 from bert_tf.modeling import BertConfig
 from bert_tf.preprocessing import BertPreprocessor
-from bert_tf.tasks import exporting, squad, squad_serving
+from bert_tf.tasks import exporting
+from bert_tf.tasks.squad import data
+from bert_tf.tasks.squad import predictions as squad_predictions
+from bert_tf.tasks.squad import serving as squad_serving
+from bert_tf.tasks.squad import task as squad
 from bert_tf.tokenization import BasicTokenizer, FullTokenizer
 
 from conftest import SAMPLE_DIR

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from bert_tf import file_io
-from bert_tf.data import swag
 from bert_tf.data.feature_cache import make_feature_dataset, write_records
 from bert_tf.errors import InputError
+from bert_tf.tasks.multiple_choice import swag
 from bert_tf.tokenization import FullTokenizer
 
 # The header of SWAG's real files (the first, unnamed column is pandas' row index); fields with commas,

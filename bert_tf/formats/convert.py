@@ -34,7 +34,8 @@ from bert_tf.formats.sentence_transformers_folder import (
     sentence_transformers_settings,
 )
 from bert_tf.modeling import SIZE_FIELDS, BertConfig, BertModel, BertPretrainingModel
-from bert_tf.settings import setting
+from bert_tf.settings import changed, setting
+from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
 
 _BERT_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(BertConfig))
 # Tensors with no Google variable by design: the position_ids buffer (0, 1, 2, ...), and the MLM decoder,
@@ -49,7 +50,7 @@ OUTPUT_FORMATS = ("google", "huggingface", "keras_hub")
 
 
 @dataclasses.dataclass(kw_only=True)
-class ConvertConfig:
+class ConvertConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
     """convert_checkpoint.py's settings."""
 
     hf_model_dir: str | None = setting(
@@ -73,14 +74,13 @@ class ConvertConfig:
         "keras_hub: --init_checkpoint into a transformers folder or a keras-hub preset.",
         choices=OUTPUT_FORMATS,
     )
-    init_checkpoint: str | None = setting(
-        None,
-        "--output_format=huggingface|keras_hub: a checkpoint prefix, a release folder or a "
-        "fine-tuning run's output_dir (its task.json gives the task and labels).",
+    init_checkpoint = changed(
+        help="--output_format=huggingface|keras_hub: a checkpoint prefix, a release folder or a "
+        "fine-tuning run's output_dir (its task.json gives the task and labels)."
     )
-    vocab_file: str | None = setting(None, "--output_format=huggingface|keras_hub: vocab.txt.")
-    bert_config_file: str | None = setting(
-        None, "Default: the run's task.json, else bert_config.json beside the checkpoint."
+    vocab_file = changed(help="--output_format=huggingface|keras_hub: vocab.txt.")
+    bert_config_file = changed(
+        help="Default: the run's task.json, else bert_config.json beside the checkpoint."
     )
     do_lower_case: bool | None = setting(
         None, "Default: the run's (task.json), a converted model's (embedding.json), else True."

@@ -10,7 +10,7 @@ optionally Normalize), 1_Pooling/config.json (which pooling) and sentence_bert_c
      "do_lower_case": true}               tokenizer_config.json's, when it says
 
 and export_saved_model.py --model_type=embedding and run_embedding.py read it back
-(bert_tf/tasks/embedding.py). Modules this BERT cannot reproduce (a Dense layer, another pooling) are
+(bert_tf/tasks/embedding/task.py). Modules this BERT cannot reproduce (a Dense layer, another pooling) are
 refused, rather than converted into other embeddings than the model's.
 """
 

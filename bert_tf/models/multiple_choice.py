@@ -1,6 +1,6 @@
 """`BertMultipleChoice`: run_swag.py's model on raw strings: a context and its choices -> a score each.
 
-It composes `BertPreprocessor` with the model run_swag.py trains (bert_tf.tasks.multiple_choice.
+It composes `BertPreprocessor` with the model run_swag.py trains (bert_tf.tasks.multiple_choice.task.
 BertMultipleChoice): each choice packs as `[CLS] context [SEP] choice [SEP]`, as that task's export
 packs it (`pack_choices`), and exports with that task's export_model, the one export_saved_model.py
 calls.
@@ -16,7 +16,7 @@ from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask, integer_labels
-from bert_tf.tasks import multiple_choice
+from bert_tf.tasks.multiple_choice import task as multiple_choice
 from bert_tf.tasks.run_files import TaskInfo
 
 # The paper's SWAG recipe: learning rate 2e-5 (BERT paper, section 4.4), 3 epochs, batch 16.

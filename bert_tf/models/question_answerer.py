@@ -1,7 +1,7 @@
 """`BertQuestionAnswerer`: run_squad.py's model on raw (question, context) strings.
 
-It composes `BertPreprocessor` with the model run_squad.py trains (bert_tf.tasks.squad.BertSquad),
-and reads and answers as that task's export does (bert_tf.tasks.squad_serving): the context in
+It composes `BertPreprocessor` with the model run_squad.py trains (bert_tf.tasks.squad.task.BertSquad),
+and reads and answers as that task's export does (bert_tf.tasks.squad.serving): the context in
 doc_stride windows, the best span chosen as the original's write_predictions chooses it, cut from
 the context. It exports with that task's export_model, the one export_saved_model.py calls.
 
@@ -20,8 +20,9 @@ from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask
-from bert_tf.tasks import squad, squad_serving
 from bert_tf.tasks.run_files import TaskInfo
+from bert_tf.tasks.squad import serving as squad_serving
+from bert_tf.tasks.squad import task as squad
 
 # The paper's SQuAD 1.1 recipe: 3e-5 for 2 epochs (BERT paper, section 4.2).
 DEFAULT_LEARNING_RATE = 3e-5

@@ -2,7 +2,7 @@
 multi-label or regression).
 
 It composes `BertPreprocessor` with the task model run_classifier.py trains
-(bert_tf.tasks.classification.BertClassifier, or multi_label_task.BertMultiLabelClassifier), and exports
+(bert_tf.tasks.classification.task.BertClassifier, or multi_label_task.BertMultiLabelClassifier), and exports
 with that task's export_model, the one export_saved_model.py calls.
 
 N = texts, L = labels (1 for regression).
@@ -15,8 +15,8 @@ from bert_tf.modeling import BertConfig
 from bert_tf.models import presets, windows
 from bert_tf.models.preprocessor import BertPreprocessor
 from bert_tf.models.task import BertTask, integer_labels, labels_array
-from bert_tf.tasks import classification
-from bert_tf.tasks import multi_label as multi_label_task
+from bert_tf.tasks.classification import multi_label as multi_label_task
+from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.windows import WINDOW_COMBINATIONS
 

@@ -1,10 +1,10 @@
 """`BertTextEmbedder`: raw strings to sentence vectors, as sentence-transformers' `encode` computes them.
 
 It composes `BertPreprocessor` with the embedder run_embedding.py trains
-(bert_tf.tasks.embedding.BertEmbedder: the encoder's token vectors pooled, mean, cls or max, and
+(bert_tf.tasks.embedding.task.BertEmbedder: the encoder's token vectors pooled, mean, cls or max, and
 optionally L2-normalized), and exports with that task's export_model. `fit` trains it as
 run_embedding.py does, on (anchor, positive[, hard negative]) rows with in-batch negatives
-(bert_tf.tasks.embedding.in_batch_negatives_loss, sentence-transformers'
+(bert_tf.tasks.embedding.task.in_batch_negatives_loss, sentence-transformers'
 MultipleNegativesRankingLoss); `evaluate` ranks every anchor's candidates as run_embedding.py's
 evaluation does.
 
@@ -20,7 +20,7 @@ from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import BertTask
-from bert_tf.tasks import embedding
+from bert_tf.tasks.embedding import task as embedding
 from bert_tf.tasks.run_files import TaskInfo
 
 
@@ -57,7 +57,7 @@ class BertTextEmbedder(BertTask):
         Args:
           preprocessor: a BertPreprocessor (or its config).
           bert_config: a BertConfig, or a dict of bert_config.json keys.
-          pooling: "mean", "cls" or "max" over the real tokens (see bert_tf.tasks.embedding.pool).
+          pooling: "mean", "cls" or "max" over the real tokens (see bert_tf.tasks.embedding.task.pool).
           normalize: divide each vector by its L2 norm.
           similarity_scale: the loss's multiplier of cosine similarities (run_embedding.py
             --similarity_scale; sentence-transformers' 20).
@@ -225,7 +225,7 @@ class BertTextEmbedder(BertTask):
 class InBatchNegativesLoss(keras.losses.Loss):
     """run_embedding.py's loss as a Keras loss: y_pred float [B, T, H] (anchor, positive[, hard
     negative] of each row), y_true ignored; the mean over the B anchors of
-    bert_tf.tasks.embedding.in_batch_negatives_loss."""
+    bert_tf.tasks.embedding.task.in_batch_negatives_loss."""
 
     def __init__(
         self, similarity_scale=embedding.DEFAULT_SCALE, name="in_batch_negatives", **kwargs

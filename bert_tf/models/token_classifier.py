@@ -1,7 +1,7 @@
 """`BertTokenClassifier`: run_ner.py's tagger on raw strings: one label per word.
 
-It composes `BertPreprocessor` with the model run_ner.py trains (bert_tf.tasks.tagging.BertTagger)
-and reads texts as that task's export does (bert_tf.tasks.tagging_serving.TaggingPreprocessor): the
+It composes `BertPreprocessor` with the model run_ner.py trains (bert_tf.tasks.tagging.task.BertTagger)
+and reads texts as that task's export does (bert_tf.tasks.tagging.serving.TaggingPreprocessor): the
 words are `text.split()`, each tokenized alone, a word labelled at its first piece, a text longer
 than max_seq_length - 2 pieces cut into run_ner.py's overlapping windows, each word read in the
 window where it has the most context. It exports with that task's export_model, the one
@@ -18,9 +18,9 @@ from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask
-from bert_tf.tasks import tagging
 from bert_tf.tasks.run_files import TaskInfo
-from bert_tf.tasks.tagging_serving import TaggingPreprocessor
+from bert_tf.tasks.tagging import task as tagging
+from bert_tf.tasks.tagging.serving import TaggingPreprocessor
 
 # The paper's CoNLL-2003 recipe picks among 5e-5, 3e-5 and 2e-5 (as for the classifier).
 DEFAULT_LEARNING_RATE = 5e-5

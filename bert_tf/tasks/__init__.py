@@ -1,10 +1,11 @@
 """The tasks: every one has the same shape, and this registry is where the rest of the project finds them.
 
-Each task module holds its model (BertModel + a `heads.BertHead`), its run (a
-`finetuning.FineTuningRun` subclass filling the hooks of `hooks.py`: its data, loss, metrics and
-outputs), its in-graph serving, and its `spec.TaskSpec`; its settings dataclass (the flags, each
-declared once, the recorded ones also its part of task.json) is in `task_configs.py`. Both are
-listed here, by hand: `TASKS` (the specs) and `RUNS` (the run classes). A fine-tuning script's
+Each task is a folder, `tasks/<task>/`: its `task.py` holds its model (BertModel + a
+`heads.BertHead`), its run (a `finetuning.FineTuningRun` subclass filling the hooks of `hooks.py`:
+its data, loss, metrics and outputs) and its `spec.TaskSpec`; beside it, its data reading, its
+in-graph serving and its variant. Its settings dataclass (the flags, each declared once, the
+recorded ones also its part of task.json) is in `task_configs.py`. The plain encoder
+(`encoder.py`) is a task without a run. The specs and runs are listed here, by hand: `TASKS` (the specs) and `RUNS` (the run classes). A fine-tuning script's
 flags are `script_config(task)` (the task's and its variants': multi-label in run_classifier.py,
 feature-based in run_ner.py) and its run is `make_run(task, config)`: the variant whose flag is
 set, or a sweep of runs. export_saved_model.py and --init_checkpoint find a checkpoint's task
@@ -13,17 +14,14 @@ checklist.
 """
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import (
-    classification,
-    embedding,
-    encoder,
-    feature_based,
-    multi_label,
-    multiple_choice,
-    squad,
-    sweep,
-    tagging,
-)
+from bert_tf.tasks import encoder, sweep
+from bert_tf.tasks.classification import multi_label
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.embedding import task as embedding
+from bert_tf.tasks.multiple_choice import task as multiple_choice
+from bert_tf.tasks.squad import task as squad
+from bert_tf.tasks.tagging import feature_based
+from bert_tf.tasks.tagging import task as tagging
 
 TASKS = {
     spec.name: spec

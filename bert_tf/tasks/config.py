@@ -2,7 +2,7 @@
 
 run_pretraining.py takes the original run_pretraining.py's flags and the fine-tuning scripts the original
 run_classifier.py's (same names and defaults), plus what TF2 users need. `RunConfig` holds what every
-script takes, `FineTuningConfig` what every fine-tuning script adds; a task's config (tasks/*.py)
+script takes, `FineTuningConfig` what every fine-tuning script adds; a task's config (tasks/task_configs.py)
 subclasses it with its own. Scripts define the flags from the dataclass and pass the parsed dataclass on,
 so the tasks run the same from flags, from tests and from bench/ without absl.
 """
@@ -13,22 +13,22 @@ from bert_tf import file_io
 from bert_tf.distribute import STRATEGIES
 from bert_tf.errors import InputError
 from bert_tf.precision import MIXED_PRECISION_POLICIES
-from bert_tf.settings import Settings, changed, setting
+from bert_tf.settings import changed, setting
+from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
 from bert_tf.tokenization import validate_case_matches_checkpoint
 
 
 @dataclasses.dataclass(kw_only=True)
-class RunConfig(Settings):
+class RunConfig(BertConfigFileSetting, InitCheckpointSetting):
     """The settings of every training script; the original's flags first, then what TF2 users need."""
 
-    bert_config_file: str | None = setting(None, "bert_config.json of the pretrained model.")
+    bert_config_file = changed(help="bert_config.json of the pretrained model.")
     output_dir: str | None = setting(
         None, "Checkpoints (model.ckpt-<step>), TensorBoard summaries, results; a rerun resumes."
     )
-    init_checkpoint: str | None = setting(
-        None,
-        "Initial weights: a Google checkpoint (release or fine-tuned) or one of ours, a prefix or "
-        "its folder. The encoder always; a head when it is a trained model of this task.",
+    init_checkpoint = changed(
+        help="Initial weights: a Google checkpoint (release or fine-tuned) or one of ours, a "
+        "prefix or its folder. The encoder always; a head when it is a trained model of this task."
     )
     max_seq_length: int = setting(128, "Longest WordPiece sequence, [CLS] and [SEP] included.")
     do_train: bool = setting(False, "Train.")
@@ -106,10 +106,9 @@ class RunConfig(Settings):
 
 
 @dataclasses.dataclass(kw_only=True)
-class FineTuningConfig(RunConfig):
+class FineTuningConfig(RunConfig, VocabFileSetting):
     """The settings every fine-tuning script takes (the original run_classifier.py's and ours)."""
 
-    vocab_file: str | None = setting(None, "vocab.txt the model was trained with.")
     do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
     do_predict: bool = setting(False, "Predict on the test set.")
     predict_batch_size: int = setting(8, "Global predict batch.")

@@ -29,6 +29,7 @@ from bert_tf.distribute import describe, get_strategy
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel
 from bert_tf.settings import setting
+from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
 from bert_tf.tasks.run import load_bert_config
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tokenization import (
@@ -269,16 +270,13 @@ def _real(batch, length):
 
 
 @dataclasses.dataclass(kw_only=True)
-class ExtractConfig:
+class ExtractConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
     """extract_features.py's settings: the original's flags, plus --output_format."""
 
     input_file: str | None = setting(None, "Text to encode: one text, or `a ||| b`, per line.")
     output_file: str | None = setting(None, "Where to write the features.")
     layers: str = setting("-1,-2,-3,-4", "Encoder layers to write (negative: from the top).")
-    bert_config_file: str | None = setting(None, "bert_config.json of the model.")
     max_seq_length: int = setting(128, "Longest WordPiece sequence; longer lines are cut.")
-    init_checkpoint: str | None = setting(None, "Weights: a Google checkpoint or one of ours.")
-    vocab_file: str | None = setting(None, "vocab.txt the model was trained with.")
     do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
     batch_size: int = setting(32, "Lines per forward pass.")
     use_tpu: bool = setting(False, "Not supported: runs on the first GPU, else the CPU.")

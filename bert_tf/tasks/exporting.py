@@ -22,7 +22,8 @@ from bert_tf.checkpoints import is_google_checkpoint, resolve_checkpoint, restor
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy, store_in_compute_dtype
-from bert_tf.settings import setting
+from bert_tf.settings import changed, setting
+from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
 from bert_tf.tasks import TASKS, get_task
 from bert_tf.tasks.run_files import (
     TaskInfo,
@@ -34,16 +35,16 @@ from bert_tf.tokenization import check_vocab
 
 
 @dataclasses.dataclass(kw_only=True)
-class ExportConfig:
+class ExportConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
     """export_saved_model.py's settings."""
 
-    init_checkpoint: str | None = setting(
-        None, "Checkpoint prefix, or a folder holding bert_model.ckpt.* or a run's checkpoints."
+    init_checkpoint = changed(
+        help="Checkpoint prefix, or a folder holding bert_model.ckpt.* or a run's checkpoints."
     )
     export_dir: str | None = setting(None, "Folder TF Serving watches; gets <version>/.")
-    vocab_file: str | None = setting(None, "vocab.txt of the model (copied into the export).")
-    bert_config_file: str | None = setting(
-        None, "Default: the run's task.json, or bert_config.json beside the checkpoint."
+    vocab_file = changed(help="vocab.txt of the model (copied into the export).")
+    bert_config_file = changed(
+        help="Default: the run's task.json, or bert_config.json beside the checkpoint."
     )
     do_lower_case: bool | None = setting(None, "Default: the run's setting (task.json), else True.")
     max_seq_length: int | None = setting(

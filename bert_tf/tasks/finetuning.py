@@ -3,7 +3,7 @@
 It owns the tokenizer, which data each step reads (the split map), the data checks before any work, the
 features template (the task's own settings plus the shared cache key: vocab, casing, max_seq_length,
 through bert_tf/data/feature_cache.py), the Trainer, the steps (train, evaluate, predict, export) and
-task.json. A task's run (tasks/classification.py, ...) says only what is its own, in the hooks of
+task.json. A task's run (tasks/classification/task.py, ...) says only what is its own, in the hooks of
 tasks/hooks.py (TaskHooks): its reader, its features, loss, metrics and outputs.
 """
 

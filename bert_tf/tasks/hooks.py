@@ -216,7 +216,7 @@ class TaskHooks(abc.ABC):
 
 class ClassifierHooks(abc.ABC):
     """The hooks of the classifier's label scheme, which its multi-label variant fills its own way
-    (tasks/classification.py fills them for one label per text, tasks/multi_label.py for several).
+    (tasks/classification/task.py fills them for one label per text, tasks/classification/multi_label.py for several).
 
     And this attribute: `feature_format`, the features' format in the cache key.
     """
@@ -225,7 +225,7 @@ class ClassifierHooks(abc.ABC):
 
     @abc.abstractmethod
     def make_processor(self, config):
-        """The DataProcessor that reads the run's examples (bert_tf.data.classification)."""
+        """The DataProcessor that reads the run's examples (bert_tf.tasks.classification.data)."""
 
     @abc.abstractmethod
     def label_value(self, example):

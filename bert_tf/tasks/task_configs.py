@@ -1,24 +1,24 @@
 """The settings of each fine-tuning task: its script's flags, each declared once, and its part of
 task.json (the fields declared `recorded`).
 
-They sit below every task module, so that task.json's reader (run_files.TaskInfo) knows each task's
-recorded settings from CONFIG_CLASSES, declared here, without importing the tasks. A task module
-names its config class in its TaskSpec (`config_class`); tests/test_task_contract.py checks that
-CONFIG_CLASSES and bert_tf.tasks.TASKS agree.
+They sit below every task folder and import none, so that task.json's reader (run_files.TaskInfo)
+knows each task's recorded settings from CONFIG_CLASSES, declared here, without importing the
+tasks; the flags several scripts share (--vocab_file, --data_dir, --tfds_data_dir, --doc_stride) are
+declared once in bert_tf/shared_settings.py, and a task changes only their default or help. A task
+module names its config class in its TaskSpec (`config_class`); tests/test_task_contract.py checks
+that CONFIG_CLASSES and bert_tf.tasks.TASKS agree.
 """
 
 import dataclasses
 
-from bert_tf.data import classification as data
 from bert_tf.errors import InputError
 from bert_tf.formats.sentence_transformers_folder import POOLINGS
 from bert_tf.settings import changed, derived, setting
-from bert_tf.tasks import squad_serving
+from bert_tf.shared_settings import DataDirSetting, DocStrideSetting, TfdsDataDirSetting
 from bert_tf.tasks.config import FineTuningConfig
-from bert_tf.tasks.feature_head import DEFAULT_LSTM_SIZE
 from bert_tf.tasks.windows import WINDOW_COMBINATIONS
 
-# The feature-based tagger's --feature_layers (tasks/feature_based.py).
+# The feature-based tagger's --feature_layers (tasks/tagging/feature_based.py).
 FEATURE_LAYERS = (
     "embeddings",
     "second_to_last_hidden",
@@ -27,23 +27,97 @@ FEATURE_LAYERS = (
     "concat_last_four",
     "weighted_sum_all",
 )
-# The embedding task's --similarity_scale (tasks/embedding.py).
+# The embedding task's --similarity_scale (tasks/embedding/task.py).
 DEFAULT_SCALE = 20.0
+# The feature-based tagger's --lstm_size; the paper's head: "a randomly initialized two-layer
+# 768-dimensional BiLSTM" (tasks/tagging/feature_head.py).
+DEFAULT_LSTM_SIZE = 768
+# run_squad.py's --max_seq_length (the original's): the export's too when its task.json has none.
+SQUAD_MAX_SEQ_LENGTH = 384
 
 
 @dataclasses.dataclass(kw_only=True)
-class ClassifierConfig(FineTuningConfig, data.DataSource):
+class DataSource(DataDirSetting, TfdsDataDirSetting):
+    """Where run_classifier.py's examples come from: the data flags (read by
+    tasks/classification/data's `get_processor`)."""
+
+    data_dir = changed(help="Folder with the task's files (GLUE layout or yours).")
+    task_name: str | None = setting(
+        None,
+        "cola, sst-2, mrpc, qqp, sts-b, mnli, mnli-mm, qnli, rte, wnli, ax, xnli; tsv / csv for "
+        "your own files (train/dev/test.tsv or .csv in --data_dir); tfds for another --tfds_name.",
+    )
+    text_a_column: str | None = setting(
+        None, "tsv/csv: column of the first text (0-based index or header name)."
+    )
+    text_b_column: str | None = setting(
+        None, "tsv/csv: column of the second text, for pair tasks (optional)."
+    )
+    label_column: str | None = setting(None, "tsv/csv: column of the label.")
+    has_header: bool = setting(False, "tsv/csv: the first line of each file is a header.")
+    labels: str | None = setting(
+        None, "tsv/csv: the label set, comma-separated (default: found in train)."
+    )
+    tfds_name: str | None = setting(
+        None, "Read a TensorFlow Datasets GLUE config instead, e.g. glue/mrpc."
+    )
+    xnli_language: str = setting("zh", "xnli: the language to train and evaluate on.")
+    skip_malformed_lines: bool = setting(
+        False,
+        "Skip (and count in the log) data lines with too few columns instead of stopping there.",
+    )
+
+
+@dataclasses.dataclass
+class SquadFlags(DocStrideSetting):
+    """run_squad.py's windowing and n-best settings, each declared once: its flags (SquadConfig
+    derives from this), its part of task.json (recorded) and the export's (tasks/squad/serving.py's
+    QaSettings)."""
+
+    doc_stride = changed(128, help="Wordpieces between the starts of a long context's windows.")
+    max_query_length: int = setting(
+        64, "Question wordpieces kept; longer questions are cut to this.", recorded=True
+    )
+    n_best_size: int = setting(
+        20,
+        "Starts and ends considered per window, and answers in nbest_predictions.",
+        recorded=True,
+    )
+    max_answer_length: int = setting(30, "Longest answer, in wordpieces.", recorded=True)
+    version_2_with_negative: bool = setting(
+        False, "SQuAD 2.0: some questions have no answer.", recorded=True
+    )
+    null_score_diff_threshold: float = setting(
+        0.0, 'SQuAD 2.0: answer "" when null score - best answer score exceeds this.', recorded=True
+    )
+
+    def check_windows(self, max_seq_length):
+        """run_squad.py's rules, checked for its flags and for an export's task.json alike.
+
+        Raises:
+          InputError: naming the flag.
+        """
+        if max_seq_length <= self.max_query_length + 3:
+            raise InputError(
+                f"--max_seq_length={max_seq_length} must exceed --max_query_length="
+                f"{self.max_query_length} + 3"
+            )
+        for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
+            if getattr(self, name) < 1:
+                raise InputError(f"--{name} must be positive, got {getattr(self, name)}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ClassifierConfig(FineTuningConfig, DataSource, DocStrideSetting):
     """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
 
-    doc_stride: int | None = setting(
-        None,
-        "Classify each text whole: a text longer than --max_seq_length - 2 wordpieces becomes "
+    doc_stride = changed(
+        help="Classify each text whole: a text longer than --max_seq_length - 2 wordpieces becomes "
         "windows of that many, starting this many apart (as run_squad.py's). Training uses every "
         "window (steps count windows); eval, predict and the export combine a text's windows "
         "(--window_combination). Single-text tasks. Default: cut texts, as the original; a run "
         "that does not train, or resumes, takes the windows of the checkpoint's run (its "
-        "task.json), as its export does.",
-        recorded=True,
+        "task.json), as its export does."
     )
     class_weights: str | None = setting(
         None,
@@ -71,8 +145,7 @@ class ClassifierConfig(FineTuningConfig, data.DataSource):
         super().check()
         if self.task_name and not self.tfds_name and not self.data_dir:
             raise InputError("--data_dir is required with --task_name")
-        if self.doc_stride is not None and self.doc_stride <= 0:
-            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
+        self.check_doc_stride()
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -115,12 +188,12 @@ class MultiLabelConfig(ClassifierConfig):
 
 
 @dataclasses.dataclass(kw_only=True)
-class SquadConfig(FineTuningConfig, squad_serving.SquadFlags):
+class SquadConfig(FineTuningConfig, SquadFlags, TfdsDataDirSetting):
     """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384), the windowing and
-    n-best ones (squad_serving.SquadFlags) and where the data comes from."""
+    n-best ones (SquadFlags) and where the data comes from."""
 
     max_seq_length = changed(
-        squad_serving.MAX_SEQ_LENGTH,
+        SQUAD_MAX_SEQ_LENGTH,
         help="Longest WordPiece sequence: question, window and 3 tokens.",
     )
     train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
@@ -133,13 +206,12 @@ class SquadConfig(FineTuningConfig, squad_serving.SquadFlags):
     tfds_name: str | None = setting(
         None, "Read TensorFlow Datasets squad/v1.1 or squad/v2.0 instead of files."
     )
-    tfds_data_dir: str | None = setting(None, "TensorFlow Datasets data_dir for --tfds_name.")
 
     def check(self):
-        """FineTuningConfig.check, SQuAD's windowing and n-best rules (squad_serving.QaSettings,
-        which the export checks too) and where the data comes from."""
+        """FineTuningConfig.check, SQuAD's windowing and n-best rules (`check_windows`, which the
+        export checks too) and where the data comes from."""
         super().check()
-        squad_serving.QaSettings.of(self, self.max_seq_length)
+        self.check_windows(self.max_seq_length)
         if self.tfds_name and (self.train_file or self.predict_file):
             raise InputError("pass --tfds_name or --train_file/--predict_file, not both")
         if self.do_train and not (self.train_file or self.tfds_name):
@@ -149,34 +221,29 @@ class SquadConfig(FineTuningConfig, squad_serving.SquadFlags):
 
 
 @dataclasses.dataclass(kw_only=True)
-class TaggerConfig(FineTuningConfig):
+class TaggerConfig(FineTuningConfig, DataDirSetting, DocStrideSetting):
     """run_ner.py's settings: the shared fine-tuning ones plus the data and the window stride."""
 
-    data_dir: str | None = setting(
-        None,
-        "Folder with train.txt, dev.txt (or valid.txt) and test.txt in CoNLL format (also the "
-        "original release's eng.train, eng.testa, eng.testb).",
+    data_dir = changed(
+        help="Folder with train.txt, dev.txt (or valid.txt) and test.txt in CoNLL format (also the "
+        "original release's eng.train, eng.testa, eng.testb)."
     )
     label_column: int = setting(
         -1,
         "Column holding the label (0-based; negative counts from the end, -1 = last). The word is "
         "column 0.",
     )
-    doc_stride: int | None = setting(
-        None,
-        "A sentence longer than max_seq_length - 2 wordpieces is split into overlapping windows "
-        "starting this many pieces apart (default: (max_seq_length - 2) // 2).",
-        recorded=True,
+    doc_stride = changed(
+        help="A sentence longer than max_seq_length - 2 wordpieces is split into overlapping windows "
+        "starting this many pieces apart (default: (max_seq_length - 2) // 2)."
     )
 
     def check(self):
         super().check()
-        if not self.data_dir:
-            raise InputError("--data_dir is required")
+        self.check_data_dir()
         if self.max_seq_length < 3:
             raise InputError(f"--max_seq_length={self.max_seq_length}: must be at least 3")
-        if self.doc_stride is not None and self.doc_stride <= 0:
-            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
+        self.check_doc_stride()
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -216,30 +283,27 @@ class FeatureTaggerConfig(TaggerConfig):
 
 
 @dataclasses.dataclass(kw_only=True)
-class MultipleChoiceConfig(FineTuningConfig):
+class MultipleChoiceConfig(FineTuningConfig, DataDirSetting):
     """run_swag.py's settings: the shared fine-tuning ones plus the data folder."""
 
-    data_dir: str | None = setting(
-        None,
-        "Folder with SWAG's train.csv, val.csv and test.csv, or train.jsonl, dev.jsonl and "
-        'test.jsonl of {"context", "choices", "label", "question" (optional)}.',
+    data_dir = changed(
+        help="Folder with SWAG's train.csv, val.csv and test.csv, or train.jsonl, dev.jsonl and "
+        'test.jsonl of {"context", "choices", "label", "question" (optional)}.'
     )
 
     def check(self):
         super().check()
-        if not self.data_dir:
-            raise InputError("--data_dir is required")
+        self.check_data_dir()
 
 
 @dataclasses.dataclass(kw_only=True)
-class EmbeddingConfig(FineTuningConfig):
+class EmbeddingConfig(FineTuningConfig, DataDirSetting):
     """run_embedding.py's settings: the shared fine-tuning ones, the data folder and the pooling."""
 
-    data_dir: str | None = setting(
-        None,
-        "Folder with train.tsv and dev.tsv (rows anchor<TAB>positive[<TAB>hard negative]; or "
+    data_dir = changed(
+        help="Folder with train.tsv and dev.tsv (rows anchor<TAB>positive[<TAB>hard negative]; or "
         'train.jsonl, dev.jsonl of {"anchor", "positive", "negative" (optional)}) and test.txt '
-        '(one text to embed per line; or test.jsonl of {"text"}).',
+        '(one text to embed per line; or test.jsonl of {"text"}).'
     )
     # Recorded in task.json as the run settled them (EmbeddingRun: the flag, else the checkpoint's).
     pooling: str | None = setting(
@@ -266,8 +330,7 @@ class EmbeddingConfig(FineTuningConfig):
 
     def check(self):
         super().check()
-        if not self.data_dir:
-            raise InputError("--data_dir is required")
+        self.check_data_dir()
 
 
 # {model_type: its config class}: the registry of what task.json records of each task.

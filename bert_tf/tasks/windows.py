@@ -3,7 +3,7 @@
 run_classifier.py --doc_stride cuts a text longer than S - 2 wordpieces into windows, as run_squad.py
 does; every window is classified, and a text's windows combine into one row by the run's
 --window_combination (weighted_mean, mean or max). The features file's windows come from
-data/classification/features.py; the export makes the same windows in the graph (`text_windows`).
+tasks/classification/data/features.py; the export makes the same windows in the graph (`text_windows`).
 
 B = batch, S = sequence length, W = windows, T = texts, L = labels.
 """

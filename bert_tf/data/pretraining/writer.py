@@ -34,12 +34,13 @@ from bert_tf.data.pretraining.dynamic import DynamicMaskingSetting
 from bert_tf.errors import InputError
 from bert_tf.file_io import expand_globs, read_lines
 from bert_tf.objectives import ObjectiveSetting
-from bert_tf.settings import setting
+from bert_tf.settings import changed, setting
+from bert_tf.shared_settings import VocabFileSetting
 from bert_tf.sigterm import doing
 
 
 @dataclasses.dataclass(kw_only=True)
-class CreateConfig(ObjectiveSetting, DynamicMaskingSetting):
+class CreateConfig(ObjectiveSetting, DynamicMaskingSetting, VocabFileSetting):
     """create_pretraining_data.py's settings: the original's flags, then ours."""
 
     input_file: str | None = setting(
@@ -50,9 +51,7 @@ class CreateConfig(ObjectiveSetting, DynamicMaskingSetting):
     output_file: str | None = setting(
         None, "Output TFRecord file(s), comma-separated; instances are dealt round-robin."
     )
-    vocab_file: str | None = setting(
-        None, "The WordPiece vocabulary file the model is trained with."
-    )
+    vocab_file = changed(help="The WordPiece vocabulary file the model is trained with.")
     do_lower_case: bool = setting(True, "Lower-case the text (uncased models). Default True.")
     do_whole_word_mask: bool = setting(
         False, "Mask whole words (a word and its ## pieces together). Default False."

@@ -1,7 +1,7 @@
 """Token tagging inside the graph: raw text -> one label per word, as run_ner.py's predictions.
 
 The SavedModel of a tagger needs no Python around it: the text is split into words (str.split), each
-word tokenized alone, long texts cut into run_ner.py's overlapping windows (bert_tf/data/conll.py),
+word tokenized alone, long texts cut into run_ner.py's overlapping windows (bert_tf/tasks/tagging/conll.py),
 and each word labelled from its first piece in the window where it has the most context.
 
 B = batch, S = sequence length, L = number of labels, K = windows of a text, W = words of a text.
@@ -24,7 +24,7 @@ class TaggingPreprocessor(tf.Module):
 
     The words are `text.split()`; each is tokenized on its own by BertPreprocessor (FullTokenizer's
     ids; [UNK] for a word without pieces; at most S - 2 pieces), and a text longer than S - 2 pieces
-    becomes the overlapping windows of bert_tf.data.conll, each word predicted in the window where it
+    becomes the overlapping windows of bert_tf.tasks.tagging.conll, each word predicted in the window where it
     has the most context. So the export labels every word of any length of text as run_ner.py does.
 
     Example:

@@ -16,7 +16,7 @@ The encoder runs once per split: its layers are cached on disk (bert_tf/data/enc
 and the head trains on the cache, so a second run with another head size or learning rate never
 runs the encoder. The checkpoints hold the encoder (unchanged) and the head, so prediction from
 them, export_saved_model.py and --export_dir work as for a fine-tuned tagger; the export runs the
-frozen encoder and the head on raw text (bert_tf/tasks/tagging_serving.py).
+frozen encoder and the head on raw text (bert_tf/tasks/tagging/serving.py).
 
 B = batch, S = sequence length, K = layers read, H = hidden size, L = number of labels.
 """
@@ -28,7 +28,6 @@ import keras
 import tensorflow as tf
 
 from bert_tf.checkpoints import encoder_variable_names, restore_init_checkpoint
-from bert_tf.data import conll
 from bert_tf.data.encoder_features import (
     ENCODER_FEATURES,
     cached_encoder_features,
@@ -41,10 +40,12 @@ from bert_tf.data.feature_cache import SETTINGS_SUFFIX
 from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES
 from bert_tf.modeling import BertModel, _as_bert_config, _SavesBertConfig
-from bert_tf.tasks import tagging, tagging_serving
-from bert_tf.tasks.feature_head import DEFAULT_LSTM_SIZE, GOOGLE_SCOPE, FeatureHead
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.task_configs import FEATURE_LAYERS, FeatureTaggerConfig
+from bert_tf.tasks.tagging import conll
+from bert_tf.tasks.tagging import serving as tagging_serving
+from bert_tf.tasks.tagging import task as tagging
+from bert_tf.tasks.tagging.feature_head import GOOGLE_SCOPE, FeatureHead
+from bert_tf.tasks.task_configs import DEFAULT_LSTM_SIZE, FEATURE_LAYERS, FeatureTaggerConfig
 
 MODEL_TYPE = "feature_tagger"
 # Encoder blocks a choice needs: "last four" of fewer blocks is a misuse, not a shorter sum.

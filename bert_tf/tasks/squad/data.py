@@ -1,7 +1,7 @@
 """SQuAD 1.1 / 2.0: questions and paragraphs -> windowed features.
 
 The steps are those of google-research/bert `run_squad.py`:
-  * reading (bert_tf/data/squad_examples.py; this module gives its names too): a paragraph is split
+  * reading (bert_tf/tasks/squad/examples.py; this module gives its names too): a paragraph is split
     into words on the original's five whitespace characters (space, tab, CR, LF, U+202F), keeping
     which word each character belongs to (`char_to_word_offset`). A training answer is mapped from
     its characters to words; one whose words do not contain its text is skipped and counted. SQuAD
@@ -11,7 +11,7 @@ The steps are those of google-research/bert `run_squad.py`:
     wordpieces that spell it (`_improve_answer_span`); a window without it, or an unanswerable question,
     points at [CLS] (position 0). Each wordpiece is "max context" in the window where it has the most
     context on its shorter side (`_check_is_max_context`).
-  * predictions (bert_tf/data/squad_predictions.py): logits back to answer text.
+  * predictions (bert_tf/tasks/squad/predictions.py): logits back to answer text.
 
 Differences from the original, none of which changes a result it produces:
   * bad input raises `InputError` naming the file and question id (or article and paragraph), where
@@ -33,7 +33,7 @@ from absl import logging
 
 from bert_tf.data.packing import window_spans
 from bert_tf.data.records import serialize_values
-from bert_tf.data.squad_examples import (  # noqa: F401 (the reading half, named here too)
+from bert_tf.tasks.squad.examples import (  # noqa: F401 (the reading half, named here too)
     SquadExample,
     read_squad_examples,
     read_squad_json,

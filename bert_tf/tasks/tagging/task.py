@@ -3,7 +3,7 @@
 The model is BertModel, dropout on the sequence output, then logits = sequence_output @ output_weights^T +
 output_bias at every position (a BertHead), with output_weights [L, H] and output_bias [L] under the
 Google-format names `cls/tagging/output_weights` and `cls/tagging/output_bias`. Only the first piece of each word
-carries a label; the loss and the predictions ignore the other pieces (bert_tf/data/conll.py makes the
+carries a label; the loss and the predictions ignore the other pieces (bert_tf/tasks/tagging/conll.py makes the
 features, windows included). eval_results.txt has entity-level precision, recall and F1 as conlleval
 counts them, per-type F1 and token accuracy.
 
@@ -20,14 +20,14 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import file_io, metrics
-from bert_tf.data import conll
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
-from bert_tf.tasks import tagging_serving
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.run_files import LABELS_FILE
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.tagging import conll, entity_metrics
+from bert_tf.tasks.tagging import serving as tagging_serving
 from bert_tf.tasks.task_configs import TaggerConfig
 
 MODEL_TYPE = "tagger"
@@ -242,7 +242,7 @@ def evaluation_results(gold, predicted, labels):
         flat_gold = [label for sentence in gold for label in sentence]
         flat_predicted = [label for sentence in predicted for label in sentence]
         return {"eval_accuracy": metrics.accuracy(flat_predicted, flat_gold)}
-    scores = metrics.conll_entity_metrics(gold, predicted)
+    scores = entity_metrics.conll_entity_metrics(gold, predicted)
     results = {f"eval_{name}": scores[name] for name in ("precision", "recall", "f1", "accuracy")}
     for entity_type, type_scores in scores["per_type"].items():
         results[f"eval_f1_{entity_type}"] = type_scores["f1"]

@@ -6,9 +6,9 @@ import os
 import numpy as np
 
 from bert_tf import file_io
-from bert_tf.data.classification.processor import Columns, TableProcessor, rows
 from bert_tf.errors import InputError
 from bert_tf.file_io import MissingFileError
+from bert_tf.tasks.classification.data.processor import Columns, TableProcessor, rows
 
 
 def _sorted_labels(labels):

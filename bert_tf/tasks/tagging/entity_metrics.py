@@ -1,7 +1,7 @@
 """Entity-level scores of a tagger: precision, recall and F1 over entities as CoNLL's `conlleval`
 script counts them (and seqeval's strict mode for IOB2 / IOBES), per entity type and overall.
 
-Pure Python (no TensorFlow). `bert_tf.metrics` re-exports `conll_entity_metrics` and `extract_entities`.
+Pure Python (no TensorFlow); run_ner.py's eval (tasks/tagging/task.py) reports them.
 """
 
 _SCHEME_PREFIXES = {

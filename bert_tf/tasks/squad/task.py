@@ -4,8 +4,8 @@ The model is the original's: BertModel, then start and end logits = sequence_out
 output_weights^T + output_bias (a BertHead), with output_weights [2, H] and output_bias [2] named
 `cls/squad/output_weights` and `cls/squad/output_bias` in Google's format (so the original's
 fine-tuned checkpoints load, for prediction too). The loss is the mean of the start and end
-cross-entropies. Reading, windowing and the n-best answer texts are bert_tf/data/squad.py's; the
-export answers raw questions with the same steps in the graph (bert_tf/tasks/squad_serving.py).
+cross-entropies. Reading, windowing and the n-best answer texts are bert_tf/tasks/squad/data.py's; the
+export answers raw questions with the same steps in the graph (bert_tf/tasks/squad/serving.py).
 
 One difference from the original in prediction: each window's n best starts and ends are taken
 among its real tokens, where the original also ranks its padding positions (never valid answers),
@@ -26,16 +26,16 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import metrics, squad_evaluation
-from bert_tf.data import squad as data
-from bert_tf.data import squad_predictions
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, write_saved_model
-from bert_tf.tasks import squad_serving
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.task_configs import SquadConfig
+from bert_tf.tasks.squad import data
+from bert_tf.tasks.squad import predictions as squad_predictions
+from bert_tf.tasks.squad import serving as squad_serving
+from bert_tf.tasks.task_configs import SQUAD_MAX_SEQ_LENGTH, SquadConfig
 
 MODEL_TYPE = "squad"
 GOOGLE_SCOPE = "cls/squad/"
@@ -129,7 +129,7 @@ SPEC = TaskSpec(
     google_head=f"{GOOGLE_SCOPE}output_weights",
     # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
     # it is exported with the original's defaults as a SQuAD 1.1 model.
-    info_from_google_head=lambda shape: {"max_seq_length": squad_serving.MAX_SEQ_LENGTH},
+    info_from_google_head=lambda shape: {"max_seq_length": SQUAD_MAX_SEQ_LENGTH},
 )
 
 

@@ -17,12 +17,12 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import file_io, metrics
-from bert_tf.data import classification as data
-from bert_tf.data.classification import features as data_features
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, serving_signatures, write_saved_model
+from bert_tf.tasks.classification import data
+from bert_tf.tasks.classification.data import features as data_features
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.hooks import ClassifierHooks
@@ -156,7 +156,7 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
 
     # The features' format in the cache key: a change of it makes the features again.
     feature_format = "bert_tf classifier features 1"
-    # Several labels per text, a sigmoid each (tasks/multi_label.py).
+    # Several labels per text, a sigmoid each (tasks/classification/multi_label.py).
     multi_label = False
 
     @property

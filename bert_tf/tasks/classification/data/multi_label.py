@@ -14,9 +14,9 @@ import collections
 
 import tensorflow as tf
 
-from bert_tf.data.classification.features import parse_class_weights
-from bert_tf.data.classification.tables import ColumnsProcessor
 from bert_tf.errors import InputError
+from bert_tf.tasks.classification.data.features import parse_class_weights
+from bert_tf.tasks.classification.data.tables import ColumnsProcessor
 
 
 class MultiLabelProcessor(ColumnsProcessor):

@@ -4,8 +4,8 @@ import os
 
 import numpy as np
 
-from bert_tf.data.classification.processor import DataProcessor, InputExample
 from bert_tf.errors import InputError
+from bert_tf.tasks.classification.data.processor import DataProcessor, InputExample
 
 STANDARD_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 MNLI_MATCHED = {"train": "train", "dev": "validation_matched", "test": "test_matched"}

@@ -1,6 +1,6 @@
 """Multiple choice (SWAG): a score per choice from the pooled output, softmax over the choices.
 
-Each choice is packed as `[CLS] context [SEP] start_ending ending [SEP]` (bert_tf/data/swag.py) and
+Each choice is packed as `[CLS] context [SEP] start_ending ending [SEP]` (bert_tf/tasks/multiple_choice/swag.py) and
 scored by logit = pooled_output @ output_weights^T + output_bias (a BertHead), with output_weights [1, H] and
 output_bias [1] under the Google-format names `cls/multiple_choice/output_weights` and
 `cls/multiple_choice/output_bias`; the choices' logits go through a softmax. The head does not depend
@@ -14,12 +14,12 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import file_io, metrics
-from bert_tf.data import swag
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES, serving_module, write_saved_model
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.heads import BertTaskModel
+from bert_tf.tasks.multiple_choice import swag
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import MultipleChoiceConfig
 
@@ -78,7 +78,7 @@ def build_model(bert_config, info):
 
 
 def pack_choices(preprocessor, context, choices):
-    """[CLS] context [SEP] choice [SEP] for every choice, as bert_tf.data.swag packs them.
+    """[CLS] context [SEP] choice [SEP] for every choice, as bert_tf.tasks.multiple_choice.swag packs them.
 
     Args:
       preprocessor: a BertPreprocessor.

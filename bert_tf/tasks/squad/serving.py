@@ -1,6 +1,6 @@
 """SQuAD question answering inside the graph: raw question and context strings -> answer text.
 
-The SavedModel of a SQuAD model needs no Python around it: the steps of `bert_tf/data/squad.py` run
+The SavedModel of a SQuAD model needs no Python around it: the steps of `bert_tf/tasks/squad/data.py` run
 as TensorFlow ops, batched over every question of a request.
 
   1. Tokenize: the question (cut to max_query_length wordpieces) and the whole context, with each
@@ -41,48 +41,18 @@ import dataclasses
 
 import tensorflow as tf
 
-from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES
-from bert_tf.settings import Settings, setting
+from bert_tf.tasks.task_configs import SQUAD_MAX_SEQ_LENGTH, SquadFlags
 
-# Runs of the original's paragraph whitespace (bert_tf.data.squad._PARAGRAPH_WHITESPACE).
+# Runs of the original's paragraph whitespace (bert_tf.tasks.squad.data._PARAGRAPH_WHITESPACE).
 _PARAGRAPH_WHITESPACE_RUN = "[ \t\r\n\u202f]+"
 # write_predictions' start value for the null score: what an example without windows keeps.
 _NO_NULL_SCORE = 1000000.0
 
 
-# run_squad.py's --max_seq_length (the original's): the export's too when its task.json has none.
-MAX_SEQ_LENGTH = 384
-
-
-@dataclasses.dataclass
-class SquadFlags(Settings):
-    """run_squad.py's windowing and n-best settings, each declared once: its flags (squad.SquadConfig
-    derives from this), its part of task.json (recorded) and the export's (QaSettings)."""
-
-    doc_stride: int = setting(
-        128, "Wordpieces between the starts of a long context's windows.", recorded=True
-    )
-    max_query_length: int = setting(
-        64, "Question wordpieces kept; longer questions are cut to this.", recorded=True
-    )
-    n_best_size: int = setting(
-        20,
-        "Starts and ends considered per window, and answers in nbest_predictions.",
-        recorded=True,
-    )
-    max_answer_length: int = setting(30, "Longest answer, in wordpieces.", recorded=True)
-    version_2_with_negative: bool = setting(
-        False, "SQuAD 2.0: some questions have no answer.", recorded=True
-    )
-    null_score_diff_threshold: float = setting(
-        0.0, 'SQuAD 2.0: answer "" when null score - best answer score exceeds this.', recorded=True
-    )
-
-
 @dataclasses.dataclass
 class _SequenceLength:
-    max_seq_length: int = MAX_SEQ_LENGTH
+    max_seq_length: int = SQUAD_MAX_SEQ_LENGTH
 
 
 @dataclasses.dataclass
@@ -91,19 +61,12 @@ class QaSettings(SquadFlags, _SequenceLength):
     (the original's defaults)."""
 
     def __post_init__(self):
-        """run_squad.py's rules, checked for its flags and for an export's task.json alike.
+        """run_squad.py's rules (SquadFlags.check_windows).
 
         Raises:
           InputError: naming the flag.
         """
-        if self.max_seq_length <= self.max_query_length + 3:
-            raise InputError(
-                f"--max_seq_length={self.max_seq_length} must exceed --max_query_length="
-                f"{self.max_query_length} + 3"
-            )
-        for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
-            if getattr(self, name) < 1:
-                raise InputError(f"--{name} must be positive, got {getattr(self, name)}")
+        self.check_windows(self.max_seq_length)
 
     @classmethod
     def of(cls, settings, max_seq_length):

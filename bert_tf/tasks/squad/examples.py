@@ -1,4 +1,4 @@
-"""SQuAD 1.1 / 2.0 json (or TFDS) -> SquadExamples: the reading half of bert_tf/data/squad.py.
+"""SQuAD 1.1 / 2.0 json (or TFDS) -> SquadExamples: the reading half of bert_tf/tasks/squad/data.py.
 
 As the original run_squad.py reads: a paragraph is split into words on the original's five whitespace
 characters (space, tab, CR, LF, U+202F), keeping which word each character belongs to

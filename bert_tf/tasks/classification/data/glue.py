@@ -6,8 +6,8 @@ Quote characters in the GLUE files are text, not CSV quoting, so their lines are
 import dataclasses
 import os
 
-from bert_tf.data.classification.processor import Columns, TableProcessor, rows
 from bert_tf.errors import InputError
+from bert_tf.tasks.classification.data.processor import Columns, TableProcessor, rows
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,8 +19,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import metrics
-from bert_tf.data.classification import multi_label as data_multi_label
-from bert_tf.tasks import classification
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification.data import multi_label as data_multi_label
 from bert_tf.tasks.run_files import write_task_info
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import MultiLabelConfig

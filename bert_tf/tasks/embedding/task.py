@@ -32,7 +32,6 @@ from absl import logging
 
 from bert_tf import file_io
 from bert_tf.checkpoints import resolve_checkpoint
-from bert_tf.data import embedding_pairs
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.export import ID_FEATURES, serving_module, serving_signatures, write_saved_model
 from bert_tf.formats.sentence_transformers_folder import (
@@ -41,6 +40,7 @@ from bert_tf.formats.sentence_transformers_folder import (
     read_embedding_file,
 )
 from bert_tf.modeling import BertModel
+from bert_tf.tasks.embedding import pairs as embedding_pairs
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.spec import TaskSpec

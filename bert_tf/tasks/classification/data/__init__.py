@@ -9,52 +9,17 @@ One module per job:
   * `features`: examples -> the original run_classifier.py's features and their TFRecords;
   * `processor`: the `InputExample` and `DataProcessor` they share.
 
-`DataSource` holds the data flags (declared once, there) and `get_processor(source)` picks the reader.
+`get_processor(source)` picks the reader of the data flags (tasks/task_configs.py's `DataSource`).
 Bad data raises `InputError` naming the file and line (or the TFDS split and index).
 """
 
-import dataclasses
-
-from bert_tf.data.classification.glue import GLUE_TASKS, GlueProcessor
-from bert_tf.data.classification.tables import ColumnsProcessor
-from bert_tf.data.classification.tfds import MNLI_MISMATCHED, TFDS_GLUE, TfdsProcessor
 from bert_tf.errors import InputError
-from bert_tf.settings import setting
+from bert_tf.tasks.classification.data.glue import GLUE_TASKS, GlueProcessor
+from bert_tf.tasks.classification.data.tables import ColumnsProcessor
+from bert_tf.tasks.classification.data.tfds import MNLI_MISMATCHED, TFDS_GLUE, TfdsProcessor
 
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b"}
 TASK_NAMES = (*GLUE_TASKS, *_ALIASES, "tsv", "csv", "tfds")
-
-
-@dataclasses.dataclass(kw_only=True)
-class DataSource:
-    """Where run_classifier.py's examples come from: the data flags."""
-
-    data_dir: str | None = setting(None, "Folder with the task's files (GLUE layout or yours).")
-    task_name: str | None = setting(
-        None,
-        "cola, sst-2, mrpc, qqp, sts-b, mnli, mnli-mm, qnli, rte, wnli, ax, xnli; tsv / csv for "
-        "your own files (train/dev/test.tsv or .csv in --data_dir); tfds for another --tfds_name.",
-    )
-    text_a_column: str | None = setting(
-        None, "tsv/csv: column of the first text (0-based index or header name)."
-    )
-    text_b_column: str | None = setting(
-        None, "tsv/csv: column of the second text, for pair tasks (optional)."
-    )
-    label_column: str | None = setting(None, "tsv/csv: column of the label.")
-    has_header: bool = setting(False, "tsv/csv: the first line of each file is a header.")
-    labels: str | None = setting(
-        None, "tsv/csv: the label set, comma-separated (default: found in train)."
-    )
-    tfds_name: str | None = setting(
-        None, "Read a TensorFlow Datasets GLUE config instead, e.g. glue/mrpc."
-    )
-    tfds_data_dir: str | None = setting(None, "TensorFlow Datasets data_dir for --tfds_name.")
-    xnli_language: str = setting("zh", "xnli: the language to train and evaluate on.")
-    skip_malformed_lines: bool = setting(
-        False,
-        "Skip (and count in the log) data lines with too few columns instead of stopping there.",
-    )
 
 
 def get_processor(source):

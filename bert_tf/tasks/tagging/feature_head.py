@@ -2,7 +2,7 @@
 
 The chosen layers are combined (ELMo's scalar mix, concatenated, or one layer), then two BiLSTM
 layers and a BertHead over the labels; every variable sits under GOOGLE_SCOPE in Google's format.
-bert_tf/tasks/feature_based.py is the task around it.
+bert_tf/tasks/tagging/feature_based.py is the task around it.
 
 B = batch, S = sequence length, K = layers read, H = hidden size, L = number of labels.
 """
@@ -11,10 +11,9 @@ import keras
 import tensorflow as tf
 
 from bert_tf.tasks.heads import BertHead
+from bert_tf.tasks.task_configs import DEFAULT_LSTM_SIZE
 
 GOOGLE_SCOPE = "cls/feature_tagging/"
-# The paper's head: "a randomly initialized two-layer 768-dimensional BiLSTM".
-DEFAULT_LSTM_SIZE = 768
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

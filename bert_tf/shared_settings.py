@@ -1,0 +1,79 @@
+"""The path and window flags several scripts share, each declared once: a settings class per flag.
+
+A script's settings class derives from the classes of the shared flags it takes (its flags are the
+fields, bert_tf/settings.py); where its use of one differs, it says so with `changed(...)` (its own
+default or help text, e.g. SQuAD's `--doc_stride` of 128), never by declaring the field again.
+
+    bert_config_file, init_checkpoint
+                   run_*.py, extract_features.py, export_saved_model.py, convert_checkpoint.py
+    vocab_file     the same, and create_pretraining_data.py
+    data_dir       run_classifier.py, run_ner.py, run_swag.py, run_embedding.py (each its layout)
+    tfds_data_dir  run_classifier.py, run_squad.py
+    doc_stride     run_classifier.py, run_ner.py, run_squad.py (each its windows and default)
+
+build_vocab.py's `--vocab_file` is the file it writes, another meaning: it declares its own. Other
+flags of two scripts are declared the same way beside their code (`objectives.ObjectiveSetting`,
+`data.pretraining.dynamic.DynamicMaskingSetting`).
+"""
+
+import dataclasses
+
+from bert_tf.errors import InputError
+from bert_tf.settings import Settings, setting
+
+
+@dataclasses.dataclass(kw_only=True)
+class BertConfigFileSetting(Settings):
+    """--bert_config_file: the encoder's sizes (bert_config.json)."""
+
+    bert_config_file: str | None = setting(None, "bert_config.json of the model.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class InitCheckpointSetting(Settings):
+    """--init_checkpoint: the weights a script starts from or reads."""
+
+    init_checkpoint: str | None = setting(None, "Weights: a Google checkpoint or one of ours.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class VocabFileSetting(Settings):
+    """--vocab_file: the WordPiece vocabulary of the model, one token a line."""
+
+    vocab_file: str | None = setting(None, "vocab.txt the model was trained with.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class DataDirSetting(Settings):
+    """--data_dir: the folder of a task's train, dev and test files (their names: the task's)."""
+
+    data_dir: str | None = setting(None, "Folder with the task's train, dev and test files.")
+
+    def check_data_dir(self):
+        """Raises InputError when --data_dir is not given."""
+        if not self.data_dir:
+            raise InputError("--data_dir is required")
+
+
+@dataclasses.dataclass(kw_only=True)
+class TfdsDataDirSetting(Settings):
+    """--tfds_data_dir: where TensorFlow Datasets keeps the data --tfds_name reads."""
+
+    tfds_data_dir: str | None = setting(None, "TensorFlow Datasets data_dir for --tfds_name.")
+
+
+@dataclasses.dataclass(kw_only=True)
+class DocStrideSetting(Settings):
+    """--doc_stride: a text longer than a window is read as overlapping windows this far apart.
+
+    Recorded in task.json: the export makes the run's windows.
+    """
+
+    doc_stride: int | None = setting(
+        None, "Wordpieces between the starts of a long text's windows.", recorded=True
+    )
+
+    def check_doc_stride(self):
+        """Raises InputError for a --doc_stride that is given and not positive."""
+        if self.doc_stride is not None and self.doc_stride <= 0:
+            raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
