@@ -368,11 +368,11 @@ def _readme_demo_rest():
 
 
 # What `python scripts/demo.py --rest_reply` printed after the full-size run README's demo section
-# reports (`python scripts/demo.py`, 2026-11-27, 2 cores shared with three other jobs): the
+# reports (`python scripts/demo.py`, 2026-11-28, commit 88ea195, bench/RESULTS.md's record): the
 # README's reply must be this text. The CI size cannot reproduce these figures (another model).
 FULL_SIZE_REST_REPLY = """\
-{"predictions": [{"label": "original", "probabilities": [0.928643, 0.071357]},
-                 {"label": "original", "probabilities": [0.716715, 0.283285]}]}"""
+{"predictions": [{"label": "original", "probabilities": [0.829949, 0.170051]},
+                 {"label": "shuffled", "probabilities": [0.050816, 0.949184]}]}"""
 
 
 def _without_figures(text):
