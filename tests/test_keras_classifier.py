@@ -7,6 +7,7 @@ tensorflow and tensorflow_text.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 import tensorflow as tf
 from test_run_classifier import run, tsv_config, write_sentiment_tsv
 
-from bert_tf import BertPreprocessor, BertTextClassifier, preprocessing
+from bert_tf import BertPreprocessor, BertTextClassifier, BertTokenClassifier, preprocessing
 from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
@@ -322,3 +323,13 @@ def test_long_texts_in_windows_predict_what_the_export_combines(tmp_path):
     np.testing.assert_allclose(outputs["probabilities"], tf.nn.softmax(logits), rtol=0, atol=1e-5)
     evaluation = model.evaluate(long_texts, [1, 0, 0, 1], return_dict=True)
     assert evaluation["accuracy"] == np.mean(logits.argmax(-1) == [1, 0, 0, 1])
+
+
+@pytest.mark.parametrize("doc_stride", [0, -2, True, 2.5, "4"])
+def test_a_doc_stride_that_is_not_a_positive_integer_is_one_line_in_both_window_readers(doc_stride):
+    preprocessor = BertPreprocessor(VOCAB, max_seq_length=16)
+    message = rf"^doc_stride must be a positive integer, got {re.escape(repr(doc_stride))}$"
+    with pytest.raises(ValueError, match=message):
+        BertTextClassifier(preprocessor, _tiny_config(), num_classes=2, doc_stride=doc_stride)
+    with pytest.raises(ValueError, match=message):
+        BertTokenClassifier(preprocessor, _tiny_config(), labels=["O", "X"], doc_stride=doc_stride)

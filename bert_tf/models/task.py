@@ -272,3 +272,16 @@ def labels_array(y, num_examples, argument):
     if len(labels) != num_examples:
         raise ValueError(f"{argument}: {len(labels)} labels for {num_examples} texts")
     return labels
+
+
+def doc_stride_argument(doc_stride):
+    """A `doc_stride` argument as an int, or None when not given.
+
+    Raises:
+      ValueError: one line, for anything but a positive integer (a bool included).
+    """
+    if doc_stride is None:
+        return None
+    if isinstance(doc_stride, bool) or not isinstance(doc_stride, int) or doc_stride <= 0:
+        raise ValueError(f"doc_stride must be a positive integer, got {doc_stride!r}")
+    return int(doc_stride)

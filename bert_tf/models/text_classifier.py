@@ -14,7 +14,7 @@ import numpy as np
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets, windows
 from bert_tf.models.preprocessor import BertPreprocessor
-from bert_tf.models.task import BertTask, integer_labels, labels_array
+from bert_tf.models.task import BertTask, doc_stride_argument, integer_labels, labels_array
 from bert_tf.tasks.classification import multi_label as multi_label_task
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.run_files import TaskInfo
@@ -283,13 +283,10 @@ def _check_windows(doc_stride, window_combination, text_pairs):
         raise ValueError(
             f"window_combination must be one of {WINDOW_COMBINATIONS}, got {window_combination!r}"
         )
-    if doc_stride is None:
-        return None, window_combination
-    if isinstance(doc_stride, bool) or not isinstance(doc_stride, int) or doc_stride <= 0:
-        raise ValueError(f"doc_stride must be a positive integer, got {doc_stride!r}")
-    if text_pairs:
+    doc_stride = doc_stride_argument(doc_stride)
+    if doc_stride is not None and text_pairs:
         raise ValueError("doc_stride reads single texts in windows, not text pairs")
-    return int(doc_stride), window_combination
+    return doc_stride, window_combination
 
 
 def _run_settings(preset, num_classes, multi_label, regression, text_pairs, stride, combination):

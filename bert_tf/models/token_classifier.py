@@ -17,7 +17,7 @@ import tensorflow as tf
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
-from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask
+from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask, doc_stride_argument
 from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.tagging import task as tagging
 from bert_tf.tasks.tagging.serving import TaggingPreprocessor
@@ -90,7 +90,7 @@ class BertTokenClassifier(BertTask):
         if isinstance(bert_config, dict):
             bert_config = BertConfig.from_dict(bert_config)
         self.labels = _check_labels(labels)
-        self.doc_stride = _check_doc_stride(doc_stride)
+        self.doc_stride = doc_stride_argument(doc_stride)
         self.windows = TaggingPreprocessor(preprocessor.tokenizer, self.doc_stride)
         kwargs.setdefault("name", "bert_token_classifier")
         task_model = tagging.BertTagger(bert_config, len(self.labels))
@@ -130,7 +130,7 @@ class BertTokenClassifier(BertTask):
                     raise ValueError(f"{name}={given}, but {where} has {name}={recorded}")
             labels, doc_stride, heads = info.labels, info.settings.doc_stride, "required"
         _check_labels(labels)
-        _check_doc_stride(doc_stride)
+        doc_stride_argument(doc_stride)
         model = cls(BertPreprocessor.of_preset(preset), preset.bert_config, labels, doc_stride)
         presets.restore(model.task_model, preset, heads=heads)
         return model
@@ -270,14 +270,6 @@ def _check_labels(labels):
     if labels is None or isinstance(labels, str | bytes) or len(labels) < 2:
         raise ValueError(f"labels: give the label strings in id order (at least 2), got {labels!r}")
     return [str(label) for label in labels]
-
-
-def _check_doc_stride(doc_stride):
-    if doc_stride is None:
-        return None
-    if isinstance(doc_stride, bool) or not isinstance(doc_stride, int) or doc_stride <= 0:
-        raise ValueError(f"doc_stride must be a positive integer, got {doc_stride!r}")
-    return int(doc_stride)
 
 
 def _joined_words(words, argument):
