@@ -5,7 +5,8 @@ Each task is a folder, `tasks/<task>/`: its `task.py` holds its model (BertModel
 its data, loss, metrics and outputs) and its `spec.TaskSpec`; beside it, its data reading, its
 in-graph serving and its variant. Its settings dataclass (the flags, each declared once, the
 recorded ones also its part of task.json) is in `task_configs.py`. The plain encoder
-(`encoder.py`) is a task without a run. The specs and runs are listed here, by hand: `TASKS` (the specs) and `RUNS` (the run classes). A fine-tuning script's
+(`encoder.py`) is a task without a run. The specs and runs are listed here, by hand: `TASKS` (the
+specs) and `RUNS` (the run classes). A fine-tuning script's
 flags are `script_config(task)` (the task's and its variants': multi-label in run_classifier.py,
 feature-based in run_ner.py) and its run is `make_run(task, config)`: the variant whose flag is
 set, or a sweep of runs. export_saved_model.py and --init_checkpoint find a checkpoint's task
