@@ -82,6 +82,53 @@ def read_results(work_dir):
     return found
 
 
+def choose_on_dev(by_rate):
+    """{(set, model): (rate, rows)}: for each set and model, the rate of the best mean dev accuracy
+    over its seeds, as the paper chose its fine-tuning rate on dev (never on test).
+
+    by_rate: {rate: read_results of its finetune_dir}, in the flags' order, which breaks ties. A
+    rate with fewer runs of a (set, model) than another rate is not compared until it has as many.
+    """
+    runs = {}
+    for rate, results in by_rate.items():
+        for key, rows in results.items():
+            runs.setdefault(key, []).append((rate, rows))
+    chosen = {}
+    for key, candidates in runs.items():
+        most = max(len(rows) for _, rows in candidates)
+        complete = [(rate, rows) for rate, rows in candidates if len(rows) == most]
+        chosen[key] = max(
+            complete,
+            key=lambda pair: (
+                stats.mean_and_error([row["dev_accuracy"] for row in pair[1]])[0],
+                -complete.index(pair),
+            ),
+        )
+    return chosen
+
+
+def rate_table(by_rate, models, labels):
+    """Markdown: a row a (model, rate), dev and test accuracy of both sets, mean ± SE in percent."""
+    lines = [
+        "| model | rate | Rotten Tomatoes dev | Rotten Tomatoes test | tweets dev | tweets test |",
+        "|---|---|---|---|---|---|",
+    ]
+    for model in models:
+        if model == "tfidf_svm":  # no learning rate
+            continue
+        for rate, results in by_rate.items():
+            cells = []
+            for name in FINETUNE_SETS:
+                rows = results.get((name, model), [])
+                cells += [
+                    bench_real_text.cell([row[f"{part}_accuracy"] for row in rows])
+                    for part in ("dev", "test")
+                ]
+            if any(cell != "-" for cell in cells):
+                lines.append(f"| {labels[model]} | {rate:g} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
 def margin(better, worse):
     """(difference of means, that difference over its standard error sqrt(SE1^2 + SE2^2)); the second
     is None when either side has fewer than 2 runs."""
@@ -95,11 +142,13 @@ def margin(better, worse):
     return difference, difference / error
 
 
-def accuracy_table(results, models, labels):
-    """Markdown: a row a model, test accuracy (and the tweets' macro F1) mean ± SE in percent."""
+def accuracy_table(results, models, labels, chosen):
+    """Markdown: a row a model, test accuracy (and the tweets' macro F1) mean ± SE in percent, with
+    the rates `chosen` (choose_on_dev) picked."""
     lines = [
-        "| model | Rotten Tomatoes accuracy | tweets accuracy | tweets macro F1 | runs |",
-        "|---|---|---|---|---|",
+        "| model | Rotten Tomatoes accuracy | tweets accuracy | tweets macro F1 | runs "
+        "| rates (RT / tweets) |",
+        "|---|---|---|---|---|---|",
     ]
     for model in models:
         rt = [row["test_accuracy"] for row in results.get(("rotten_tomatoes", model), [])]
@@ -109,7 +158,13 @@ def accuracy_table(results, models, labels):
             bench_real_text.cell([row["test_accuracy"] for row in tw]),
             bench_real_text.cell([row["test_macro_f1"] for row in tw]),
         ]
-        lines.append(f"| {labels[model]} | {' | '.join(cells)} | {len(rt)} / {len(tw)} |")
+        rates = " / ".join(
+            "-" if model == "tfidf_svm" or (name, model) not in chosen
+            else f"{chosen[name, model][0]:g}"
+            for name in FINETUNE_SETS
+        )  # fmt: skip
+        runs = f"{len(rt)} / {len(tw)}"
+        lines.append(f"| {labels[model]} | {' | '.join(cells)} | {runs} | {rates} |")
     return "\n".join(lines)
 
 
