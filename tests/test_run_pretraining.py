@@ -564,3 +564,12 @@ def test_multi_worker_run_is_killed_and_resumes(tmp_path, no_dropout_config, ref
     assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{killed_at + 2}")
     assert (out / "bert_model.ckpt.index").exists()
     assert not [name for name in os.listdir(out) if name.startswith("worker")]
+    # The two workers' evaluation is of the whole batches, not of one worker's half: one process
+    # evaluating the exported weights on the same records gives the same figures.
+    _, single = run(**tiny_flags(
+        no_dropout_config, reference_records, tmp_path / "single", do_train=False,
+        init_checkpoint=str(out / "bert_model.ckpt"),
+    ))  # fmt: skip
+    workers_results = read_eval_results(out / "eval_results.txt")
+    for key in EVAL_KEYS - {"global_step"}:
+        assert workers_results[key] == pytest.approx(single[key], rel=1e-5, abs=1e-6), key
