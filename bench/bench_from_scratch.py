@@ -13,8 +13,10 @@ a pretraining run cut off resumes from its last checkpoint):
   curve     held-out masked-LM loss and accuracy of each quarter's checkpoint (and of the initial
             weights) -> curve.json and the PNG --plot_file
   finetune  (bench/from_scratch_finetune.py) each --models encoder fine-tuned on Rotten Tomatoes and
-            the tweets, --seeds seeds, and TF-IDF + LinearSVC on each
-  report    the tables of whatever curve.json and the finished runs hold (runs nothing)
+            the tweets, --seeds seeds at each --finetune_learning_rates rate, then --more_seeds at
+            the rate of the best mean dev accuracy; and TF-IDF + LinearSVC on each set
+  report    the tables of whatever curve.json and the finished runs hold (runs nothing); each
+            model's test accuracy is taken at its rate chosen on dev, never on test
 
     .venv/bin/python -m bench.bench_from_scratch --work_dir=/tmp/from_scratch --threads=1 \\
         --rotten_tomatoes_sizes=1000,500,1000 --tweets_sizes=1000,500,1000
@@ -73,6 +75,11 @@ flags.DEFINE_list(
     "rate of the best mean dev accuracy (the default is the grid of Google's small BERTs).",
 )  # fmt: skip
 flags.DEFINE_float("finetune_epochs", 4, "Fine-tuning epochs, fixed (no sweep).")
+flags.DEFINE_list(
+    "more_seeds", [],
+    "Fine-tuning seeds run after the --seeds grid, each only at the rate chosen on dev for its "
+    "model and set (the rates are compared on --seeds).",
+)  # fmt: skip
 
 
 def path(*parts):
@@ -263,13 +270,30 @@ def finetune_stage():
         from_scratch_finetune.finetune_all(
             finetune_dir(rate), model_dirs, seeds, rate, FLAGS.finetune_epochs
         )
+    if not FLAGS.more_seeds:
+        return
+    chosen = from_scratch_finetune.choose_on_dev(results_by_rate())
+    for rate in learning_rates():
+        pairs = {
+            (name, model)
+            for (name, model), (chosen_rate, _) in chosen.items()
+            if chosen_rate == rate and model in model_dirs
+        }
+        from_scratch_finetune.finetune_all(
+            finetune_dir(rate), model_dirs, [int(seed) for seed in FLAGS.more_seeds], rate,
+            FLAGS.finetune_epochs, pairs,
+        )  # fmt: skip
+
+
+def results_by_rate():
+    return {
+        rate: from_scratch_finetune.read_results(finetune_dir(rate)) for rate in learning_rates()
+    }
 
 
 def report(curve):
     """The tables of whatever has run."""
-    by_rate = {
-        rate: from_scratch_finetune.read_results(finetune_dir(rate)) for rate in learning_rates()
-    }
+    by_rate = results_by_rate()
     chosen = from_scratch_finetune.choose_on_dev(by_rate)
     results = {key: rows for key, (_, rows) in chosen.items()}
     labels = model_labels()
@@ -279,7 +303,7 @@ def report(curve):
         count = from_scratch_pretrain.count_records(path("records", "heldout.tfrecord"))
         print(f"\nHeld-out masked-LM loss and accuracy ({count} instances, fixed masks):\n")
         print(curve_table(curve))
-    print("\nTest accuracy (percent), mean ± SE over fine-tuning seeds, by learning rate:\n")
+    print("\nDev and test accuracy (percent), mean ± SE over fine-tuning seeds, by rate:\n")
     print(from_scratch_finetune.rate_table(by_rate, models, labels))
     print(
         "\nTest accuracy at each model's and set's rate of the best mean dev accuracy, mean ± SE "

@@ -41,13 +41,14 @@ def split(name, work_dir):
     return data_dir, tuple(read_tsv(file) for file in files)
 
 
-def finetune_all(work_dir, model_dirs, seeds, learning_rate, epochs):
+def finetune_all(work_dir, model_dirs, seeds, learning_rate, epochs, pairs=None):
     """Runs every missing (set, model, seed) and the bag of words of each set.
 
     Args:
       work_dir: the settings' finetune_dir (splits, runs and results go there).
       model_dirs: {model name: its folder}.
       seeds: fine-tuning seeds.
+      pairs: only these (set, model) pairs (None: all).
     """
     results_dir = os.path.join(work_dir, "results")
     os.makedirs(results_dir, exist_ok=True)
@@ -62,7 +63,7 @@ def finetune_all(work_dir, model_dirs, seeds, learning_rate, epochs):
         for name, (data_dir, (_, _, test)) in splits.items():
             for model, model_dir in model_dirs.items():
                 path = result_file(results_dir, name, model, seed)
-                if os.path.exists(path):
+                if os.path.exists(path) or (pairs is not None and (name, model) not in pairs):
                     continue
                 run_dir = os.path.join(work_dir, "runs", f"{name}__{model}__{seed}")
                 row = bench_real_text.ours(
@@ -73,58 +74,71 @@ def finetune_all(work_dir, model_dirs, seeds, learning_rate, epochs):
 
 
 def read_results(work_dir):
-    """{(set, model): [result rows, by seed]}."""
+    """{(set, model): [result rows (with their "seed"), by seed]}."""
     found = {}
-    for path in sorted(glob.glob(os.path.join(work_dir, "results", "*.json"))):
-        name, model, _ = os.path.basename(path)[: -len(".json")].split("__")
+    for path in glob.glob(os.path.join(work_dir, "results", "*.json")):
+        name, model, seed = os.path.basename(path)[: -len(".json")].split("__")
         with open(path, encoding="utf-8") as reader:
-            found.setdefault((name, model), []).append(json.load(reader))
-    return found
+            row = {**json.load(reader), "seed": int(seed)}
+        found.setdefault((name, model), []).append(row)
+    return {key: sorted(rows, key=lambda row: row["seed"]) for key, rows in found.items()}
 
 
 def choose_on_dev(by_rate):
-    """{(set, model): (rate, rows)}: for each set and model, the rate of the best mean dev accuracy
-    over its seeds, as the paper chose its fine-tuning rate on dev (never on test).
+    """{(set, model): (rate, rows)}: for each set and model, the rate of the best mean dev accuracy,
+    as the paper chose its fine-tuning rate on dev (never on test), with every run at that rate.
 
-    by_rate: {rate: read_results of its finetune_dir}, in the flags' order, which breaks ties. A
-    rate with fewer runs of a (set, model) than another rate is not compared until it has as many.
+    by_rate: {rate: read_results of its finetune_dir}, in the flags' order, which breaks ties. The
+    rates are compared on the seeds they have all run (--more_seeds run only at the chosen rate); a
+    rate sharing no seed with the others is left out until it has run theirs.
     """
     runs = {}
     for rate, results in by_rate.items():
         for key, rows in results.items():
-            runs.setdefault(key, []).append((rate, rows))
+            runs.setdefault(key, []).append((rate, {row["seed"]: row for row in rows}))
     chosen = {}
     for key, candidates in runs.items():
-        most = max(len(rows) for _, rows in candidates)
-        complete = [(rate, rows) for rate, rows in candidates if len(rows) == most]
-        chosen[key] = max(
-            complete,
-            key=lambda pair: (
-                stats.mean_and_error([row["dev_accuracy"] for row in pair[1]])[0],
-                -complete.index(pair),
+        while True:
+            shared = set.intersection(*(set(by_seed) for _, by_seed in candidates))
+            if shared:
+                break
+            fewest = min(range(len(candidates)), key=lambda i: (len(candidates[i][1]), -i))
+            del candidates[fewest]
+        best = max(
+            range(len(candidates)),
+            key=lambda i: (
+                stats.mean_and_error([candidates[i][1][seed]["dev_accuracy"] for seed in shared])[
+                    0
+                ],
+                -i,
             ),
         )
+        rate, by_seed = candidates[best]
+        chosen[key] = (rate, [by_seed[seed] for seed in sorted(by_seed)])
     return chosen
 
 
 def rate_table(by_rate, models, labels):
     """Markdown: a row a (model, rate), dev and test accuracy of both sets, mean ± SE in percent."""
     lines = [
-        "| model | rate | Rotten Tomatoes dev | Rotten Tomatoes test | tweets dev | tweets test |",
-        "|---|---|---|---|---|---|",
+        "| model | rate | Rotten Tomatoes dev | Rotten Tomatoes test | tweets dev | tweets test "
+        "| runs |",
+        "|---|---|---|---|---|---|---|",
     ]
     for model in models:
         if model == "tfidf_svm":  # no learning rate
             continue
         for rate, results in by_rate.items():
-            cells = []
+            cells, runs = [], []
             for name in FINETUNE_SETS:
                 rows = results.get((name, model), [])
+                runs.append(str(len(rows)))
                 cells += [
                     bench_real_text.cell([row[f"{part}_accuracy"] for row in rows])
                     for part in ("dev", "test")
                 ]
             if any(cell != "-" for cell in cells):
+                cells.append(" / ".join(runs))
                 lines.append(f"| {labels[model]} | {rate:g} | {' | '.join(cells)} |")
     return "\n".join(lines)
 

@@ -102,26 +102,31 @@ def test_the_fine_tuning_rate_is_chosen_on_dev_never_on_test(tmp_path):
         """
         from bench import from_scratch_finetune
 
-        def rows(*dev_test):
-            return [{"dev_accuracy": d, "test_accuracy": t} for d, t in dev_test]
+        def rows(*dev_test, first=1):
+            return [{"seed": first + k, "dev_accuracy": d, "test_accuracy": t}
+                    for k, (d, t) in enumerate(dev_test)]
 
         by_rate = {
             3e-4: {("rt", "random"): rows((0.60, 0.90), (0.60, 0.90), (0.60, 0.90)),
-                   ("rt", "pretrained"): rows((0.70, 0.6), (0.70, 0.6), (0.70, 0.6))},
-            1e-4: {("rt", "random"): rows((0.50, 0.5), (0.70, 0.5), (0.72, 0.5)),
-                   ("rt", "pretrained"): rows((0.70, 0.7), (0.70, 0.7), (0.70, 0.7))},
-            5e-5: {("rt", "random"): rows((0.99, 0.99)),
+                   ("rt", "pretrained"): rows((0.70, 0.6), (0.70, 0.6), (0.70, 0.6)),
                    ("tweets", "random"): rows((0.4, 0.4), (0.5, 0.5))},
+            1e-4: {("rt", "random"): rows((0.50, 0.5), (0.70, 0.5), (0.72, 0.5)),
+                   ("rt", "pretrained"): rows((0.70, 0.7), (0.70, 0.7), (0.70, 0.7)),
+                   ("tweets", "random"): rows((0.40, 0.4), (0.44, 0.5), (0.9, 0.9), (0.9, 0.9))},
+            5e-5: {("rt", "random"): rows((0.99, 0.99), first=4),
+                   ("tweets", "random"): rows((0.1, 0.1), (0.1, 0.1), (0.1, 0.1))},
         }
         chosen = from_scratch_finetune.choose_on_dev(by_rate)
-        print(json.dumps({f"{k[0]} {k[1]}": [rate, len(rows)] for k, (rate, rows) in chosen.items()}))
+        print(json.dumps({f"{k[0]} {k[1]}": [rate, [row["seed"] for row in rows]]
+                          for k, (rate, rows) in chosen.items()}))
         """,
         tmp_path,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     chosen = json.loads(result.stdout.strip().splitlines()[-1])
-    # Mean dev 0.64 beats 0.60 though 3e-4's test accuracy is higher; 5e-5's single run waits for
-    # as many runs as the others have.
-    assert chosen["rt random"] == [1e-4, 3]
-    assert chosen["rt pretrained"] == [3e-4, 3]  # equal dev: the first rate in the flags' order
-    assert chosen["tweets random"] == [5e-5, 2]
+    # Mean dev 0.64 beats 0.60 though 3e-4's test accuracy is higher; 5e-5 has run no seed the
+    # others have, so it waits.
+    assert chosen["rt random"] == [1e-4, [1, 2, 3]]
+    assert chosen["rt pretrained"] == [3e-4, [1, 2, 3]]  # equal dev: the first rate in the order
+    # Compared on the seeds all three rates ran (1 and 2), then every run at the chosen rate.
+    assert chosen["tweets random"] == [3e-4, [1, 2]]
