@@ -234,7 +234,7 @@ def curve_table(curve):
     ]
     by_step = {}
     for masking in MASKINGS:
-        for step, loss, accuracy in curve["heldout"][masking]:
+        for step, loss, accuracy in curve["heldout"].get(masking, []):
             by_step.setdefault(step, {})[masking] = f"{loss:.3f} | {100 * accuracy:.2f}%"
     for step, cells in sorted(by_step.items()):
         lines.append(f"| {step} | " + " | ".join(cells.get(m, "- | -") for m in MASKINGS) + " |")
