@@ -106,6 +106,13 @@ def check_flags():
         )
     if len(FLAGS.encoder) != 4:
         raise ValueError(f"--encoder takes layers,hidden,heads,intermediate, got {FLAGS.encoder}")
+    for name, kind in (("finetune_learning_rates", float), ("more_seeds", int)):
+        try:
+            values = [kind(value) for value in getattr(FLAGS, name)]
+        except ValueError:
+            raise ValueError(f"--{name}: {kind.__name__}s, got {getattr(FLAGS, name)}") from None
+        if kind is float and (not values or min(values) <= 0):
+            raise ValueError(f"--{name}: positive rates, got {getattr(FLAGS, name)}")
 
 
 def tweet_heldout_texts():
