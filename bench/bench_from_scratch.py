@@ -286,6 +286,8 @@ def finetune_stage():
             for (name, model), (chosen_rate, _) in chosen.items()
             if chosen_rate == rate and model in model_dirs
         }
+        if not pairs:
+            continue
         from_scratch_finetune.finetune_all(
             finetune_dir(rate), model_dirs, [int(seed) for seed in FLAGS.more_seeds], rate,
             FLAGS.finetune_epochs, pairs,
@@ -312,6 +314,8 @@ def report(curve):
         print(curve_table(curve))
     print("\nDev and test accuracy (percent), mean ± SE over fine-tuning seeds, by rate:\n")
     print(from_scratch_finetune.rate_table(by_rate, models, labels))
+    print("\nTest accuracy seed by seed (percent):\n")
+    print("\n".join(from_scratch_finetune.seed_lines(by_rate, models, labels)))
     print(
         "\nTest accuracy at each model's and set's rate of the best mean dev accuracy, mean ± SE "
         "over fine-tuning seeds (percent):\n"

@@ -13,6 +13,7 @@ import glob
 import json
 import math
 import os
+import statistics
 
 from bench import bench_real_text, stats
 from bert_tf import file_io
@@ -104,16 +105,11 @@ def choose_on_dev(by_rate):
                 break
             fewest = min(range(len(candidates)), key=lambda i: (len(candidates[i][1]), -i))
             del candidates[fewest]
-        best = max(
-            range(len(candidates)),
-            key=lambda i: (
-                stats.mean_and_error([candidates[i][1][seed]["dev_accuracy"] for seed in shared])[
-                    0
-                ],
-                -i,
-            ),
-        )
-        rate, by_seed = candidates[best]
+        scores = [
+            (statistics.fmean(by_seed[seed]["dev_accuracy"] for seed in shared), -i)
+            for i, (_, by_seed) in enumerate(candidates)
+        ]
+        rate, by_seed = candidates[scores.index(max(scores))]
         chosen[key] = (rate, [by_seed[seed] for seed in sorted(by_seed)])
     return chosen
 
@@ -141,6 +137,23 @@ def rate_table(by_rate, models, labels):
                 cells.append(" / ".join(runs))
                 lines.append(f"| {labels[model]} | {rate:g} | {' | '.join(cells)} |")
     return "\n".join(lines)
+
+
+def seed_lines(by_rate, models, labels):
+    """One line a (model, rate, set): its test accuracy seed by seed, in percent."""
+    lines = []
+    for model in models:
+        if model == "tfidf_svm":
+            continue
+        for rate, results in by_rate.items():
+            for name in FINETUNE_SETS:
+                rows = results.get((name, model), [])
+                if rows:
+                    runs = ", ".join(
+                        f"{row['seed']}: {100 * row['test_accuracy']:.1f}" for row in rows
+                    )
+                    lines.append(f"- {labels[model]}, {rate:g}, {name}: {runs}")
+    return lines
 
 
 def margin(better, worse):
