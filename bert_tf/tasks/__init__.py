@@ -6,12 +6,11 @@ its data, loss, metrics and outputs) and its `spec.TaskSpec`; beside it, its dat
 in-graph serving and its variant. Its settings dataclass (the flags, each declared once, the
 recorded ones also its part of task.json) is in `task_configs.py`. The plain encoder
 (`encoder.py`) is a task without a run. The specs and runs are listed here, by hand: `TASKS` (the
-specs) and `RUNS` (the run classes). A fine-tuning script's
-flags are `script_config(task)` (the task's and its variants': multi-label in run_classifier.py,
-feature-based in run_ner.py) and its run is `make_run(task, config)`: the variant whose flag is
-set, or a sweep of runs. export_saved_model.py and --init_checkpoint find a checkpoint's task
-through TASKS. bench/ and the demo import tasks, never scripts. docs/adding_a_task.md is the
-checklist.
+specs) and `RUNS` (the run classes). A fine-tuning script's flags are `script_config(task)` (the
+task's and its variants': multi-label in run_classifier.py, feature-based in run_ner.py) and its
+run is `make_run(task, config)`: the variant whose flag is set, or a sweep of runs.
+export_saved_model.py and --init_checkpoint find a checkpoint's task through TASKS. bench/ and the
+demo import tasks, never scripts. docs/adding_a_task.md is the checklist.
 """
 
 from bert_tf.errors import InputError
