@@ -40,7 +40,7 @@ from bench import (
     from_scratch_pretrain,
     machine,
 )
-from bench.from_scratch_pretrain import MASKINGS
+from bench.from_scratch_pretrain import RUNS
 
 STAGES = ("data", "pretrain", "curve", "finetune", "report")
 
@@ -48,7 +48,12 @@ FLAGS = flags.FLAGS
 # bench_real_text's flags are shared: --work_dir, --rotten_tomatoes_sizes, --tweets_sizes,
 # --short_max_seq_length (fine-tuning), --batch_size, --seeds, --split_seed, --threads.
 flags.DEFINE_list("stages", list(STAGES), f"Any of {', '.join(STAGES)}, run in this order.")
-flags.DEFINE_list("maskings", list(MASKINGS), "The pretraining runs the pretrain stage runs.")
+flags.DEFINE_list(
+    "maskings", ["static", "dynamic"],
+    "The pretraining runs the data and pretrain stages prepare and run: static, dynamic (masking, "
+    "on the same text) or dynamic-rt (dynamic, on that text and Rotten Tomatoes' texts outside its "
+    "fine-tuning dev and test sets).",
+)  # fmt: skip
 flags.DEFINE_integer("vocab_size", 8000, "Most tokens of the learned vocabulary.")
 flags.DEFINE_integer(
     "max_imdb_reviews",
@@ -97,7 +102,7 @@ def pretrain_settings():
 
 def check_flags():
     """One line for a flag that cannot work, before any work."""
-    unknown = sorted(set(FLAGS.stages) - set(STAGES)) + sorted(set(FLAGS.maskings) - set(MASKINGS))
+    unknown = sorted(set(FLAGS.stages) - set(STAGES)) + sorted(set(FLAGS.maskings) - set(RUNS))
     if unknown:
         raise ValueError(f"--stages / --maskings: unknown {', '.join(unknown)}")
     if FLAGS.pretrain_steps <= 0 or FLAGS.pretrain_steps % 40:
@@ -115,23 +120,32 @@ def check_flags():
             raise ValueError(f"--{name}: positive rates, got {getattr(FLAGS, name)}")
 
 
-def tweet_heldout_texts():
-    """The texts of the tweets' fine-tuning dev and test sets (bench_real_text's split)."""
-    _, splits, _ = bench_real_text.prepare("tweets", FLAGS.work_dir)
+def heldout_texts(name):
+    """The texts of a set's fine-tuning dev and test sets (bench_real_text's split)."""
+    _, splits, _ = bench_real_text.prepare(name, FLAGS.work_dir)
     return {text for split in splits[1:] for _, text in split}
 
 
 def data_stage():
-    """Text, vocabulary, bert_config.json and records; each output is skipped when it exists."""
+    """Text, vocabulary, bert_config.json and the records of --maskings' runs and of the held-out
+    text; each output is skipped when it exists. data.json sums up what has been written."""
     summary_file = path("data.json")
+    summary = {}
     if os.path.exists(summary_file):
         with open(summary_file, encoding="utf-8") as reader:
-            return json.load(reader)
-    summary = {}
+            summary = json.load(reader)
+    runs = [run for run in RUNS if run in FLAGS.maskings]
+    wanted = [f"{run}_records" for run in runs] + ["heldout_records"]
+    if all(key in summary for key in wanted):
+        return summary
     start = time.perf_counter()
     if not os.path.exists(path("text", "pretrain.txt")):
         summary["documents"] = from_scratch_corpus.write_corpus(
-            path("text"), tweet_heldout_texts(), FLAGS.heldout_every, FLAGS.max_imdb_reviews
+            path("text"), heldout_texts("tweets"), FLAGS.heldout_every, FLAGS.max_imdb_reviews
+        )
+    if "dynamic-rt" in runs and not os.path.exists(path("text", "pretrain_rt.txt")):
+        summary["rotten_tomatoes_text"] = from_scratch_corpus.rotten_tomatoes_text(
+            path("text"), heldout_texts("rotten_tomatoes")
         )
     if not os.path.exists(path("vocab.txt")):
         from_scratch_pretrain.learn_vocab(
@@ -146,18 +160,17 @@ def data_stage():
     )  # fmt: skip
     os.makedirs(path("records"), exist_ok=True)
     shape = (FLAGS.pretrain_max_seq_length, FLAGS.max_predictions_per_seq)
-    for name, text, dynamic, dupe in (
-        ("static", "pretrain", False, FLAGS.dupe_factor),
-        ("dynamic", "pretrain", True, 1),
-        ("heldout", "heldout", False, 1),
-    ):
+    outputs = [(run, *RUNS[run]) for run in runs] + [("heldout", "heldout", False)]
+    for name, text, dynamic in outputs:
         records = path("records", f"{name}.tfrecord")
+        dupe = FLAGS.dupe_factor if name in RUNS and not dynamic else 1
         if not os.path.exists(records):
             from_scratch_pretrain.write_records(
                 path("text", f"{text}.txt"), path("vocab.txt"), records, dynamic, shape, dupe
             )
-        summary[f"{name}_records"] = from_scratch_pretrain.count_records(records)
-    summary["data_seconds"] = time.perf_counter() - start
+        if f"{name}_records" not in summary:
+            summary[f"{name}_records"] = from_scratch_pretrain.count_records(records)
+    summary["data_seconds"] = summary.get("data_seconds", 0) + time.perf_counter() - start
     from bert_tf import file_io
 
     file_io.write_text(summary_file, json.dumps(summary, indent=2) + "\n")
@@ -166,16 +179,16 @@ def data_stage():
 
 def pretrain_stage():
     """The --maskings runs, each skipped when its bert_model.ckpt (written at the end) exists."""
-    for masking in FLAGS.maskings:
-        output_dir = path(f"pretrain_{masking}")
+    for run in FLAGS.maskings:
+        output_dir = path(f"pretrain_{run}")
         if os.path.exists(os.path.join(output_dir, "bert_model.ckpt.index")):
             continue
         start = time.perf_counter()
         from_scratch_pretrain.pretrain(
-            path("records", f"{masking}.tfrecord"), path("bert_config.json"), output_dir,
-            masking == "dynamic", pretrain_settings(),
+            path("records", f"{run}.tfrecord"), path("bert_config.json"), output_dir,
+            RUNS[run][1], pretrain_settings(),
         )  # fmt: skip
-        print(f"pretrain_{masking}: {time.perf_counter() - start:.0f} s wall", flush=True)
+        print(f"pretrain_{run}: {time.perf_counter() - start:.0f} s wall", flush=True)
 
 
 def model_dir(model):
@@ -185,9 +198,9 @@ def model_dir(model):
         return folder
     checkpoint = None
     if model != "random":
-        masking, budget = model.split("_")
+        run, budget = model.rsplit("_", 1)
         step = FLAGS.pretrain_steps // (2 if budget == "half" else 1)
-        checkpoint = path(f"pretrain_{masking}", f"model.ckpt-{step}")
+        checkpoint = path(f"pretrain_{run}", f"model.ckpt-{step}")
     os.makedirs(path("models"), exist_ok=True)
     return from_scratch_pretrain.export_model(
         path("bert_config.json"), path("vocab.txt"), checkpoint, folder
@@ -195,12 +208,19 @@ def model_dir(model):
 
 
 def curve_stage():
-    """Held-out masked-LM loss and accuracy at every quarter of the steps -> curve.json, the PNG."""
+    """Held-out masked-LM loss and accuracy at every quarter of the steps of each finished pretraining
+    run -> curve.json (a run already there is not evaluated again), the PNG."""
     curve_file = path("curve.json")
+    curve = {"heldout": {}, "training": {}}
     if os.path.exists(curve_file):
         with open(curve_file, encoding="utf-8") as reader:
             curve = json.load(reader)
-    else:
+    missing = [
+        run for run in RUNS
+        if run not in curve["heldout"]
+        and os.path.exists(path(f"pretrain_{run}", "bert_model.ckpt.index"))
+    ]  # fmt: skip
+    if missing:
         records = path("records", "heldout.tfrecord")
         count = from_scratch_pretrain.count_records(records)
 
@@ -211,19 +231,16 @@ def curve_stage():
             )  # fmt: skip
 
         initial = evaluate("random", os.path.join(model_dir("random"), "bert_model.ckpt"))
-        curve = {"heldout": {}, "training": {}}
-        for masking in MASKINGS:
-            run_dir = path(f"pretrain_{masking}")
-            if not os.path.isdir(run_dir):  # a study of one masking (--maskings)
-                continue
+        for run in missing:
+            run_dir = path(f"pretrain_{run}")
             points = [(0, initial)]
             for step, prefix in sorted(from_scratch_pretrain.checkpoint_steps(run_dir).items()):
-                points.append((step, evaluate(f"{masking}_{step}", prefix)))
-            curve["heldout"][masking] = [
+                points.append((step, evaluate(f"{run}_{step}", prefix)))
+            curve["heldout"][run] = [
                 (step, found["masked_lm_loss"], found["masked_lm_accuracy"])
                 for step, found in points
             ]
-            curve["training"][masking] = from_scratch_pretrain.training_losses(run_dir)
+            curve["training"][run] = from_scratch_pretrain.training_losses(run_dir)
         from bert_tf import file_io
 
         file_io.write_text(curve_file, json.dumps(curve) + "\n")
@@ -233,27 +250,33 @@ def curve_stage():
 
 
 def curve_table(curve):
+    runs = [run for run in RUNS if run in curve["heldout"]]
     lines = [
-        "| step | "
-        + " | ".join(f"{m} held-out MLM loss | {m} MLM accuracy" for m in MASKINGS)
-        + " |",
-        "|---" * (1 + 2 * len(MASKINGS)) + "|",
+        "| step | " + " | ".join(f"{r} held-out MLM loss | {r} MLM accuracy" for r in runs) + " |",
+        "|---" * (1 + 2 * len(runs)) + "|",
     ]
     by_step = {}
-    for masking in MASKINGS:
-        for step, loss, accuracy in curve["heldout"].get(masking, []):
-            by_step.setdefault(step, {})[masking] = f"{loss:.3f} | {100 * accuracy:.2f}%"
+    for run in runs:
+        for step, loss, accuracy in curve["heldout"][run]:
+            by_step.setdefault(step, {})[run] = f"{loss:.3f} | {100 * accuracy:.2f}%"
     for step, cells in sorted(by_step.items()):
-        lines.append(f"| {step} | " + " | ".join(cells.get(m, "- | -") for m in MASKINGS) + " |")
+        lines.append(f"| {step} | " + " | ".join(cells.get(r, "- | -") for r in runs) + " |")
     return "\n".join(lines)
+
+
+RUN_LABELS = {
+    "static": "static masking",
+    "dynamic": "dynamic masking",
+    "dynamic-rt": "dynamic masking, + Rotten Tomatoes texts",
+}
 
 
 def model_labels():
     half, full = FLAGS.pretrain_steps // 2, FLAGS.pretrain_steps
     labels = {"random": "random init (no pretraining)", "tfidf_svm": "TF-IDF + LinearSVC"}
-    for masking in MASKINGS:
-        labels[f"{masking}_half"] = f"pretrained, {masking} masking, {half} steps"
-        labels[f"{masking}_full"] = f"pretrained, {masking} masking, {full} steps"
+    for run in RUNS:
+        labels[f"{run}_half"] = f"pretrained, {RUN_LABELS[run]}, {half} steps"
+        labels[f"{run}_full"] = f"pretrained, {RUN_LABELS[run]}, {full} steps"
     return labels
 
 

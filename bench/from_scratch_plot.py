@@ -7,7 +7,7 @@ line in the loss panel. No flags here.
 
 from PIL import Image, ImageDraw, ImageFont
 
-COLORS = {"static": (31, 119, 180), "dynamic": (214, 39, 40)}
+COLORS = {"static": (31, 119, 180), "dynamic": (214, 39, 40), "dynamic-rt": (44, 160, 44)}
 PANEL = (520, 360)  # width, height of one panel, pixels
 MARGIN = (70, 40, 20, 50)  # left, top, right, bottom
 
@@ -60,8 +60,9 @@ def draw_curves(path, heldout, training):
 
     Args:
       path: the PNG to write.
-      heldout: {masking: [(step, masked-LM loss, masked-LM accuracy)]} on the held-out text.
-      training: {masking: [(step, masked-LM training loss)]}.
+      heldout: {run: [(step, masked-LM loss, masked-LM accuracy)]} on the held-out text (a run of
+        from_scratch_pretrain.RUNS).
+      training: {run: [(step, masked-LM training loss)]}.
     """
     font = ImageFont.load_default()
     image = Image.new("RGB", (2 * PANEL[0], PANEL[1] + 30), "white")
@@ -82,14 +83,15 @@ def draw_curves(path, heldout, training):
     accuracy_panel = _panel(
         draw, (PANEL[0], 0), "held-out masked-LM accuracy", x_range, _range(accuracies), font
     )
-    for masking, rows in heldout.items():
-        color = COLORS[masking]
-        _series(draw, loss_panel, training.get(masking, []), color, 1, markers=False)
+    for run, rows in heldout.items():
+        color = COLORS[run]
+        _series(draw, loss_panel, training.get(run, []), color, 1, markers=False)
         _series(draw, loss_panel, [(s, v) for s, v, _ in rows], color, 2, markers=True)
         _series(draw, accuracy_panel, [(s, a) for s, _, a in rows], color, 2, markers=True)
-    for k, masking in enumerate(heldout):
+    for k, run in enumerate(heldout):
         x = MARGIN[0] + 200 * k
-        draw.rectangle([x, PANEL[1] + 8, x + 14, PANEL[1] + 22], fill=COLORS[masking])
-        draw.text((x + 20, PANEL[1] + 8), f"{masking} masking", fill=(0, 0, 0), font=font)
+        draw.rectangle([x, PANEL[1] + 8, x + 14, PANEL[1] + 22], fill=COLORS[run])
+        label = f"{run} masking" if run in ("static", "dynamic") else "dynamic, + Rotten Tomatoes"
+        draw.text((x + 20, PANEL[1] + 8), label, fill=(0, 0, 0), font=font)
     image.save(path, format="PNG")
     return path

@@ -14,8 +14,15 @@ import shutil
 
 from bert_tf import file_io
 
-# The two masking settings: create_pretraining_data.py's and run_pretraining.py's --dynamic_masking.
-MASKINGS = ("static", "dynamic")
+# The pretraining runs: {run: (its text, text/<text>.txt; whether its masks are dynamic, as
+# create_pretraining_data.py's and run_pretraining.py's --dynamic_masking)}. static and dynamic read
+# the same text; dynamic-rt adds Rotten Tomatoes' texts outside its fine-tuning dev and test sets
+# (from_scratch_corpus.rotten_tomatoes_text).
+RUNS = {
+    "static": ("pretrain", False),
+    "dynamic": ("pretrain", True),
+    "dynamic-rt": ("pretrain_rt", True),
+}
 
 
 def learn_vocab(text_file, vocab_file, vocab_size):

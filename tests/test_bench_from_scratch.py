@@ -1,6 +1,6 @@
 """bench/bench_from_scratch.py's text layout at a tiny size: Austen's chapters become documents of
-sentences, a missing novel is one line naming it, and the held-out documents never reach the
-pretraining file.
+sentences, a missing novel is one line naming it, the held-out documents never reach the
+pretraining file, and short texts grouped into documents carry no label.
 
 The bench's modules define absl flags at import (through bench_real_text), so they run in a child
 process, as tests/test_bench_real_text.py does."""
@@ -95,6 +95,41 @@ def test_held_out_documents_never_reach_the_pretraining_file(tmp_path):
     train, heldout = json.loads(result.stdout.strip().splitlines()[-1])
     assert heldout == ["Document 3 sentence 0.", "Document 7 sentence 0."]
     assert len(train) == 8 and not set(train) & set(heldout)
+
+
+def test_short_texts_are_documents_that_carry_no_label_and_no_held_out_text(tmp_path):
+    # The tweets' and Rotten Tomatoes' files are sorted by label. Grouped in that order, a document's
+    # texts would share a label and next-sentence prediction would learn it.
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "pretrain.txt").write_text("Base one.\nBase two.\n\nBase three.\n")
+    result = _run(
+        """
+        import sys
+        from bench import bench_real_text, from_scratch_corpus
+        rows = [(label, f"{label} review {k}.") for label in ("0", "1") for k in range(400)]
+        bench_real_text.read_set = lambda name: rows
+        heldout = {"0 review 7.", "1 review 300."}
+        added = from_scratch_corpus.rotten_tomatoes_text(sys.argv[1] + "/text", heldout)
+        with open(sys.argv[1] + "/text/pretrain_rt.txt", encoding="utf-8") as reader:
+            print(json.dumps([added, reader.read()]))
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    added, text = json.loads(result.stdout.strip().splitlines()[-1])
+    assert text.startswith("Base one.\nBase two.\n\nBase three.\n\n")
+    documents = [d.split("\n") for d in text.strip().split("\n\n")[2:]]
+    texts = [t for d in documents for t in d]
+    assert sorted(texts) == sorted(
+        f"{label} review {k}." for label in ("0", "1") for k in range(400)
+        if f"{label} review {k}." not in ("0 review 7.", "1 review 300.")
+    )  # fmt: skip
+    assert added == [len(documents), 798, 3 * 798]
+    assert all(len(d) == 16 for d in documents[:-1])
+    # In file order 49 of 50 documents hold one label; shuffled, a document of 16 holds one label
+    # with probability 2 / 2^16.
+    one_label = [d for d in documents[:-1] if len({t.split()[0] for t in d}) == 1]
+    assert not one_label
 
 
 def test_the_fine_tuning_rate_is_chosen_on_dev_never_on_test(tmp_path):
