@@ -3,17 +3,21 @@ writer with static and dynamic masking, our pretraining, then fine-tuning on two
 
 Pretraining text (bench/from_scratch_corpus.py): IMDB reviews without labels, the six Austen novels,
 the tweets outside the fine-tuning split's dev and test sets; never a downstream dev or test text.
+The pretraining runs (--maskings; from_scratch_pretrain.RUNS): static and dynamic masking on that
+text; dynamic-rt, dynamic on that text and Rotten Tomatoes' texts outside its dev and test sets;
+tapt-rt, the finished dynamic run continued on those Rotten Tomatoes texts alone (task-adaptive).
 Stages, each skipped when its output is in --work_dir (a stopped run is continued by the same command;
 a pretraining run cut off resumes from its last checkpoint):
   data      text/{pretrain,heldout}.txt; vocab.txt (build_vocab's learner, --vocab_size, uncased);
-            records/{static,dynamic,heldout}.tfrecord (create_pretraining_data: static masks with
-            --dupe_factor, or unmasked for --dynamic_masking; the held-out text with fixed masks)
-  pretrain  pretrain_<masking>/: run_pretraining's library path, the same seed, steps and
-            batch for both maskings, a checkpoint every quarter of --pretrain_steps
+            records/<run>.tfrecord for each --maskings run (create_pretraining_data: static masks
+            with --dupe_factor, or unmasked for --dynamic_masking) and records/heldout.tfrecord
+            (the held-out text with fixed masks)
+  pretrain  pretrain_<run>/: run_pretraining's library path, the same seed and batch for every run,
+            --pretrain_steps (--tapt_steps for tapt-rt), a checkpoint every quarter of the steps
   curve     held-out masked-LM loss and accuracy of each quarter's checkpoint (and of the initial
-            weights) -> curve.json and the PNG --plot_file
-  finetune  (bench/from_scratch_finetune.py) each --models encoder fine-tuned on Rotten Tomatoes and
-            the tweets, --seeds seeds at each --finetune_learning_rates rate, then --more_seeds at
+            weights) of each run but tapt-rt -> curve.json and the PNG --plot_file
+  finetune  (bench/from_scratch_finetune.py) each --models encoder (random, or <run>_<half|full>)
+            fine-tuned on Rotten Tomatoes and the tweets (tapt-rt on Rotten Tomatoes only), --seeds seeds at each --finetune_learning_rates rate, then --more_seeds at
             the rate of the best mean dev accuracy; and TF-IDF + LinearSVC on each set
   report    the tables of whatever curve.json and the finished runs hold (runs nothing); each
             model's test accuracy is taken at its rate chosen on dev, never on test
@@ -40,7 +44,7 @@ from bench import (
     from_scratch_pretrain,
     machine,
 )
-from bench.from_scratch_pretrain import RUNS
+from bench.from_scratch_pretrain import RUNS, TASK_ADAPTIVE
 
 STAGES = ("data", "pretrain", "curve", "finetune", "report")
 
@@ -51,8 +55,13 @@ flags.DEFINE_list("stages", list(STAGES), f"Any of {', '.join(STAGES)}, run in t
 flags.DEFINE_list(
     "maskings", ["static", "dynamic"],
     "The pretraining runs the data and pretrain stages prepare and run: static, dynamic (masking, "
-    "on the same text) or dynamic-rt (dynamic, on that text and Rotten Tomatoes' texts outside its "
-    "fine-tuning dev and test sets).",
+    "on the same text), dynamic-rt (dynamic, on that text and Rotten Tomatoes' texts outside its "
+    "fine-tuning dev and test sets) or tapt-rt (the finished dynamic run continued --tapt_steps on "
+    "those Rotten Tomatoes texts alone, and fine-tuned on Rotten Tomatoes only).",
+)  # fmt: skip
+flags.DEFINE_integer(
+    "tapt_steps", 600, "Steps of a task-adaptive run (tapt-rt; a multiple of 40), at --pretrain_*'s "
+    "batch, peak rate and warmup share."
 )  # fmt: skip
 flags.DEFINE_integer("vocab_size", 8000, "Most tokens of the learned vocabulary.")
 flags.DEFINE_integer(
@@ -91,9 +100,14 @@ def path(*parts):
     return os.path.join(FLAGS.work_dir, *parts)
 
 
-def pretrain_settings():
+def run_steps(run):
+    """A run's steps: --tapt_steps for a task-adaptive run, else --pretrain_steps."""
+    return FLAGS.tapt_steps if run in TASK_ADAPTIVE else FLAGS.pretrain_steps
+
+
+def pretrain_settings(run=None):
     return {
-        "steps": FLAGS.pretrain_steps, "batch_size": FLAGS.pretrain_batch_size,
+        "steps": run_steps(run), "batch_size": FLAGS.pretrain_batch_size,
         "learning_rate": FLAGS.pretrain_learning_rate,
         "max_seq_length": FLAGS.pretrain_max_seq_length,
         "max_predictions": FLAGS.max_predictions_per_seq,
@@ -105,10 +119,17 @@ def check_flags():
     unknown = sorted(set(FLAGS.stages) - set(STAGES)) + sorted(set(FLAGS.maskings) - set(RUNS))
     if unknown:
         raise ValueError(f"--stages / --maskings: unknown {', '.join(unknown)}")
-    if FLAGS.pretrain_steps <= 0 or FLAGS.pretrain_steps % 40:
-        raise ValueError(
-            f"--pretrain_steps must be a positive multiple of 40, got {FLAGS.pretrain_steps}"
-        )
+    for run in set(FLAGS.maskings) & set(TASK_ADAPTIVE) if "pretrain" in FLAGS.stages else ():
+        base = TASK_ADAPTIVE[run][0]
+        if base not in FLAGS.maskings and not os.path.exists(
+            path(f"pretrain_{base}", "bert_model.ckpt.index")
+        ):
+            raise ValueError(f"--maskings={run} continues the {base} run: add {base} to --maskings")
+    for name in ("pretrain_steps", "tapt_steps"):
+        if getattr(FLAGS, name) <= 0 or getattr(FLAGS, name) % 40:
+            raise ValueError(
+                f"--{name} must be a positive multiple of 40, got {getattr(FLAGS, name)}"
+            )
     if len(FLAGS.encoder) != 4:
         raise ValueError(f"--encoder takes layers,hidden,heads,intermediate, got {FLAGS.encoder}")
     for name, kind in (("finetune_learning_rates", float), ("more_seeds", int)):
@@ -143,10 +164,12 @@ def data_stage():
         summary["documents"] = from_scratch_corpus.write_corpus(
             path("text"), heldout_texts("tweets"), FLAGS.heldout_every, FLAGS.max_imdb_reviews
         )
-    if "dynamic-rt" in runs and not os.path.exists(path("text", "pretrain_rt.txt")):
-        summary["rotten_tomatoes_text"] = from_scratch_corpus.rotten_tomatoes_text(
-            path("text"), heldout_texts("rotten_tomatoes")
-        )
+    for run, text, write in (
+        ("dynamic-rt", "pretrain_rt", from_scratch_corpus.rotten_tomatoes_text),
+        ("tapt-rt", "rotten_tomatoes", from_scratch_corpus.rotten_tomatoes_only),
+    ):
+        if run in runs and not os.path.exists(path("text", f"{text}.txt")):
+            summary[f"{text}_text"] = write(path("text"), heldout_texts("rotten_tomatoes"))
     if not os.path.exists(path("vocab.txt")):
         from_scratch_pretrain.learn_vocab(
             path("text", "pretrain.txt"), path("vocab.txt"), FLAGS.vocab_size
@@ -178,15 +201,19 @@ def data_stage():
 
 
 def pretrain_stage():
-    """The --maskings runs, each skipped when its bert_model.ckpt (written at the end) exists."""
-    for run in FLAGS.maskings:
+    """The --maskings runs in RUNS' order (a task-adaptive run after the run it continues), each
+    skipped when its bert_model.ckpt (written at the end) exists."""
+    for run in [run for run in RUNS if run in FLAGS.maskings]:
         output_dir = path(f"pretrain_{run}")
         if os.path.exists(os.path.join(output_dir, "bert_model.ckpt.index")):
             continue
+        init_checkpoint = None
+        if run in TASK_ADAPTIVE:
+            init_checkpoint = path(f"pretrain_{TASK_ADAPTIVE[run][0]}", "bert_model.ckpt")
         start = time.perf_counter()
         from_scratch_pretrain.pretrain(
             path("records", f"{run}.tfrecord"), path("bert_config.json"), output_dir,
-            RUNS[run][1], pretrain_settings(),
+            RUNS[run][1], pretrain_settings(run), init_checkpoint,
         )  # fmt: skip
         print(f"pretrain_{run}: {time.perf_counter() - start:.0f} s wall", flush=True)
 
@@ -199,7 +226,7 @@ def model_dir(model):
     checkpoint = None
     if model != "random":
         run, budget = model.rsplit("_", 1)
-        step = FLAGS.pretrain_steps // (2 if budget == "half" else 1)
+        step = run_steps(run) // (2 if budget == "half" else 1)
         checkpoint = path(f"pretrain_{run}", f"model.ckpt-{step}")
     os.makedirs(path("models"), exist_ok=True)
     return from_scratch_pretrain.export_model(
@@ -217,7 +244,7 @@ def curve_stage():
             curve = json.load(reader)
     missing = [
         run for run in RUNS
-        if run not in curve["heldout"]
+        if run not in curve["heldout"] and run not in TASK_ADAPTIVE  # they start elsewhere
         and os.path.exists(path(f"pretrain_{run}", "bert_model.ckpt.index"))
     ]  # fmt: skip
     if missing:
@@ -272,12 +299,32 @@ RUN_LABELS = {
 
 
 def model_labels():
-    half, full = FLAGS.pretrain_steps // 2, FLAGS.pretrain_steps
     labels = {"random": "random init (no pretraining)", "tfidf_svm": "TF-IDF + LinearSVC"}
     for run in RUNS:
-        labels[f"{run}_half"] = f"pretrained, {RUN_LABELS[run]}, {half} steps"
-        labels[f"{run}_full"] = f"pretrained, {RUN_LABELS[run]}, {full} steps"
+        for budget, share in (("half", 2), ("full", 1)):
+            steps = run_steps(run) // share
+            if run in TASK_ADAPTIVE:
+                base, _ = TASK_ADAPTIVE[run]
+                label = (
+                    f"pretrained, {RUN_LABELS[base]}, {FLAGS.pretrain_steps} steps, then {steps} "
+                    "on Rotten Tomatoes texts alone"
+                )
+            else:
+                label = f"pretrained, {RUN_LABELS[run]}, {steps} steps"
+            labels[f"{run}_{budget}"] = label
     return labels
+
+
+def finetuned_pairs(models):
+    """The (set, model) pairs the finetune stage runs: every set for every model, but a
+    task-adaptive run's encoder only on its own set."""
+    return {
+        (name, model)
+        for name in from_scratch_finetune.FINETUNE_SETS
+        for model in models
+        if model.rsplit("_", 1)[0] not in TASK_ADAPTIVE
+        or TASK_ADAPTIVE[model.rsplit("_", 1)[0]][1] == name
+    }
 
 
 def learning_rates():
@@ -293,13 +340,14 @@ def finetune_dir(learning_rate):
 
 
 def finetune_stage():
-    """Fine-tunes --models on both sets, every seed at every rate (rate by rate)."""
+    """Fine-tunes --models on both sets (finetuned_pairs), every seed at every rate (rate by rate)."""
     seeds = [int(seed) for seed in FLAGS.seeds]
     model_dirs = {model: model_dir(model) for model in FLAGS.models}
     for rate in learning_rates():
         from_scratch_finetune.finetune_all(
-            finetune_dir(rate), model_dirs, seeds, rate, FLAGS.finetune_epochs
-        )
+            finetune_dir(rate), model_dirs, seeds, rate, FLAGS.finetune_epochs,
+            finetuned_pairs(model_dirs),
+        )  # fmt: skip
     if not FLAGS.more_seeds:
         return
     chosen = from_scratch_finetune.choose_on_dev(results_by_rate())
@@ -349,7 +397,9 @@ def report(curve):
         ("tfidf_svm", "Against the bag of words (test accuracy)"),
     ):
         print(f"\n{title}:\n")
-        lines = from_scratch_finetune.target_lines(results, pretrained, baseline, labels)
+        lines = from_scratch_finetune.target_lines(
+            results, pretrained, baseline, labels, finetuned_pairs(pretrained)
+        )
         print("\n".join(lines))
 
 

