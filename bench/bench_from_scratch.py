@@ -81,7 +81,8 @@ flags.DEFINE_string("plot_file", None, "The curve's PNG (default work_dir/from_s
 flags.DEFINE_list(
     "models", ["random", "static_half", "static_full", "dynamic_full"],
     "The encoders the finetune stage fine-tunes: random (the initial weights, seed 12345) or "
-    "<masking>_<half|full> (that run's checkpoint at half or all of --pretrain_steps).",
+    "<run>_<half|full> (that run's checkpoint at half or all of its steps), optionally with "
+    "_freshpooler (the pooler at its initial weights, as random init has it).",
 )  # fmt: skip
 flags.DEFINE_list(
     "finetune_learning_rates", ["3e-4", "1e-4", "5e-5", "3e-5"],
@@ -223,14 +224,15 @@ def model_dir(model):
     folder = path("models", model)
     if os.path.exists(folder):
         return folder
-    checkpoint = None
+    checkpoint, fresh_pooler = None, False
     if model != "random":
-        run, budget = model.rsplit("_", 1)
+        run, budget, *option = model.split("_")
         step = run_steps(run) // (2 if budget == "half" else 1)
         checkpoint = path(f"pretrain_{run}", f"model.ckpt-{step}")
+        fresh_pooler = option == ["freshpooler"]
     os.makedirs(path("models"), exist_ok=True)
     return from_scratch_pretrain.export_model(
-        path("bert_config.json"), path("vocab.txt"), checkpoint, folder
+        path("bert_config.json"), path("vocab.txt"), checkpoint, folder, fresh_pooler=fresh_pooler
     )
 
 
@@ -312,6 +314,7 @@ def model_labels():
             else:
                 label = f"pretrained, {RUN_LABELS[run]}, {steps} steps"
             labels[f"{run}_{budget}"] = label
+            labels[f"{run}_{budget}_freshpooler"] = f"{label}, pooler re-initialized"
     return labels
 
 
@@ -322,8 +325,7 @@ def finetuned_pairs(models):
         (name, model)
         for name in from_scratch_finetune.FINETUNE_SETS
         for model in models
-        if model.rsplit("_", 1)[0] not in TASK_ADAPTIVE
-        or TASK_ADAPTIVE[model.rsplit("_", 1)[0]][1] == name
+        if model.split("_")[0] not in TASK_ADAPTIVE or TASK_ADAPTIVE[model.split("_")[0]][1] == name
     }
 
 

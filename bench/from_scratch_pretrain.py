@@ -143,9 +143,13 @@ def training_losses(output_dir):
     return sorted(found.items())
 
 
-def export_model(config_file, vocab_file, init_checkpoint, model_dir, seed=12345):
+def export_model(
+    config_file, vocab_file, init_checkpoint, model_dir, seed=12345, fresh_pooler=False
+):
     """model_dir/{bert_config.json, vocab.txt, bert_model.ckpt.*}: the encoder of `init_checkpoint`
     (a training checkpoint), or with None the weights that seed `seed` initializes (random init).
+    With fresh_pooler, the pooler (the dense layer over [CLS] that next-sentence prediction trains
+    and the classifier reads) keeps the seed's initial weights, as random init has them.
     The folder appears whole (written under a temporary name, then renamed)."""
     import keras
 
@@ -155,8 +159,12 @@ def export_model(config_file, vocab_file, init_checkpoint, model_dir, seed=12345
     bert_config = BertConfig.from_json_file(config_file)
     keras.utils.set_random_seed(seed)
     model = BertPretrainingModel(bert_config)
+    initial_pooler = [weight.numpy() for weight in model.bert.pooler.weights]
     if init_checkpoint:
         restore_init_checkpoint(model, init_checkpoint)
+    if fresh_pooler:
+        for weight, value in zip(model.bert.pooler.weights, initial_pooler, strict=True):
+            weight.assign(value)
     with file_io.atomic_path(model_dir) as temp:
         os.makedirs(temp)
         export_google_checkpoint(model, bert_config, temp)

@@ -165,3 +165,52 @@ def test_the_fine_tuning_rate_is_chosen_on_dev_never_on_test(tmp_path):
     assert chosen["rt pretrained"] == [3e-4, [1, 2, 3]]  # equal dev: the first rate in the order
     # Compared on the seeds all three rates ran (1 and 2), then every run at the chosen rate.
     assert chosen["tweets random"] == [3e-4, [1, 2]]
+
+
+def test_a_fresh_pooler_is_random_inits_and_the_rest_is_the_checkpoints(tmp_path):
+    # dynamic_full_freshpooler: the pretrained encoder with the pooler random init starts from.
+    result = _run(
+        """
+        import os, sys
+        import numpy as np
+        import tensorflow as tf
+        from bench import from_scratch_pretrain
+        work = sys.argv[1]
+        config = from_scratch_pretrain.write_bert_config(
+            os.path.join(work, "bert_config.json"), 40, (1, 16, 2, 32, 32)
+        )
+        vocab = os.path.join(work, "vocab.txt")
+        with open(vocab, "w") as writer:
+            writer.write("\\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]) + "\\n")
+        def export(name, checkpoint, seed, fresh=False):
+            folder = from_scratch_pretrain.export_model(
+                config, vocab, checkpoint, os.path.join(work, name), seed, fresh_pooler=fresh
+            )
+            reader = tf.train.load_checkpoint(os.path.join(folder, "bert_model.ckpt"))
+            return {n: reader.get_tensor(n) for n in reader.get_variable_to_shape_map()}
+        trained = export("trained", None, 7)  # stands for a pretraining run's weights
+        checkpoint = os.path.join(work, "trained", "bert_model.ckpt")
+        random = export("random", None, 12345)
+        fresh = export("fresh", checkpoint, 12345, fresh=True)
+        kept = export("kept", checkpoint, 12345)
+        pooler = sorted(n for n in fresh if "pooler" in n)
+        rest = sorted(n for n in fresh if "pooler" not in n and n in trained)
+        print(json.dumps({
+            "pooler": pooler,
+            "rest": len(rest),
+            "pooler_is_random": all(np.array_equal(fresh[n], random[n]) for n in pooler),
+            "kernel_differs_from_trained": not np.array_equal(
+                fresh["bert/pooler/dense/kernel"], trained["bert/pooler/dense/kernel"]
+            ),
+            "rest_is_trained": all(np.array_equal(fresh[n], trained[n]) for n in rest),
+            "kept_pooler_is_trained": all(np.array_equal(kept[n], trained[n]) for n in pooler),
+        }))
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["pooler"] == ["bert/pooler/dense/bias", "bert/pooler/dense/kernel"]
+    assert found["rest"] > 10
+    assert found["pooler_is_random"] and found["kernel_differs_from_trained"]  # biases start at 0
+    assert found["rest_is_trained"] and found["kept_pooler_is_trained"]
