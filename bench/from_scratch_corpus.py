@@ -8,9 +8,10 @@ Pretraining reads only text that is no downstream test set:
            would make an instance of ~20 tokens padded to 128).
 Rotten Tomatoes, the other downstream set, gives text only to the `dynamic-rt` run (added to the
 rest) and the `tapt-rt` run (alone): its sentences outside the fine-tuning split's dev and test
-sets, labels dropped, TEXTS_PER_DOCUMENT a document (rotten_tomatoes_documents). Both sets' files are sorted by label, so their texts are shuffled (seed
-SHUFFLE_SEED) before they are grouped: in file order a document's texts would share a label, and
-next-sentence prediction (is this the same document?) would learn the labels. The text is written in
+sets, labels dropped, TEXTS_PER_DOCUMENT a document (rotten_tomatoes_documents). Both sets' files
+are sorted by label, so their texts are shuffled (seed SHUFFLE_SEED) before they are grouped: in
+file order a document's texts would share a label, and next-sentence prediction (is this the same
+document?) could learn the labels. The text is written in
 create_pretraining_data.py's layout: one sentence a line, a blank line between documents. Every
 `--heldout_every`-th document (tweet) of each source goes to a held-out file instead, on which the masked-LM
 loss and accuracy are measured; it is never trained on.
@@ -132,11 +133,13 @@ def write_corpus(text_dir, tweet_heldout_texts, heldout_every, max_imdb_reviews)
 
 
 def rotten_tomatoes_documents(heldout_texts):
-    """(documents, texts): Rotten Tomatoes' sentences outside `heldout_texts` (its fine-tuning dev
-    and test texts), labels dropped, shuffled, grouped."""
+    """(documents, (documents, texts, words)): Rotten Tomatoes' sentences outside `heldout_texts`
+    (its fine-tuning dev and test texts), labels dropped, shuffled, grouped; and their counts."""
     rows, _ = bench_real_text.deduplicated(bench_real_text.read_set("rotten_tomatoes"))
     texts = short_texts(rows, heldout_texts)
-    return grouped(texts), texts
+    documents = grouped(texts)
+    words = sum(len(s.split()) for d in documents for s in d)
+    return documents, (len(documents), len(texts), words)
 
 
 def rotten_tomatoes_text(text_dir, heldout_texts):
@@ -144,18 +147,18 @@ def rotten_tomatoes_text(text_dir, heldout_texts):
     rotten_tomatoes_documents; none is held out, so the held-out text stays the other runs'.
     Returns (documents, texts, words) added.
     """
-    documents, texts = rotten_tomatoes_documents(heldout_texts)
+    documents, counts = rotten_tomatoes_documents(heldout_texts)
     with open(os.path.join(text_dir, "pretrain.txt"), encoding="utf-8") as reader:
         base = reader.read()
     added = "\n".join("\n".join(document) + "\n" for document in documents)
     file_io.write_text(os.path.join(text_dir, "pretrain_rt.txt"), base + "\n" + added)
-    return len(documents), len(texts), sum(len(s.split()) for d in documents for s in d)
+    return counts
 
 
 def rotten_tomatoes_only(text_dir, heldout_texts):
     """Writes text_dir/rotten_tomatoes.txt: rotten_tomatoes_documents alone, the text of the
     task-adaptive run (Gururangan et al. 2020: pretraining continued on the task's unlabelled texts).
     Returns (documents, texts, words)."""
-    documents, texts = rotten_tomatoes_documents(heldout_texts)
+    documents, counts = rotten_tomatoes_documents(heldout_texts)
     write_documents(os.path.join(text_dir, "rotten_tomatoes.txt"), documents)
-    return len(documents), len(texts), sum(len(s.split()) for d in documents for s in d)
+    return counts
