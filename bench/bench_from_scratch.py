@@ -17,7 +17,8 @@ a pretraining run cut off resumes from its last checkpoint):
   curve     held-out masked-LM loss and accuracy of each quarter's checkpoint (and of the initial
             weights) of each run but tapt-rt -> curve.json and the PNG --plot_file
   finetune  (bench/from_scratch_finetune.py) each --models encoder (random, or <run>_<half|full>)
-            fine-tuned on Rotten Tomatoes and the tweets (tapt-rt on Rotten Tomatoes only), --seeds seeds at each --finetune_learning_rates rate, then --more_seeds at
+            fine-tuned on Rotten Tomatoes and the tweets (tapt-rt on Rotten Tomatoes only),
+            --seeds seeds at each --finetune_learning_rates rate, then --more_seeds at
             the rate of the best mean dev accuracy; and TF-IDF + LinearSVC on each set
   report    the tables of whatever curve.json and the finished runs hold (runs nothing); each
             model's test accuracy is taken at its rate chosen on dev, never on test
@@ -227,6 +228,11 @@ def model_dir(model):
     checkpoint, fresh_pooler = None, False
     if model != "random":
         run, budget, *option = model.split("_")
+        if run not in RUNS or budget not in ("half", "full") or option not in ([], ["freshpooler"]):
+            raise ValueError(
+                f"--models: {model} is not random or <run>_<half|full>[_freshpooler] of a run in "
+                f"{', '.join(RUNS)}"
+            )
         step = run_steps(run) // (2 if budget == "half" else 1)
         checkpoint = path(f"pretrain_{run}", f"model.ckpt-{step}")
         fresh_pooler = option == ["freshpooler"]
@@ -325,7 +331,7 @@ def finetuned_pairs(models):
         (name, model)
         for name in from_scratch_finetune.FINETUNE_SETS
         for model in models
-        if model.split("_")[0] not in TASK_ADAPTIVE or TASK_ADAPTIVE[model.split("_")[0]][1] == name
+        if TASK_ADAPTIVE.get(model.split("_")[0], (None, name))[1] == name
     }
 
 
