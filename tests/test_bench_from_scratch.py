@@ -214,3 +214,36 @@ def test_a_fresh_pooler_is_random_inits_and_the_rest_is_the_checkpoints(tmp_path
     assert found["rest"] > 10
     assert found["pooler_is_random"] and found["kernel_differs_from_trained"]  # biases start at 0
     assert found["rest_is_trained"] and found["kept_pooler_is_trained"]
+
+
+def test_the_imdb_reviews_read_are_a_sample_of_both_labels(tmp_path):
+    # The IMDB file is sorted by label: its first reviews are all negative.
+    result = _run(
+        """
+        import sys
+        from bench import bench_real_text, from_scratch_corpus
+        sets = {
+            "imdb": [(label, f"Review {label} {k}. It ends.") for label in ("0", "1") for k in range(500)],
+            "tweets": [("neutral", f"Tweet {k}.") for k in range(40)],
+        }
+        bench_real_text.read_set = lambda name: sets[name]
+        from_scratch_corpus.austen_documents = lambda: [["Chapter one."], ["Chapter two."]]
+        counts = from_scratch_corpus.write_corpus(sys.argv[1] + "/text", set(), 50, 200)
+        with open(sys.argv[1] + "/text/pretrain.txt", encoding="utf-8") as reader:
+            train = reader.read()
+        with open(sys.argv[1] + "/text/heldout.txt", encoding="utf-8") as reader:
+            heldout = reader.read()
+        print(json.dumps([counts["imdb"], train, heldout]))
+        """,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    counts, train, heldout = json.loads(result.stdout.strip().splitlines()[-1])
+    reviews = [
+        line.split()[1] + " " + line.split()[2] for text in (train, heldout)
+        for line in text.splitlines() if line.startswith("Review")
+    ]  # fmt: skip
+    assert counts[:2] == [196, 4] and len(reviews) == len(set(reviews)) == 200
+    positive = sum(review.startswith("1") for review in reviews)
+    # A random 200 of 500 + 500 hold 100 ± 7 (one SD) positive reviews; the file's first 200, none.
+    assert 70 <= positive <= 130, positive
