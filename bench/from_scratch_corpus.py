@@ -65,21 +65,30 @@ def austen_documents(folder=AUSTEN_DIR):
     return documents
 
 
+def shuffled(items):
+    """`items` (a list) shuffled in place by SHUFFLE_SEED, and returned: the sets' package files are
+    sorted by label, so a sample or a grouping taken in file order would carry the labels."""
+    random.Random(SHUFFLE_SEED).shuffle(items)
+    return items
+
+
+def word_count(documents):
+    """Whitespace-separated words in [[sentence]] documents."""
+    return sum(len(s.split()) for d in documents for s in d)
+
+
 def imdb_documents(max_reviews=0):
     """[[sentence]] an IMDB review (labels dropped), `max_reviews` of them (0: all) drawn at random
-    (SHUFFLE_SEED): the package's file is sorted by label, and its first 12,500 reviews are negative."""
-    reviews = [sentences(text) for _, text in bench_real_text.read_set("imdb") if text]
-    random.Random(SHUFFLE_SEED).shuffle(reviews)
+    (shuffled): its first 12,500 reviews in the file are negative."""
+    reviews = shuffled([sentences(text) for _, text in bench_real_text.read_set("imdb") if text])
     return reviews[:max_reviews] if max_reviews else reviews
 
 
 def short_texts(rows, heldout_texts):
     """[[sentence]] a text, for every text of `rows` ([(label, text)]) not in `heldout_texts` (the
-    fine-tuning split's dev and test texts), labels dropped, in an order shuffled by SHUFFLE_SEED:
-    the sets' files are sorted by label, and documents grouped in file order would carry it."""
-    texts = [sentences(text) for _, text in rows if text not in heldout_texts]
-    random.Random(SHUFFLE_SEED).shuffle(texts)
-    return texts
+    fine-tuning split's dev and test texts), labels dropped, shuffled (documents grouped in file
+    order would carry the labels)."""
+    return shuffled([sentences(text) for _, text in rows if text not in heldout_texts])
 
 
 def tweet_documents(heldout_texts):
@@ -96,9 +105,14 @@ def grouped(texts):
     ]
 
 
+def layout(documents):
+    """create_pretraining_data.py's layout: a sentence a line, a blank line between documents."""
+    return "\n".join("\n".join(document) + "\n" for document in documents)
+
+
 def write_documents(path, documents):
-    """create_pretraining_data.py's layout, atomically: a sentence a line, a blank line between."""
-    file_io.write_text(path, "\n".join("\n".join(document) + "\n" for document in documents))
+    """`documents` in layout(), atomically."""
+    file_io.write_text(path, layout(documents))
 
 
 def split_off(documents, every):
@@ -127,8 +141,7 @@ def write_corpus(text_dir, tweet_heldout_texts, heldout_every, max_imdb_reviews)
         kept, held = split_off(documents, heldout_every)  # tweets: one by one, then grouped
         train += grouped(kept) if name == "tweets" else kept
         heldout += grouped(held) if name == "tweets" else held
-        words = sum(len(s.split()) for d in kept for s in d)
-        counts[name] = (len(kept), len(held), words)
+        counts[name] = (len(kept), len(held), word_count(kept))
     os.makedirs(text_dir, exist_ok=True)
     write_documents(os.path.join(text_dir, "heldout.txt"), heldout)
     write_documents(os.path.join(text_dir, "pretrain.txt"), train)  # last: it marks the stage done
@@ -141,8 +154,7 @@ def rotten_tomatoes_documents(heldout_texts):
     rows, _ = bench_real_text.deduplicated(bench_real_text.read_set("rotten_tomatoes"))
     texts = short_texts(rows, heldout_texts)
     documents = grouped(texts)
-    words = sum(len(s.split()) for d in documents for s in d)
-    return documents, (len(documents), len(texts), words)
+    return documents, (len(documents), len(texts), word_count(documents))
 
 
 def rotten_tomatoes_text(text_dir, heldout_texts):
@@ -153,8 +165,7 @@ def rotten_tomatoes_text(text_dir, heldout_texts):
     documents, counts = rotten_tomatoes_documents(heldout_texts)
     with open(os.path.join(text_dir, "pretrain.txt"), encoding="utf-8") as reader:
         base = reader.read()
-    added = "\n".join("\n".join(document) + "\n" for document in documents)
-    file_io.write_text(os.path.join(text_dir, "pretrain_rt.txt"), base + "\n" + added)
+    file_io.write_text(os.path.join(text_dir, "pretrain_rt.txt"), base + "\n" + layout(documents))
     return counts
 
 
