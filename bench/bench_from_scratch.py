@@ -134,6 +134,9 @@ def check_flags():
             raise ValueError(
                 f"--{name} must be a positive multiple of 40, got {getattr(FLAGS, name)}"
             )
+    for model in FLAGS.models if "finetune" in FLAGS.stages else ():
+        if model != "random":
+            parsed_model(model)
     if len(FLAGS.encoder) != 4:
         raise ValueError(f"--encoder takes layers,hidden,heads,intermediate, got {FLAGS.encoder}")
     for name, kind in (("finetune_learning_rates", float), ("more_seeds", int)):
@@ -222,6 +225,17 @@ def pretrain_stage():
         print(f"pretrain_{run}: {time.perf_counter() - start:.0f} s wall", flush=True)
 
 
+def parsed_model(model):
+    """(run, budget, fresh pooler) of a pretrained --models name, <run>_<half|full>[_freshpooler]."""
+    run, budget, *option = model.split("_")
+    if run not in RUNS or budget not in ("half", "full") or option not in ([], ["freshpooler"]):
+        raise ValueError(
+            f"--models: {model} is not random or <run>_<half|full>[_freshpooler] of a run in "
+            f"{', '.join(RUNS)}"
+        )
+    return run, budget, option == ["freshpooler"]
+
+
 def model_dir(model):
     """models/<model>/, exported from its checkpoint when missing."""
     folder = path("models", model)
@@ -229,15 +243,9 @@ def model_dir(model):
         return folder
     checkpoint, fresh_pooler = None, False
     if model != "random":
-        run, budget, *option = model.split("_")
-        if run not in RUNS or budget not in ("half", "full") or option not in ([], ["freshpooler"]):
-            raise ValueError(
-                f"--models: {model} is not random or <run>_<half|full>[_freshpooler] of a run in "
-                f"{', '.join(RUNS)}"
-            )
+        run, budget, fresh_pooler = parsed_model(model)
         step = run_steps(run) // (2 if budget == "half" else 1)
         checkpoint = path(f"pretrain_{run}", f"model.ckpt-{step}")
-        fresh_pooler = option == ["freshpooler"]
     os.makedirs(path("models"), exist_ok=True)
     return from_scratch_pretrain.export_model(
         path("bert_config.json"), path("vocab.txt"), checkpoint, folder, fresh_pooler=fresh_pooler

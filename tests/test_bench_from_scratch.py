@@ -247,3 +247,15 @@ def test_the_imdb_reviews_read_are_a_sample_of_both_labels(tmp_path):
     positive = sum(review.startswith("1") for review in reviews)
     # A random 200 of 500 + 500 hold 100 ± 7 (one SD) positive reviews; the file's first 200, none.
     assert 70 <= positive <= 130, positive
+
+
+def test_an_unknown_model_name_is_one_line_before_any_work(tmp_path):
+    work_dir = tmp_path / "study"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.bench_from_scratch", f"--work_dir={work_dir}",
+         "--stages=data,pretrain,finetune", "--models=random,dynamic_full_foo"],
+        capture_output=True, text=True, timeout=120, cwd=REPO_DIR,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "--models: dynamic_full_foo is not random" in result.stderr.strip().splitlines()[-1]
+    assert not work_dir.exists()
