@@ -8,6 +8,12 @@ setup(
     description="BERT for TensorFlow 2 and Keras 3: pretraining data, pretraining, fine-tuning, export.",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    license="Apache-2.0",  # the original google-research/bert's licence; the text is LICENSE
+    classifiers=[
+        "License :: OSI Approved :: Apache Software License",
+        "Programming Language :: Python :: 3",
+        "Operating System :: POSIX :: Linux",
+    ],
     python_requires=">=3.11,<3.14",  # tested on 3.11; 3.12 and 3.13 have every wheel
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
     py_modules=[
