@@ -84,3 +84,20 @@ def test_an_output_the_model_lacks_is_a_key_error_naming_the_outputs():
     dataset = _dataset([_batch([1, 2])])
     with pytest.raises(KeyError, match=r"no \['logits'\] among \['tens', 'tokens'\]"):
         _predictor().predict(dataset, ["logits"])
+
+
+def test_prediction_logs_its_first_batch_then_every_log_every_batches(caplog):
+    import logging
+
+    batches = [_batch([1, 2, 3, 4]) for _ in range(5)]
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {name: np.stack([b[name] for b in batches]) for name in batches[0]}
+    )  # a known cardinality: the lines show the total and an ETA
+    predictor = Predictor(
+        EchoModel(name="echo"), tf.distribute.OneDeviceStrategy("/cpu:0"), log_every=2
+    )
+    with caplog.at_level(logging.INFO, logger="absl"), caplog.at_level(logging.INFO):
+        predictor.predict_batches(dataset, ["tens"])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("predict batch")]
+    assert [line.split()[2] for line in lines] == ["1/5", "2/5", "4/5", "5/5"]
+    assert all(" examples/s  ETA " in line for line in lines)

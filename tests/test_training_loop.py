@@ -141,3 +141,58 @@ def test_progress_lines_count_examples_of_the_interval_and_the_eta_from_the_star
     # 30 steps in 15 s since the start: the 60 steps left take 30 s.
     assert lines[1].startswith("step 40/100  loss 0.1000  lr 0.001")
     assert lines[1].endswith(f"ETA {format_seconds(30)}") and format_seconds(30) == "0:00:30"
+
+
+class _Clock:
+    """time.time() of a run whose steps take `pace` seconds each."""
+
+    def __init__(self, pace):
+        self.now, self.pace = 1000.0, pace
+
+    def time(self):
+        return self.now
+
+
+def _progress_steps(caplog):
+    return [
+        int(r.getMessage().split()[1].split("/")[0])
+        for r in caplog.records
+        if "examples/s" in r.getMessage()
+    ]
+
+
+def test_the_first_progress_line_comes_after_the_first_step_with_an_eta(caplog):
+    run = _Run(
+        _config(
+            num_train_steps=200, log_steps=100, steps_per_loop=1000, save_checkpoints_steps=1000
+        )
+    )
+    with caplog.at_level(logging.INFO, logger="absl"), caplog.at_level(logging.INFO):
+        run.loop.run(200, _writer())
+    assert run.calls[0] == (0, 1)
+    lines = [r.getMessage() for r in caplog.records if "examples/s" in r.getMessage()]
+    assert lines[0].startswith("step 1/200  loss 0.5000") and " ETA 0:00:" in lines[0]
+    assert _progress_steps(caplog) == [1, 100, 200]
+
+
+def test_a_progress_line_comes_every_30_seconds_when_log_steps_take_longer(monkeypatch, caplog):
+    clock = _Clock(pace=2.0)  # 2 s a step: log_steps=100 would be 200 s apart
+    monkeypatch.setattr("bert_tf.training.loop.time", clock)
+    monkeypatch.setattr("bert_tf.training.progress.time", clock, raising=False)
+    config = _config(
+        num_train_steps=100, log_steps=100, steps_per_loop=1000, save_checkpoints_steps=1000
+    )
+    run = _Run(config)
+    steps = run.run_steps
+
+    def timed_steps(num_steps):
+        clock.now += clock.pace * int(num_steps)
+        steps(num_steps)
+
+    run.loop.run_steps = timed_steps
+    with caplog.at_level(logging.INFO, logger="absl"), caplog.at_level(logging.INFO):
+        run.loop.run(100, _writer())
+    logged = _progress_steps(caplog)
+    assert logged[0] == 1 and logged[-1] == 100
+    gaps = [b - a for a, b in zip(logged, logged[1:])]
+    assert max(gaps) <= 15 and min(gaps[:-1]) >= 14  # 30 s at 2 s a step

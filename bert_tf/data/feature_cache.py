@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from bert_tf import file_io
 from bert_tf.data.records import decode_record, reading_records, serialize_values
+from bert_tf.progress_log import ProgressLog
 
 SETTINGS_SUFFIX = ".settings.json"
 
@@ -28,13 +29,16 @@ def file_identity(path):
 
 
 def write_records(path, serialized_examples):
-    """Writes serialized examples to `path` atomically (bert_tf.file_io.atomic_path); returns the count."""
-    count = 0
+    """Writes serialized examples to `path` atomically (bert_tf.file_io.atomic_path); returns the count.
+
+    A progress line (count, rate) comes every 30 s while it writes."""
+    progress = ProgressLog(f"features written to {path}:", every=None, unit="features", first=False)
     with file_io.atomic_path(path) as temp_path, tf.io.TFRecordWriter(temp_path) as writer:
         for serialized in serialized_examples:
             writer.write(serialized)
-            count += 1
-    return count
+            progress.add()
+    progress.finish()
+    return progress.done
 
 
 def cached_records(path, settings, make_examples):

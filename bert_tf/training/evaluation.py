@@ -10,8 +10,10 @@ from bert_tf.training.predictor import Predictor
 _EMPTY = "the eval input is empty: no batch of eval_batch_size could be read"
 
 
-def evaluate(trainable, model, strategy, batch_size, max_steps=None):
+def evaluate(trainable, model, strategy, batch_size, max_steps=None, log_every=100):
     """The task's loss and metrics of `model` on at most max_steps global batches of its eval input.
+
+    A progress line comes after the first batch, then every `log_every` batches or 30 s.
 
     The input is `trainable.dataset_fn` (is_training False) in global batches of `batch_size`; under
     multi-worker every worker evaluates all of it (as the Predictor predicts), so no worker waits.
@@ -24,7 +26,9 @@ def evaluate(trainable, model, strategy, batch_size, max_steps=None):
       ValueError: no batch could be read.
     """
     dataset = trainable.dataset_fn(tf.distribute.InputContext(), batch_size, False)
-    predictor = Predictor(model, strategy, outputs_fn=batch_sums(trainable))
+    predictor = Predictor(
+        model, strategy, outputs_fn=batch_sums(trainable), what="eval", log_every=log_every
+    )
     rows = predictor.predict_batches(dataset, max_batches=max_steps)
     if not rows:
         raise ValueError(_EMPTY)

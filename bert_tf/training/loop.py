@@ -1,10 +1,12 @@
 """The training loop: calls of up to steps_per_loop steps, stopping at every log line, checkpoint and
-the end; a saved stop on SIGTERM; one line when the loss is not finite; a progress line per interval."""
+the end; a saved stop on SIGTERM; one line when the loss is not finite; a progress line after the first
+step, then every log_steps steps or LOG_SECONDS seconds, whichever comes first."""
 
 import time
 
 import tensorflow as tf
 
+from bert_tf.progress_log import LOG_SECONDS
 from bert_tf.training.preemption import Preempted
 from bert_tf.training.progress import Mark, Progress, check_finite_loss, steps_to_next_boundary
 
@@ -55,9 +57,12 @@ class TrainLoop:
         step = self.global_step
         last = {"global_step": step}
         progress = Progress(config, writer, Mark(step, time.time()))
+        first_step, pace = step + 1, None
         while step < end:
-            self.run_steps(tf.constant(min(steps_to_next_boundary(step, config), end - step)))
+            began = time.time()
+            self.run_steps(tf.constant(self._next_call(step, end, first_step, progress, pace)))
             before, step = step, self.global_step
+            pace = (time.time() - began) / max(step - before, 1)
             check_finite_loss(
                 self.loss_sums.total("loss"),
                 (before, step),
@@ -72,9 +77,20 @@ class TrainLoop:
                     "the same command resumes from there"
                 )
             at_end = step in (config.num_train_steps, end)
-            if step % config.log_steps == 0 or at_end:
-                now = Mark(step, time.time())
+            now = Mark(step, time.time())
+            timed = now.time - progress.since.time >= LOG_SECONDS
+            if step % config.log_steps == 0 or at_end or step == first_step or timed:
                 last = progress.log(now, self.loss_sums.take(), float(self.optimizer.learning_rate))
             if step % config.save_checkpoints_steps == 0 or at_end:
                 self.save(step)
         return last
+
+    def _next_call(self, step, end, first_step, progress, pace):
+        """The steps of the next call: to the next boundary, and no further than the steps that fit
+        before the next timed progress line at the last call's pace (seconds per step)."""
+        within = None
+        if pace:
+            within = int((progress.since.time + LOG_SECONDS - time.time()) / pace)
+        return min(
+            steps_to_next_boundary(self.global_step, self.config, first_step, within), end - step
+        )

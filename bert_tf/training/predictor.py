@@ -6,6 +6,8 @@ metrics and prediction files; pretraining: each batch's loss and metric sums, be
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.progress_log import ProgressLog
+
 # Features by which the predictor drops padding and restores the input order, when the input has them.
 REAL_EXAMPLE_KEY = "is_real_example"  # 0 on the fake examples that pad the last batch
 EXAMPLE_INDEX_KEY = "example_index"  # the position in the input file, when batching reordered it
@@ -22,6 +24,9 @@ class Predictor:
     part of a batch) replaces the model's outputs by what it returns: what the host needs of outputs
     too large to bring there (pretraining's [B, P, V] log-probabilities: their sums).
 
+    A progress line (`<what> batch <n>/<total>  <examples>/s  ETA`) comes after the first batch,
+    then every `log_every` batches or 30 s.
+
     Example:
     ```python
     result = Predictor(model, strategy).predict(dataset, ["logits"], feature_keys=["unique_ids"])
@@ -29,8 +34,9 @@ class Predictor:
     ```
     """
 
-    def __init__(self, model, strategy, outputs_fn=None):
+    def __init__(self, model, strategy, outputs_fn=None, what="predict", log_every=100):
         self.model, self.strategy, self.outputs_fn = model, strategy, outputs_fn
+        self.what, self.log_every = what, log_every
         self._step_fn = None
 
     def predict(self, dataset, output_keys=None, feature_keys=()):
@@ -71,6 +77,10 @@ class Predictor:
             self._step_fn = self._make_step()
         if max_batches is not None:
             dataset = dataset.take(max_batches)
+        total = int(dataset.cardinality())
+        progress = ProgressLog(
+            f"{self.what} batch", total if total > 0 else None, self.log_every, "examples"
+        )
         chunks = {}
         for outputs, passed in self._run(dataset):
             for name, value in {
@@ -78,6 +88,8 @@ class Predictor:
                 **_select(passed, feature_keys),
             }.items():
                 chunks.setdefault(name, []).append(value.numpy())
+            progress.add(1, units=int(tf.nest.flatten(passed)[0].shape[0]))
+        progress.finish()
         return {name: _concat_padded(values) for name, values in chunks.items()}
 
     def _run(self, dataset):

@@ -1,7 +1,8 @@
 """The training loop's progress: when it stops to log and save, its log line and TensorBoard scalars.
 
 The loop (bert_tf/training/loop.py) runs its steps in tf.function calls of up to `steps_per_loop`
-steps, each ending at the next log line, checkpoint or the end (`steps_to_next_boundary`), and stops
+steps, each ending at the next log line, checkpoint or the end (`steps_to_next_boundary`): the first
+step, every `log_steps` and, at the latest, 30 s after the last line. It stops
 with one line when the loss of a call is not finite (`check_finite_loss`); after each log interval
 `Progress.log` writes the progress line (examples/s, loss, learning rate, ETA) and the same values
 as TensorBoard scalars.
@@ -16,14 +17,27 @@ from absl import logging
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf.errors import Diverged
+from bert_tf.progress_log import format_seconds
+
+__all__ = ["Mark", "Progress", "check_finite_loss", "format_seconds", "steps_to_next_boundary"]
 
 
-def steps_to_next_boundary(step, config):
-    """Steps the next loop call runs: up to steps_per_loop, stopping at a log, checkpoint or the end."""
+def steps_to_next_boundary(step, config, first_step=None, within=None):
+    """Steps the next loop call runs: up to steps_per_loop, stopping at a log, checkpoint or the end.
+
+    Args:
+      step: the global step now.
+      config: the TrainConfig.
+      first_step: a step to stop at too (the loop's first step, whose progress line comes at once).
+      within: at most this many steps (the steps that fit before the next timed progress line).
+    """
     boundaries = [config.num_train_steps]
     for every in (config.log_steps, config.save_checkpoints_steps):
         boundaries.append((step // every + 1) * every)
-    return int(min(config.steps_per_loop, min(boundaries) - step))
+    if first_step is not None and first_step > step:
+        boundaries.append(first_step)
+    steps = min(config.steps_per_loop, min(boundaries) - step)
+    return int(steps if within is None else max(1, min(steps, within)))
 
 
 def check_finite_loss(loss_sum, steps, learning_rate, mixed_precision, last_checkpoint):
@@ -120,11 +134,3 @@ def write_scalar(name, value):
     metadata = summary_pb2.SummaryMetadata()
     metadata.plugin_data.plugin_name = "scalars"
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata.SerializeToString())
-
-
-def format_seconds(seconds):
-    """H:MM:SS of a duration; "?" when it is not finite."""
-    if not np.isfinite(seconds):
-        return "?"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

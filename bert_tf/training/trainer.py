@@ -66,7 +66,7 @@ class Trainer:
         self.manager = self.state.manager
         self.state.restore_or_init(init_fn, resume_fn)
         self._input = TrainInput(trainable, strategy, config.train_batch_size, context)
-        self.predictor = Predictor(self.model, strategy)
+        self.predictor = Predictor(self.model, strategy, log_every=config.log_steps)
         self._loop = self._train_loop_fn = None
         self._train_iterator = None
 
@@ -136,8 +136,14 @@ class Trainer:
           dict: "loss" (mean over batches of the global-batch loss, as the original Estimator reports it),
           every metric of metric_fn, and "global_step".
         """
+        config = self.config
         results = evaluate(
-            self.trainable, self.model, self.strategy, self.config.eval_batch_size, max_steps
+            self.trainable,
+            self.model,
+            self.strategy,
+            config.eval_batch_size,
+            max_steps,
+            config.log_steps,
         )
         results["global_step"] = self.global_step
         return results
