@@ -1,5 +1,6 @@
 """The benchmarks, run as a package from the repository's root: `python -m bench.run_all` (every step) or
 `python -m bench.bench_latency` (one). Shared helpers: `machine` (what a table ran on), `timing` (how a
-call is timed), `stats` (means and standard errors), `report` (RESULTS.md), `corpora` and `minilm`
-(the data and the model the real-text benches read).
+call is timed), `stats` (means and standard errors), `report` (results/run_all.md and .json), `figures`
+(README's results table, from the records), `corpora` and `minilm` (the data and the model the
+real-text benches read).
 """

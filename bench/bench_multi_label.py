@@ -98,7 +98,9 @@ def _corpus_file(where):
     """corpora.package_file(*where); ImportError naming the package when it is not installed."""
     path = corpora.package_file(*where)
     if path is None:
-        raise ImportError(f"{where[0]} is not installed (bench/RESULTS.md names the version)")
+        raise ImportError(
+            f"{where[0]} is not installed (bench/results/history/RESULTS_2026-12-07.md names the version)"
+        )
     return path
 
 

@@ -24,7 +24,7 @@ so with a second core free its wall-clock rate can pass its CPU rate; FullTokeni
 FastBertTokenizer run on one core. Ratios per CPU second compare work done; ratios per wall
 second compare latency on this machine. Every ratio is between runners of the same run.
 
-    .venv/bin/python -m bench.bench_tokenizer                       # the tables of bench/RESULTS.md
+    .venv/bin/python -m bench.bench_tokenizer                       # the tables of bench/results/tokenizer.md
     .venv/bin/python -m bench.bench_tokenizer --batch_sizes=256 --repeats=1   # quick
 """
 

@@ -1,4 +1,5 @@
-"""bench/RESULTS.md as one report of one `bench/run_all.py` run, above a dated appendix it keeps.
+"""bench/results/run_all.md as one report of one `bench/run_all.py` run, above a dated appendix it keeps,
+and bench/results/run_all.json beside it: the same run as a machine-readable record.
 
 The file has two parts. Above `APPENDIX_MARKER`: what the last run printed, every step in the order of
 run_all.STEPS (the order of README's performance table), each step's command above its output,
@@ -9,10 +10,19 @@ machine and date), kept verbatim by every run.
 A step's output becomes markdown line by line: the tables the benches print (lines starting with
 "|") stay tables; every other run of lines (machine header, ratios, notes) goes into a fenced
 block, so that nothing is reflowed or reinterpreted.
+
+The JSON record (`records()`) holds, for each step, what bench/figures.py's rule reads: the command,
+commit, CPU model, flags and kind, the load before and after, whether the run was declared quiet
+(`run_all.py --quiet`; unknown otherwise), the rounds its command asked for, and its printed tables,
+row by row, as the figures with their spread.
 """
 
 import importlib.metadata
+import json
+import re
 import subprocess
+
+from bench import machine
 
 APPENDIX_MARKER = "<!-- APPENDIX: bench/run_all.py keeps everything from here on -->"
 PEERS = ("tensorflow", "keras", "keras-hub", "torch", "transformers")
@@ -126,3 +136,59 @@ def render(run, steps, not_run):
             "",
         ]
     return "\n".join(lines)
+
+
+def cpu_kind(model, flags):
+    """The CPU kind bench/figures.py judges speeds on, or the model name for any other CPU."""
+    if "EPYC" in model and "avx512_bf16" in flags:
+        return "AMD EPYC with AVX512_BF16"
+    if "Xeon" in model and "amx_bf16" in flags:
+        return "Intel Xeon with AMX"
+    return model
+
+
+def tables(output):
+    """The markdown tables a step printed, each as a list of rows (lists of cells), header first."""
+    found, current = [], []
+    for line in [*output.splitlines(), ""]:
+        if line.lstrip().startswith("|"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if not all(set(cell) <= set("-: ") for cell in cells):
+                current.append(cells)
+        elif current:
+            found.append(current)
+            current = []
+    return found
+
+
+def _rounds(command):
+    """The rounds, repeats or seeds a step's command asked for (None when it names none)."""
+    match = re.search(r"--(?:rounds|repeats|seeds)=([\d,]+)", command)
+    if match is None:
+        return None
+    values = match.group(1).split(",")
+    return int(values[0]) if len(values) == 1 else len(values)
+
+
+def records(run, steps, quiet=None):
+    """The run as a JSON-ready dict: one record per step, with the fields bench/figures.py reads."""
+    flags = sorted(machine.cpu_flags() & set(machine.CPU_FLAGS))
+    model = machine.cpu_model()
+    base = dict(commit=run["commit"], date=run["started"], cpu_model=model, cpu_flags=flags,
+                cpu_kind=cpu_kind(model, flags), quiet=quiet, versions=run["versions"])  # fmt: skip
+    return {
+        "bench": "run_all",
+        "command": run["command"],
+        "records": [
+            dict(base, heading=f"{number}. {step['label']}", command=step["command"],
+                 load_before=step["load_before"], load_after=step["load_after"],
+                 rounds=_rounds(step["command"]), seconds=round(step["seconds"], 1),
+                 returncode=step["returncode"], tables=tables(step["output"]), figures=[])
+            for number, step in enumerate(steps, 1)
+        ],
+    }  # fmt: skip
+
+
+def render_json(run, steps, quiet=None):
+    """records() as the text of the JSON file beside the report."""
+    return json.dumps(records(run, steps, quiet), indent=1, ensure_ascii=False) + "\n"

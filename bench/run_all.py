@@ -1,4 +1,5 @@
-"""The whole benchmark suite in one run, written to bench/RESULTS.md: every table from one machine.
+"""The whole benchmark suite in one run, written to bench/results/run_all.md (and .json): every table
+from one machine.
 
     .venv/bin/python -m bench.run_all                    # every step but real (41 minutes in the last whole run;
                                                          # restart 43, beam 20 + 3, latency 9 more, each in its own run)
@@ -30,8 +31,8 @@ says what it measures):
 
 Each benchmark runs in its own process (a fresh TensorFlow, no state carried over). The peers need
 `pip install -e .[bench,compare]`. The output of every step, with the load average before and after
-it, is printed and also written to --log; at the end the run rewrites --results (bench/RESULTS.md)
-above its appendix (bench/report.py), unless --quick.
+it, is printed and also written to --log; at the end the run rewrites --results (bench/results/run_all.md)
+above its appendix, and writes its JSON record beside it (bench/report.py), unless --quick.
 """
 
 import argparse
@@ -119,8 +120,15 @@ def main():
     )
     parser.add_argument(
         "--results",
-        default=os.path.join(BENCH_DIR, "RESULTS.md"),
-        help="the report this run rewrites above its appendix (never with --quick)",
+        default=os.path.join(BENCH_DIR, "results", "run_all.md"),
+        help="the report this run rewrites above its appendix (never with --quick); the JSON record "
+        "goes beside it, the same name ending in .json",
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="declare that nothing else ran on the machine during the run (recorded as quiet: true; "
+        "without it, quiet is recorded as unknown and bench/figures.py judges no speed of the run)",
     )
     args = parser.parse_args()
     chosen = [name for name in args.only.split(",") if name] or [
@@ -179,7 +187,11 @@ def main():
         text = report.render(run, steps, not_run)
         appendix = report.appendix(args.results)
         file_io.write_text(args.results, text + ("\n" + appendix if appendix else ""))
-        print(f"wrote {args.results}")
+        record_path = os.path.splitext(args.results)[0] + ".json"
+        file_io.write_text(
+            record_path, report.render_json(run, steps, True if args.quiet else None)
+        )
+        print(f"wrote {args.results} and {record_path}")
     return 1 if failed else 0
 
 

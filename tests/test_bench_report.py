@@ -1,6 +1,7 @@
 """bench/run_all.py's report: one run's steps above the appendix, which every run keeps word for word."""
 
 import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -86,6 +87,20 @@ def test_a_run_rewrites_its_part_and_keeps_the_appendix(tmp_path):
     assert "an old run's tables" not in text
     assert text.endswith(old_appendix)
     assert "## 1. a fake step" in text and "| 1 | 2 |" in text and "```\nratio 2.0x\n```" in text
+    # Beside it, the same run as a JSON record: the fields bench/figures.py's rule reads.
+    (record,) = json.loads((tmp_path / "RESULTS.json").read_text())["records"]
+    assert record["heading"] == "1. a fake step" and record["tables"] == [[["x", "y"], ["1", "2"]]]
+    assert record["quiet"] is None  # not declared with --quiet: unknown, so no speed is judged
+    for key in (
+        "command",
+        "commit",
+        "cpu_model",
+        "cpu_flags",
+        "cpu_kind",
+        "load_before",
+        "load_after",
+    ):
+        assert record[key] is not None, key
 
     # --quick is a smoke run: the report stays as it was.
     before = results.read_text()
@@ -93,6 +108,12 @@ def test_a_run_rewrites_its_part_and_keeps_the_appendix(tmp_path):
         command + ["--quick"], cwd=REPO_DIR, env=env, check=True, timeout=60, capture_output=True
     )
     assert results.read_text() == before
+
+
+def test_the_cpu_kind_is_one_the_rule_judges_only_with_its_flag():
+    assert report.cpu_kind("AMD EPYC 9B14", {"avx512_bf16"}) == "AMD EPYC with AVX512_BF16"
+    assert report.cpu_kind("AMD EPYC 7B12", {"avx2"}) == "AMD EPYC 7B12"
+    assert report.cpu_kind("Intel(R) Xeon(R) Processor", {"amx_bf16"}) == "Intel Xeon with AMX"
 
 
 def _installed_versions():
