@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -13,11 +14,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.errors import Diverged, WriteError
+from bert_tf.errors import Diverged, InputError, WriteError
 from bert_tf.optimization import create_optimizer
 from bert_tf.training import Trainable, TrainConfig, Trainer, check_batch_sizes, write_eval_results
 
-from conftest import file_size_limit
+from conftest import SUBPROCESS_ENV, file_size_limit
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -281,6 +282,60 @@ def test_bad_batch_sizes_name_the_flag(field, value, flag):
 def test_bad_settings_name_the_flag(tmp_path, field, value, flag):
     with pytest.raises(ValueError, match=flag):
         _train(tmp_path, **{field: value})
+
+
+@pytest.mark.parametrize(
+    "rate, shown", [(-1e-5, "-1e-05"), (0.0, "0"), (math.nan, "nan"), (math.inf, "inf")]
+)
+def test_a_learning_rate_that_is_not_positive_is_one_line_naming_the_flag_before_any_step(
+    tmp_path, rate, shown
+):
+    built = []
+    task = dataclasses.replace(toy_task(), build_model=lambda: built.append(1) or ToyModel())
+    config = TrainConfig(model_dir=str(tmp_path), train_batch_size=8, num_train_steps=6)
+    with pytest.raises(InputError) as error:
+        Trainer(
+            task,
+            tf.distribute.OneDeviceStrategy("/cpu:0"),
+            lambda: create_optimizer(rate, 6, 2),
+            config,
+        )
+    message = str(error.value)
+    assert message.startswith(f"--learning_rate must be a positive, finite number, got {shown}:")
+    assert "\n" not in message
+    assert built == [] and os.listdir(tmp_path) == []  # no model, no step, no file
+
+
+def test_a_constant_learning_rate_is_checked_too(tmp_path):
+    config = TrainConfig(model_dir=str(tmp_path), train_batch_size=8, num_train_steps=6)
+    with pytest.raises(InputError, match="--learning_rate .* got -0.1"):
+        Trainer(
+            toy_task(),
+            tf.distribute.OneDeviceStrategy("/cpu:0"),
+            lambda: keras.optimizers.SGD(-0.1),
+            config,
+        )
+
+
+def test_run_classifier_with_a_negative_learning_rate_ends_in_one_error_line(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("a happy day\tpos\na sad day\tneg\n" * 4)
+    result = subprocess.run(
+        [
+            sys.executable, os.path.join(REPO_DIR, "run_classifier.py"), "--task_name=tsv",
+            "--do_train", f"--data_dir={data}", "--text_a_column=0", "--label_column=1",
+            f"--vocab_file={REPO_DIR}/sample_data/vocab.txt", "--max_seq_length=16",
+            f"--bert_config_file={REPO_DIR}/sample_data/bert_config_tiny.json",
+            f"--output_dir={tmp_path / 'out'}", "--learning_rate=-1e-5", "--train_batch_size=4",
+        ],
+        capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: --learning_rate must be a positive, finite number, got -1e-05")
+    assert not tf.train.latest_checkpoint(str(tmp_path / "out"))
 
 
 def test_eval_results_file_has_the_original_format(tmp_path):

@@ -1,8 +1,12 @@
-"""What the loop is given: a `Trainable` and the loop's `TrainConfig`, and the one batch-size check."""
+"""What the loop is given: a `Trainable` and the loop's `TrainConfig`, the one batch-size check and the
+one learning-rate check."""
 
 import dataclasses
+import math
 from collections.abc import Callable
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import InputError
@@ -96,3 +100,44 @@ def check_batch_sizes(replicas, train_batch_size, num_accumulation_steps=1, **ba
             raise InputError(
                 f"--{name}={value} must be divisible by the number of replicas ({replicas})"
             )
+
+
+# The keys under which a learning-rate schedule's config names its peak rate (the flag's value):
+# bert_tf.optimization's WarmupLinearDecay, then Keras' own schedules.
+_PEAK_RATE_KEYS = ("init_lr", "initial_learning_rate", "learning_rate")
+
+
+def check_learning_rate(optimizer, num_train_steps):
+    """The optimizer's learning rate must be positive and finite, before any step.
+
+    A schedule whose config names its peak rate (`init_lr`, `initial_learning_rate`) has that
+    checked; another is read at 21 steps spread over [0, num_train_steps]: a rate that is negative
+    or not finite at one of them, or 0 at all, is an error.
+
+    Args:
+      optimizer: a Keras optimizer, not yet wrapped (e.g. by a loss-scale optimizer).
+      num_train_steps: the run's training steps.
+
+    Raises:
+      InputError: naming --learning_rate and its value.
+    """
+    rate = optimizer._learning_rate  # the schedule or variable as given; .learning_rate is step 0's
+    if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+        config = rate.get_config()
+        peak = [config[key] for key in _PEAK_RATE_KEYS if isinstance(config.get(key), int | float)]
+        steps = np.unique(np.linspace(0, num_train_steps, 21).astype(np.int64))
+        rates = peak[:1] or [float(rate(int(step))) for step in steps]
+    else:
+        rates = [float(keras.ops.convert_to_numpy(rate))]
+    bad = [r for r in rates if not math.isfinite(r) or r < 0] or (rates if max(rates) == 0 else [])
+    if bad:
+        check_learning_rate_value(bad[0])
+
+
+def check_learning_rate_value(learning_rate):
+    """Raises InputError naming --learning_rate unless it is a positive, finite number."""
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise InputError(
+            f"--learning_rate must be a positive, finite number, got {learning_rate:g}: a run with "
+            "it would not learn (0), climb the loss (negative) or diverge at once (nan, inf)"
+        )

@@ -12,6 +12,7 @@ import tensorflow as tf
 from bert_tf.distribute import input_context, is_chief
 from bert_tf.precision import SyncedLossScaleOptimizer, build_with_policy
 from bert_tf.training.checkpoint_state import CheckpointState
+from bert_tf.training.config import check_learning_rate
 from bert_tf.training.evaluation import evaluate
 from bert_tf.training.inputs import TrainInput, saveable
 from bert_tf.training.loop import TrainLoop
@@ -48,13 +49,14 @@ class Trainer:
             default every object of the model must match the checkpoint.
 
         Raises:
-          InputError: an unknown mixed_precision policy or a step count that is not positive.
+          InputError: an unknown mixed_precision policy, a step count that is not positive, or a
+            learning rate that is not positive and finite (naming --learning_rate).
         """
         self.trainable, self.strategy, self.config = trainable, strategy, config
         config.check()
         self._chief = is_chief(strategy)
         with strategy.scope():
-            self.model, self.optimizer = _build(trainable, optimizer_fn, config.mixed_precision)
+            self.model, self.optimizer = _build(trainable, optimizer_fn, config)
             # Global batches taken from the training input (more than the optimizer's steps when
             # mixed_float16 skips one); a checkpoint without the input's state reads through as many.
             self._input_steps = tf.Variable(-1, dtype=tf.int64, trainable=False, name="input_steps")
@@ -153,11 +155,15 @@ class Trainer:
         return self.predictor.predict(dataset, output_keys, feature_keys)
 
 
-def _build(trainable, optimizer_fn, policy):
+def _build(trainable, optimizer_fn, config):
     """The model under the dtype policy and its optimizer (loss-scaled under mixed_float16), with every
-    variable created, so that checkpoints restore at once and steps create none. In strategy scope."""
-    model = build_with_policy(trainable.build_model, policy)
+    variable created, so that checkpoints restore at once and steps create none. In strategy scope.
+
+    The optimizer comes first: its learning rate is checked before the model is built."""
+    policy = config.mixed_precision
     optimizer = optimizer_fn()
+    check_learning_rate(optimizer, config.num_train_steps)
+    model = build_with_policy(trainable.build_model, policy)
     if policy == "mixed_float16":
         optimizer = SyncedLossScaleOptimizer(optimizer)
     model(trainable.dummy_batch(), training=False)
