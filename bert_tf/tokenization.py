@@ -103,11 +103,18 @@ def load_vocab(vocab_file):
 
     Raises:
       MissingFileError (a FileNotFoundError): if `vocab_file` does not exist.
-      InputError: naming the file and line, for a line that is not UTF-8.
+      InputError: naming the file and line, for a line that is not UTF-8, or both lines of a token
+        that is there twice (the later id would win silently, and the earlier be unreachable).
     """
     vocab = collections.OrderedDict()
     for number, line in read_lines(vocab_file):
-        vocab[line.strip()] = number - 1
+        token = line.strip()
+        if token in vocab:
+            raise InputError(
+                f"{vocab_file}:{number}: the token {token!r} is already on line {vocab[token] + 1}; "
+                "a vocabulary holds each token once"
+            )
+        vocab[token] = number - 1
     return vocab
 
 

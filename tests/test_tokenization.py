@@ -7,6 +7,7 @@ import random
 import pytest
 
 from bert_tf import tokenization
+from bert_tf.errors import InputError
 
 # The vocab of the original's own unit test: enough to show "##" continuation pieces.
 _TOY_VOCAB_TOKENS = [
@@ -211,3 +212,15 @@ def test_ids_round_trip_to_tokens(uncased_tokenizer):
 
 def test_cased_tokenizer_keeps_case_and_misses_uncased_vocab(cased_tokenizer):
     assert cased_tokenizer.tokenize("Hello, world!") == ["[UNK]", ",", "world", "!"]
+
+
+def test_a_token_twice_in_the_vocab_is_one_error_naming_the_file_and_both_lines(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text(
+        "[PAD]\n[UNK]\nhello\n[CLS]\nhello \n[SEP]\n"
+    )  # line 5 strips to line 3's token
+    with pytest.raises(InputError) as error:
+        tokenization.load_vocab(str(path))
+    assert str(error.value) == (
+        f"{path}:5: the token 'hello' is already on line 3; a vocabulary holds each token once"
+    )
