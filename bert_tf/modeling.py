@@ -16,6 +16,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.adapters import LoraBackbone
 from bert_tf.layers import ACTIVATIONS, BertEmbeddings, TransformerBlock
 from bert_tf.layers.initializer import truncated_normal
 from bert_tf.layers.pretraining_heads import MaskedLMHead, NextSentenceHead
@@ -212,13 +213,14 @@ class _SavesBertConfig:
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertModel(_SavesBertConfig, keras.Model):
+class BertModel(_SavesBertConfig, LoraBackbone, keras.Model):
     """The BERT encoder: embeddings, num_hidden_layers transformer blocks and the [CLS] pooler.
 
     Inputs: a dict of int32 [B, S] tensors "input_ids", "input_mask" (1 = real token; default all ones) and
     "segment_ids" (default all zeros), with S <= max_position_embeddings.
     Outputs: a dict with "sequence_output" [B, S, H], "pooled_output" [B, H] and "encoder_outputs", a list
     of num_hidden_layers [B, S, H] tensors; dropout applies only with training=True.
+    `enable_lora(rank)` freezes it and adds LoRA adapters (bert_tf.adapters).
     With config.objective "ltr" attention is causal (position i sees positions <= i) and the pooler reads
     the last real token instead of [CLS].
 

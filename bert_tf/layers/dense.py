@@ -26,6 +26,24 @@ def dense_over_tokens(dense, x, activation=None):
         tokens = dense(tokens)  # [B*S, U]
     else:
         dtype = dense.compute_dtype
-        kernel, bias = tf.cast(dense.kernel, dtype), tf.cast(dense.bias, dtype)
+        kernel, bias = float_kernel(dense), tf.cast(dense.bias, dtype)
         tokens = activation(tf.nn.bias_add(tf.matmul(tf.cast(tokens, dtype), kernel), bias))
     return tf.reshape(tokens, [batch_size, seq_length, dense.units])
+
+
+def float_kernel(dense):
+    """The [H, U] kernel `dense` multiplies by, in its compute dtype, with any LoRA update added.
+
+    An int8 layer (`quantize("int8")`) stores kernel * scale rounded, one scale per output column:
+    dividing by the scale gives the float kernel back (within half a step).
+    """
+    dtype = dense.compute_dtype
+    if dense.quantization_mode is None:
+        return tf.cast(dense.kernel, dtype)  # Keras' kernel property adds the LoRA update
+    if dense.quantization_mode != "int8":
+        raise ValueError(f"{dense.name}: quantization {dense.quantization_mode!r} is not supported")
+    kernel = tf.cast(dense._kernel, dtype) / tf.cast(dense.kernel_scale, dtype)
+    if dense.lora_enabled:
+        update = tf.matmul(dense.lora_kernel_a, dense.lora_kernel_b)
+        kernel += tf.cast(update * (dense.lora_alpha / dense.lora_rank), dtype)
+    return kernel

@@ -18,12 +18,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import file_io
+from bert_tf import adapters, file_io
 from bert_tf.models.preprocessor import as_text_batch
 from bert_tf.optimization import AdamWeightDecay, WarmupLinearDecay, create_optimizer
 
 WARMUP_PROPORTION = 0.1
 DEFAULT_BATCH_SIZE = 32
+# The default compile's peak learning rate once LoRA adapters are on (backbone.enable_lora): only
+# the adapters and the head train, which takes a larger rate than full fine-tuning (the LoRA paper
+# used 4e-4 to 5e-4 on RoBERTa-base). See docs/python_api.md for how it was chosen.
+LORA_LEARNING_RATE = 1e-3
+QUANTIZATION_MODES = ("int8",)
 
 
 class BertTask(keras.Model):
@@ -32,19 +37,45 @@ class BertTask(keras.Model):
 
     Subclasses give `default_learning_rate`, `default_loss()`, `default_metrics()`, `call()`,
     `check_labels()` and `write_export()`.
+
+    `backbone` is the encoder (a BertModel): `model.backbone.enable_lora(rank=8)` trains LoRA
+    adapters and the head only; `quantize("int8")` stores the encoder's dense kernels in int8.
+    Both survive `save` / `keras.models.load_model` (the config records them), and `export` merges
+    the adapters into the kernels.
     """
 
     default_learning_rate = 5e-5
     # Whether the model reads text pairs: None = either (fixed by the first fit), True, False.
     text_pairs = None
 
-    def __init__(self, preprocessor, task_model, **kwargs):
+    def __init__(self, preprocessor, task_model, lora=None, quantization=None, **kwargs):
+        """`lora` ({"rank", "target_names"}) and `quantization` ("int8") are get_config's record of
+        enable_lora and quantize, redone here (quantize first) so that a saved model loads back."""
         super().__init__(**kwargs)
         self.preprocessor = preprocessor
         self.task_model = task_model
         self.task_model.build()
         self.built = True
+        self.quantization = None
+        if quantization is not None:
+            self.quantize(quantization)
+        if lora is not None:
+            self.backbone.enable_lora(lora["rank"], lora["target_names"])
         self.compile()
+
+    @property
+    def backbone(self):
+        """The encoder, a bert_tf.modeling.BertModel (the task model itself for the embedder)."""
+        return getattr(self.task_model, "bert", self.task_model)
+
+    def get_config(self):
+        lora = None
+        if self.backbone.lora_rank is not None:
+            lora = {
+                "rank": self.backbone.lora_rank,
+                "target_names": self.backbone.lora_target_names,
+            }
+        return {**super().get_config(), "lora": lora, "quantization": self.quantization}
 
     # ------------------------------------------------------------------ compile
 
@@ -64,7 +95,7 @@ class BertTask(keras.Model):
             `fit`) or any Keras optimizer.
           loss, metrics: "auto" (the task's) or Keras'.
           learning_rate: the peak learning rate of "auto"; default the class's
-            `default_learning_rate`.
+            `default_learning_rate`, or LORA_LEARNING_RATE when fit finds LoRA adapters on.
           warmup_proportion: the steps of "auto"'s linear warmup, a fraction of fit's steps.
           **kwargs: Keras' compile arguments (jit_compile defaults to False: batches differ in
             length).
@@ -72,20 +103,23 @@ class BertTask(keras.Model):
         kwargs.setdefault("jit_compile", False)
         self._recipe = None
         if optimizer == "auto":
-            rate = self.default_learning_rate if learning_rate is None else float(learning_rate)
+            rate = None if learning_rate is None else float(learning_rate)
             if not 0 <= warmup_proportion < 1:
                 raise ValueError(f"warmup_proportion must be in [0, 1), got {warmup_proportion}")
             self._recipe = {"learning_rate": rate, "warmup_proportion": float(warmup_proportion)}
-            optimizer = AdamWeightDecay(WarmupLinearDecay(rate, None, 0))
+            optimizer = AdamWeightDecay(WarmupLinearDecay(self._recipe_rate(), None, 0))
         elif learning_rate is not None:
             raise ValueError("learning_rate: set it on the optimizer, or use optimizer='auto'")
         if metrics == "auto":
             kwargs.setdefault("weighted_metrics", self.default_weighted_metrics())
-        self._compile_arguments = {
+        arguments = {
             "loss": self.default_loss() if loss == "auto" else loss,
             "metrics": self.default_metrics() if metrics == "auto" else metrics,
             **kwargs,
         }
+        # Kept out of Keras' state tracking (compile tracks the metrics itself): after quantize,
+        # Keras locks the model's tracker, and a tracked new metric would be refused.
+        object.__setattr__(self, "_compile_arguments", arguments)
         super().compile(optimizer=optimizer, **self._compile_arguments)
 
     def get_compile_config(self):
@@ -102,12 +136,86 @@ class BertTask(keras.Model):
         else:
             super().compile_from_config(config)
 
+    def _recipe_rate(self):
+        """The recipe's peak learning rate: the one given, else the default of the model as it is."""
+        if self._recipe["learning_rate"] is not None:
+            return self._recipe["learning_rate"]
+        if self.backbone.lora_rank is not None:
+            return LORA_LEARNING_RATE
+        return self.default_learning_rate
+
     def _compile_schedule(self, num_train_steps):
         """The recipe's optimizer for a fit of `num_train_steps` steps."""
         warmup = int(num_train_steps * self._recipe["warmup_proportion"])
         with self.distribute_strategy.scope():
-            optimizer = create_optimizer(self._recipe["learning_rate"], num_train_steps, warmup)
+            optimizer = create_optimizer(self._recipe_rate(), num_train_steps, warmup)
             keras.Model.compile(self, optimizer=optimizer, **self._compile_arguments)
+
+    # ------------------------------------------------------------------ adapters and int8
+
+    def quantize(self, mode=None, **kwargs):
+        """Stores the kernels of every keras.layers.Dense (the encoder's projections, the pooler, a
+        head's transform) in int8 with one float32 scale per output column (Keras' quantize);
+        embeddings, LayerNorms, biases and the task's head stay float32. Before or after fit.
+
+        Raises:
+          ValueError: one line, for a mode other than "int8" or a model already quantized.
+        """
+        if mode not in QUANTIZATION_MODES:
+            raise ValueError(
+                f"quantize: mode {mode!r} is not supported; use one of {QUANTIZATION_MODES}"
+            )
+        if self.quantization is not None:
+            raise ValueError(f"quantize: this model is already quantized ({self.quantization})")
+
+        def is_dense(layer):
+            return isinstance(layer, keras.layers.Dense)
+
+        super().quantize(mode, filters=is_dense, **kwargs)
+        self.quantization = mode
+
+    def head_variables(self):
+        """The task model's variables outside the encoder (its head), in a fixed order."""
+        encoder = {id(variable) for variable in self.backbone.weights}
+        return [v for v in self.task_model.weights if id(v) not in encoder]
+
+    def save_lora_weights(self, path):
+        """Writes the encoder's LoRA adapters and the task's head to `path` (.npz, atomically):
+        with the base's folder, all a trained LoRA model needs (see load_lora_weights)."""
+        adapters.write_lora_file(path, self.backbone, head=self.head_variables())
+
+    def load_lora_weights(self, path):
+        """Loads adapters (and the head, if the file has one) into this model: a from_preset of the
+        base the adapters were trained from, of the same task and head shape.
+
+        Raises:
+          ValueError: one line naming the mismatch (base, rank, targets or head), before any
+            weight changes.
+        """
+        arrays, metadata = adapters.read_lora_file(path)
+        head = self.head_variables()
+        if "head" in metadata:
+            mine = [[adapters.head_name(v), list(v.shape)] for v in head]
+            if mine != metadata["head"]:
+                raise ValueError(
+                    f"load_lora_weights: {path} holds a head {metadata['head']}, but this model's "
+                    f"head is {mine}"
+                )
+        self.backbone.load_lora_weights(path)
+        for i, variable in enumerate(head if "head" in metadata else []):
+            variable.assign(arrays[f"head/{i}"])
+
+    def _merged_copy(self):
+        """A model of the same config and weights without adapters: each adapted kernel holds
+        W + A @ B * alpha / rank (int8: that sum quantized again), as Keras' save merges them."""
+        config = self.get_config()
+        config["lora"] = None
+        merged = self.__class__.from_config(config)
+        with tempfile.TemporaryDirectory() as folder:
+            weights = os.path.join(folder, "merged.weights.h5")
+            self.task_model.save_weights(weights)
+            merged.task_model.load_weights(weights)
+        return merged
 
     # ------------------------------------------------------------------ data
 
@@ -195,6 +303,9 @@ class BertTask(keras.Model):
         shuffle = kwargs.pop("shuffle", True)
         steps_per_epoch = kwargs.get("steps_per_epoch") or math.ceil(len(columns[0]) / batch_size)
         self.settle_text_pairs(columns)
+        if self.backbone.lora_rank is not None:
+            adapters.revive_adapters(self.backbone)
+        self.train_function = None  # enable_lora or quantize may have changed what trains
         if self._recipe is not None:
             self._compile_schedule(steps_per_epoch * epochs)
         dataset = self.training_dataset(columns, labels, batch_size, shuffle)
@@ -218,7 +329,8 @@ class BertTask(keras.Model):
 
     def export(self, path):
         """Writes the SavedModel export_saved_model.py writes for this task, directly at `path`
-        (e.g. TF Serving's /models/name/1), atomically; returns `path`.
+        (e.g. TF Serving's /models/name/1), atomically; returns `path`. LoRA adapters are merged
+        into the kernels (a plain model); an int8 model's kernels stay int8.
 
         It loads with only tensorflow and tensorflow_text imported:
         `tf.saved_model.load(path).signatures["serving_default"](text_a=...)`.
@@ -234,8 +346,9 @@ class BertTask(keras.Model):
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
         staging = tempfile.mkdtemp(prefix=".export-", dir=parent)
+        exported = self if self.backbone.lora_rank is None else self._merged_copy()
         try:
-            written = self.write_export(staging)
+            written = exported.write_export(staging)
             os.rename(written, path)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
