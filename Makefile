@@ -9,7 +9,7 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 DEMO_DIR ?= demo_output
 
-.PHONY: install demo test test-quick bench docs clean
+.PHONY: install demo test test-quick bench figures docs clean
 
 install: $(INSTALLED)
 
@@ -44,13 +44,18 @@ test-quick: $(INSTALLED)
 	$(PYTHON) scripts/serving_envs.py || true
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=25 -m "not slow"
 
-# Every step of bench/RESULTS.md in one run (the last whole run, commit 7d8f19e, now in its appendix,
-# took 41 min on 2 cores; the steps added since took 43 (restart), 20 + 3 (beam) and 9 (latency) more
-# in their own runs; the peers need the extras).
-# BENCH_ARGS passes options to bench.run_all, e.g. BENCH_ARGS=--quick or BENCH_ARGS=--only=serving.
+# Every step of make bench in one run, written to bench/results/run_all.md with its JSON record beside
+# it (the last whole run, commit 7d8f19e, took 41 min on 2 cores; the steps added since took 43
+# (restart), 20 + 3 (beam) and 9 (latency) more in their own runs; the peers need the extras).
+# BENCH_ARGS passes options to bench.run_all, e.g. BENCH_ARGS=--quick, BENCH_ARGS=--only=serving, or
+# BENCH_ARGS=--quiet to record that nothing else ran (without it no speed of the run is judged).
+# `make figures` rewrites README's and docs/performance.md's results table from bench/results/*.json.
 bench: $(INSTALLED)
 	$(PYTHON) -m pip install --quiet -e '.[dev,bench,compare]'
 	$(PYTHON) -m bench.run_all $(BENCH_ARGS)
+
+figures: $(INSTALLED)
+	$(PYTHON) -m bench.figures
 
 # The docs/ site (mkdocs.yml, mkdocs-material): `make docs` builds it into site/ with --strict (a broken
 # link or anchor, or a page missing from the nav, fails, as in tests/test_docs_site.py);

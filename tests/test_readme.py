@@ -9,6 +9,7 @@ names no variable) runs, with /tmp/bert_tf_tour moved into the test's folder, an
 block of the README, with the same folder.
 """
 
+import json
 import os
 import re
 import shlex
@@ -192,3 +193,49 @@ def test_the_quick_tour_runs_as_written(tmp_path):
             cwd=REPO_DIR, capture_output=True, text=True, timeout=600, env=SUBPROCESS_ENV,
         )  # fmt: skip
         assert result.returncode == 0, f"{block}\n{result.stderr[-3000:]}"
+
+
+def _from_scratch_block():
+    (block,) = [b for b in shell_blocks() if "build_vocab.py" in b and "/tmp/scratch" in b]
+    return block
+
+
+def test_the_from_scratch_path_learns_a_vocabulary_and_pretrains_without_a_checkpoint():
+    block = _from_scratch_block()
+    steps = [argv for argv in commands(block)]
+    scripts = [argv[1] for argv in steps]
+    assert scripts == [
+        "build_vocab.py", "-c", "create_pretraining_data.py", "run_pretraining.py", "run_classifier.py"
+    ]  # fmt: skip
+    for argv in steps[2:4]:
+        assert "--dynamic_masking=True" in argv, argv
+    assert not any(arg.startswith("--init_checkpoint") for arg in steps[3])
+    assert "--init_checkpoint=/tmp/scratch/pretraining/bert_model.ckpt" in steps[4]
+
+
+@pytest.mark.slow
+def test_the_from_scratch_block_runs_as_written(tmp_path):
+    block = _from_scratch_block().replace("/tmp/scratch", str(tmp_path))
+    env = {
+        **SUBPROCESS_ENV,
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]),
+    }
+    result = subprocess.run(
+        ["bash", "-euc", block], cwd=REPO_DIR, capture_output=True, text=True, timeout=900, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    vocab_size = len((tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines())
+    config = json.loads((tmp_path / "bert_config.json").read_text(encoding="utf-8"))
+    assert config["vocab_size"] == vocab_size < 30522
+    assert (tmp_path / "pretraining" / "bert_model.ckpt.index").exists()
+    assert "eval_accuracy" in (tmp_path / "classifier" / "eval_results.txt").read_text()
+
+
+def test_the_docs_site_starts_with_the_readme_s_install_and_quick_tour():
+    index = shell_blocks(REPO_DIR / "docs" / "index.md")
+    readme = shell_blocks()
+    tour = [b for b in readme if TOUR_DIR in b and "$" not in b]
+    install = [b for b in readme if b.startswith("make demo") or "pip install -e ." in b]
+    assert index[:3] == install + tour
+    text = (REPO_DIR / "docs" / "index.md").read_text(encoding="utf-8")
+    assert text.index("## Install") < text.index("## Quick start") < text.index("## The pages")
