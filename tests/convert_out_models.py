@@ -13,8 +13,8 @@ import numpy as np
 from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
 from bert_tf.formats.sentence_transformers_folder import EMBEDDING_FILE
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks.task_info import TaskInfo, write_task_info
 from bert_tf.tasks import get_task
-from bert_tf.tasks.run_files import TaskInfo, write_task_info
 
 FIXTURES_DIR = pathlib.Path(__file__).resolve().parent / "fixtures"
 GOOGLE_CKPT_DIR = FIXTURES_DIR / "google_ckpt_tiny"

@@ -23,8 +23,8 @@ from bert_tf.beam import batch_prediction, pipeline
 from bert_tf.beam.inference import ExportModelHandler
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.tasks import TASKS
-from bert_tf.tasks.run_files import TaskInfo
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 

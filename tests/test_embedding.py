@@ -307,7 +307,7 @@ def test_the_checkpoints_embedding_json_sets_the_pooling_unless_the_flags_do(tmp
 def test_registry_builds_an_embedder_with_the_encoders_names_only():
     from bert_tf.checkpoints import google_variable_names
     from bert_tf.modeling import BertConfig
-    from bert_tf.tasks.run_files import TaskInfo
+    from bert_tf.models.networks.task_info import TaskInfo
 
     info = TaskInfo(model_type="embedding", pooling="cls", normalize=False)
     model = TASKS["embedding"].build_model(BertConfig.from_json_file(TINY_CONFIG), info)

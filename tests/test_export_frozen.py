@@ -8,9 +8,9 @@ import tensorflow as tf
 from test_serving_runtimes import BFLOAT16_KINDS, KINDS, MODEL_TYPES
 
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.precision import build_with_policy, store_in_compute_dtype
 from bert_tf.tasks import TASKS
-from bert_tf.tasks.run_files import TaskInfo
 
 from conftest import SAMPLE_DIR
 

@@ -26,9 +26,9 @@ from bert_tf.data import encoder_features
 from bert_tf.data.feature_cache import cached_records
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
+from bert_tf.models.networks.task_info import read_task_info
 from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import run_script
-from bert_tf.tasks.run_files import read_task_info
 from bert_tf.tasks.tagging import conll, feature_based
 from bert_tf.tasks.tagging import serving as tagging_serving
 from bert_tf.tasks.tagging import task as tagging

@@ -21,9 +21,9 @@ from test_run_classifier import run, tsv_config, write_sentiment_tsv
 
 from bert_tf import BertPreprocessor, BertTextClassifier, BertTokenClassifier, preprocessing
 from bert_tf.checkpoints import save_google_checkpoint
+from bert_tf.models.networks.task_info import read_task_info, write_task_info
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
-from bert_tf.tasks.run_files import read_task_info, write_task_info
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV

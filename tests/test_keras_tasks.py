@@ -24,10 +24,10 @@ from bert_tf import (
     BertTokenClassifier,
 )
 from bert_tf.checkpoints import save_google_checkpoint
+from bert_tf.models.networks.task_info import read_task_info, write_task_info
 from bert_tf.tasks import run_script
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.multiple_choice import task as multiple_choice
-from bert_tf.tasks.run_files import read_task_info, write_task_info
 from bert_tf.tasks.squad import task as squad
 from bert_tf.tasks.tagging import task as tagging
 

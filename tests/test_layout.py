@@ -111,8 +111,8 @@ def test_every_function_fits_on_a_screen():
 def test_every_registered_task_builds_a_model_whose_head_has_its_google_names():
     from bert_tf.checkpoints import google_variable_names
     from bert_tf.modeling import BertConfig
+    from bert_tf.models.networks.task_info import TaskInfo
     from bert_tf.tasks import TASKS
-    from bert_tf.tasks.run_files import TaskInfo
 
     config = BertConfig.from_preset("bert_tiny", vocab_size=50)
     # Every task module's SPEC is in the registry: a new task cannot be left out of TASKS.

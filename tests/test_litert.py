@@ -16,9 +16,9 @@ import tensorflow as tf
 from bert_tf import litert
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.tasks import TASKS
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
-from bert_tf.tasks.run_files import TaskInfo
 
 from conftest import SAMPLE_DIR
 

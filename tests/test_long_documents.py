@@ -17,13 +17,13 @@ from test_run_classifier import NEGATIVE, POSITIVE, tsv_config
 
 from bert_tf.data.packing import window_spans
 from bert_tf.errors import InputError
+from bert_tf.models.networks.task_info import TaskInfo, read_task_info
+from bert_tf.models.networks.text_windows import combine_windows, text_windows, window_signatures
 from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import run_script
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.data.features import convert_example_to_window_features
 from bert_tf.tasks.classification.data.processor import InputExample
-from bert_tf.tasks.run_files import TaskInfo, read_task_info
-from bert_tf.tasks.windows import combine_windows, text_windows, window_signatures
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import PROBABILITY_ATOL, SAMPLE_DIR, finish, last_json_line, start_python

@@ -331,8 +331,8 @@ def test_fine_tuning_and_export_keep_the_causal_mask_of_the_checkpoints_config(
     task = json.loads((tmp_path / "out" / "task.json").read_text())
     assert task["bert_config"]["objective"] == "ltr"
     # The fine-tuned classifier's encoder, as export_saved_model.py rebuilds it from the run's files.
+    from bert_tf.models.networks.task_info import read_task_info
     from bert_tf.tasks import get_task
-    from bert_tf.tasks.run_files import read_task_info
 
     info = read_task_info(str(tmp_path / "out"))
     model = get_task(info.model_type).build_model(info.bert_config, info)

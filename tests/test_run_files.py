@@ -6,8 +6,8 @@ import json
 import pytest
 
 from bert_tf.errors import InputError
+from bert_tf.models.networks.task_info import TaskInfo, read_task_info, write_task_info
 from bert_tf.tasks import TASKS  # noqa: F401 (registers each task's settings)
-from bert_tf.tasks.run_files import TaskInfo, read_task_info, write_task_info
 
 # What the version before the per-task part wrote for a SQuAD 2.0 run (json.dumps(sort_keys=True)):
 # every task's settings flat, the union of them all.

@@ -20,9 +20,9 @@ import tensorflow as tf
 from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks.task_info import write_labels
 from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import TASKS, exporting, run_script
-from bert_tf.tasks.run_files import write_labels
 from bert_tf.tasks.tagging import conll, entity_metrics
 from bert_tf.tasks.tagging import serving as tagging_serving
 from bert_tf.tasks.tagging import task as tagging

@@ -24,9 +24,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.precision import build_with_policy, store_in_compute_dtype
 from bert_tf.tasks import TASKS
-from bert_tf.tasks.run_files import TaskInfo
 
 from conftest import FLOAT32_EPS, REPO_DIR, SAMPLE_DIR
 

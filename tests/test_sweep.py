@@ -11,10 +11,10 @@ from test_run_classifier import tsv_config, write_sentiment_tsv
 
 from bert_tf.checkpoints import resolve_checkpoint
 from bert_tf.errors import Diverged, InputError
+from bert_tf.models.networks.task_info import read_labels, read_task_info
 from bert_tf.settings import parse_sweep
 from bert_tf.tasks import run_script, sweep
 from bert_tf.tasks.classification import task as classification
-from bert_tf.tasks.run_files import read_labels, read_task_info
 from bert_tf.training import Trainer
 
 GRID = dict(learning_rate=(1e-3, 3e-4), train_batch_size=(8, 16), seed=(1, 2))

@@ -1,8 +1,10 @@
 """The Keras API: raw strings in, the task's outputs out; `from_preset`, `fit`, `predict`, `save`, `export`.
 
-Each public class composes `BertPreprocessor` with the task model the scripts train (bert_tf/tasks),
-so there is one definition of each task's model. Importing this package registers every class with
-Keras, which `keras.saving.load_model` needs.
+Each public class composes `BertPreprocessor` with the task model the scripts train (the id-level
+networks of `networks/`, which bert_tf/tasks' runs import too), so there is one definition of each
+task's model. `import bert_tf` imports every module here, which registers every class with Keras, as
+`keras.saving.load_model` needs; this package imports its modules on first use of a name, so that
+`networks/` (below bert_tf/formats in docs/architecture.md's layers) imports no public class.
 
 Modules:
   presets: the preset folders `from_preset` reads.
@@ -14,23 +16,30 @@ Modules:
   multiple_choice: `BertMultipleChoice`.
   question_answerer: `BertQuestionAnswerer`.
   token_classifier: `BertTokenClassifier`.
-  windows: long texts in windows for the classifier.
+  classifier_windows: long texts in windows for the classifier.
+  networks/: the id-level networks, their serving graphs and exports, and task.json (TaskInfo).
 """
 
-from bert_tf.models.masked_lm import BertMaskedLM
-from bert_tf.models.multiple_choice import BertMultipleChoice
-from bert_tf.models.preprocessor import BertPreprocessor
-from bert_tf.models.question_answerer import BertQuestionAnswerer
-from bert_tf.models.text_classifier import BertTextClassifier
-from bert_tf.models.text_embedder import BertTextEmbedder
-from bert_tf.models.token_classifier import BertTokenClassifier
+import importlib
 
-__all__ = [
-    "BertMaskedLM",
-    "BertMultipleChoice",
-    "BertPreprocessor",
-    "BertQuestionAnswerer",
-    "BertTextClassifier",
-    "BertTextEmbedder",
-    "BertTokenClassifier",
-]
+_PUBLIC = {
+    "BertMaskedLM": "bert_tf.models.masked_lm",
+    "BertMultipleChoice": "bert_tf.models.multiple_choice",
+    "BertPreprocessor": "bert_tf.models.preprocessor",
+    "BertQuestionAnswerer": "bert_tf.models.question_answerer",
+    "BertTextClassifier": "bert_tf.models.text_classifier",
+    "BertTextEmbedder": "bert_tf.models.text_embedder",
+    "BertTokenClassifier": "bert_tf.models.token_classifier",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'bert_tf.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(_PUBLIC[name]), name)
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

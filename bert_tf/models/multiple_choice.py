@@ -14,10 +14,10 @@ import tensorflow as tf
 
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
+from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask, integer_labels
 from bert_tf.tasks.multiple_choice import task as multiple_choice
-from bert_tf.tasks.run_files import TaskInfo
 
 # The paper's SWAG recipe: learning rate 2e-5 (BERT paper, section 4.4), 3 epochs, batch 16.
 DEFAULT_LEARNING_RATE = 2e-5

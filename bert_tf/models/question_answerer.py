@@ -18,9 +18,9 @@ import tensorflow as tf
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
+from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask
-from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.squad import serving as squad_serving
 from bert_tf.tasks.squad import task as squad
 

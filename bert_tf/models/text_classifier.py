@@ -12,13 +12,13 @@ import keras
 import numpy as np
 
 from bert_tf.modeling import BertConfig
-from bert_tf.models import presets, windows
+from bert_tf.models import classifier_windows, presets
+from bert_tf.models.networks.task_info import TaskInfo
+from bert_tf.models.networks.text_windows import WINDOW_COMBINATIONS
 from bert_tf.models.preprocessor import BertPreprocessor
 from bert_tf.models.task import BertTask, doc_stride_argument, integer_labels, labels_array
 from bert_tf.tasks.classification import multi_label as multi_label_task
 from bert_tf.tasks.classification import task as classification
-from bert_tf.tasks.run_files import TaskInfo
-from bert_tf.tasks.windows import WINDOW_COMBINATIONS
 
 # The peak learning rate of the default compile: the paper's 5e-5 (it picks among 5e-5, 3e-5 and
 # 2e-5). Measured from all-MiniLM-L6-v2 on 400 Rotten Tomatoes sentences, batch 32, 3 epochs (38
@@ -168,7 +168,7 @@ class BertTextClassifier(BertTask):
         if self.doc_stride is None:
             return super().dataset(columns, labels, batch_size, shuffle)
         tokenizer = self.preprocessor.tokenizer
-        return windows.windows_dataset(
+        return classifier_windows.windows_dataset(
             tokenizer, self.doc_stride, columns[0], labels, batch_size, shuffle
         )
 
@@ -177,7 +177,7 @@ class BertTextClassifier(BertTask):
         if self.doc_stride is None:
             return super().predict(x, batch_size=batch_size, **kwargs)
         dataset = self.dataset(self.check_texts(x), None, self._batch_size(batch_size))
-        return windows.predict_texts(self, dataset, self.window_combination)
+        return classifier_windows.predict_texts(self, dataset, self.window_combination)
 
     def evaluate(self, x=None, y=None, batch_size=None, return_dict=False, **kwargs):
         """Keras' evaluate; with doc_stride, of the texts' combined logits (as run_classifier.py)."""

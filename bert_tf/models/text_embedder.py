@@ -18,10 +18,10 @@ import tensorflow as tf
 from bert_tf.formats.sentence_transformers_folder import POOLINGS
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
+from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import BertTask
 from bert_tf.tasks.embedding import task as embedding
-from bert_tf.tasks.run_files import TaskInfo
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -16,9 +16,9 @@ import tensorflow as tf
 
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
+from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask, doc_stride_argument
-from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.tagging import task as tagging
 from bert_tf.tasks.tagging.serving import TaggingPreprocessor
 

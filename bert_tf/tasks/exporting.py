@@ -21,16 +21,16 @@ from bert_tf import litert
 from bert_tf.checkpoints import is_google_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
-from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy, store_in_compute_dtype
-from bert_tf.settings import changed, setting
-from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
-from bert_tf.tasks import TASKS, get_task
-from bert_tf.tasks.run_files import (
+from bert_tf.models.networks.task_info import (
     TaskInfo,
     check_objective_matches,
     read_labels,
     read_task_info,
 )
+from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy, store_in_compute_dtype
+from bert_tf.settings import changed, setting
+from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
+from bert_tf.tasks import TASKS, get_task
 from bert_tf.tokenization import check_vocab
 
 

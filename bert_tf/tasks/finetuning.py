@@ -21,13 +21,7 @@ from bert_tf.data.feature_cache import (
     reading_cached_records,
 )
 from bert_tf.errors import InputError
-from bert_tf.optimization import create_optimizer
-from bert_tf.precision import store_in_compute_dtype
-from bert_tf.settings import recorded_fields, recorded_settings
-from bert_tf.sigterm import doing
-from bert_tf.tasks.hooks import TaskHooks
-from bert_tf.tasks.run import Run
-from bert_tf.tasks.run_files import (
+from bert_tf.models.networks.task_info import (
     LABELS_FILE,
     TASK_FILE,
     VOCAB_FILE,
@@ -38,6 +32,12 @@ from bert_tf.tasks.run_files import (
     write_task_info,
     write_vocab,
 )
+from bert_tf.optimization import create_optimizer
+from bert_tf.precision import store_in_compute_dtype
+from bert_tf.settings import recorded_fields, recorded_settings
+from bert_tf.sigterm import doing
+from bert_tf.tasks.hooks import TaskHooks
+from bert_tf.tasks.run import Run
 from bert_tf.tokenization import FullTokenizer, check_vocab
 from bert_tf.training import Trainable
 

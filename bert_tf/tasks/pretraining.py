@@ -23,13 +23,13 @@ from bert_tf.data.pretraining.record_objective import file_objective
 from bert_tf.data.records import reading_records
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
+from bert_tf.models.networks.task_info import TaskInfo, write_task_info
 from bert_tf.objectives import ObjectiveSetting
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
 from bert_tf.settings import changed, setting
 from bert_tf.sigterm import doing
 from bert_tf.tasks.config import RunConfig
 from bert_tf.tasks.run import Run
-from bert_tf.tasks.run_files import TaskInfo, write_task_info
 from bert_tf.training import Trainable
 from bert_tf.training.evaluation import evaluate
 

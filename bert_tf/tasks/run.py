@@ -18,7 +18,7 @@ from bert_tf.checkpoints import resolve_checkpoint, restore_init_checkpoint
 from bert_tf.distribute import describe, get_strategy, is_chief, resolve_strategy_name
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
-from bert_tf.tasks.run_files import (
+from bert_tf.models.networks.task_info import (
     objective_config,
 )
 from bert_tf.training import TrainConfig, Trainer, check_batch_sizes, write_eval_results

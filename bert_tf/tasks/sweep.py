@@ -36,9 +36,9 @@ from absl import logging
 from bert_tf import file_io
 from bert_tf.checkpoints import copy_checkpoint
 from bert_tf.errors import Diverged, InputError
+from bert_tf.models.networks.task_info import LABELS_FILE, TASK_FILE, VOCAB_FILE, write_vocab
 from bert_tf.sigterm import doing
 from bert_tf.tasks.finetuning import BEST_CHECKPOINT, EVAL_RESULTS_FILES
-from bert_tf.tasks.run_files import LABELS_FILE, TASK_FILE, VOCAB_FILE, write_vocab
 
 SWEEP_FIELDS = ("learning_rate", "train_batch_size", "num_train_epochs", "seed")
 RESULTS_FILE = "sweep_results.tsv"

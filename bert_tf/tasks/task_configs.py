@@ -1,9 +1,9 @@
 """The settings of each fine-tuning task: its script's flags, each declared once, and its part of
 task.json (the fields declared `recorded`).
 
-They sit below every task folder and import none, so that task.json's reader (run_files.TaskInfo)
-knows each task's recorded settings from CONFIG_CLASSES, declared here, without importing the
-tasks; the flags several scripts share (--vocab_file, --data_dir, --tfds_data_dir, --doc_stride) are
+They sit below every task folder and import none. task.json's reader (bert_tf.models.networks.
+task_info) knows each task's recorded settings from its own plain table, RECORDED_SETTINGS, which
+tests/test_task_info.py holds equal to the recorded fields of CONFIG_CLASSES; the flags several scripts share (--vocab_file, --data_dir, --tfds_data_dir, --doc_stride) are
 declared once in bert_tf/shared_settings.py, and a task changes only their default or help. A task
 module names its config class in its TaskSpec (`config_class`); tests/test_task_contract.py checks
 that CONFIG_CLASSES and bert_tf.tasks.TASKS agree.
@@ -12,21 +12,11 @@ that CONFIG_CLASSES and bert_tf.tasks.TASKS agree.
 import dataclasses
 
 from bert_tf.errors import InputError
-from bert_tf.formats.sentence_transformers_folder import POOLINGS
+from bert_tf.models.networks.task_info import FEATURE_LAYERS, POOLINGS, WINDOW_COMBINATIONS
 from bert_tf.settings import changed, derived, setting
 from bert_tf.shared_settings import DataDirSetting, DocStrideSetting, TfdsDataDirSetting
 from bert_tf.tasks.config import FineTuningConfig
-from bert_tf.tasks.windows import WINDOW_COMBINATIONS
 
-# The feature-based tagger's --feature_layers (tasks/tagging/feature_based.py).
-FEATURE_LAYERS = (
-    "embeddings",
-    "second_to_last_hidden",
-    "last_hidden",
-    "weighted_sum_last_four",
-    "concat_last_four",
-    "weighted_sum_all",
-)
 # The embedding task's --similarity_scale (tasks/embedding/task.py).
 DEFAULT_SCALE = 20.0
 # The feature-based tagger's --lstm_size; the paper's head: "a randomly initialized two-layer

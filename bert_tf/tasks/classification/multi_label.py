@@ -19,9 +19,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import metrics
+from bert_tf.models.networks.task_info import write_task_info
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.data import multi_label as data_multi_label
-from bert_tf.tasks.run_files import write_task_info
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import MultiLabelConfig
 
@@ -41,7 +41,7 @@ class BertMultiLabelClassifier(classification.BertClassifier):
     """
 
     task_name = MODEL_TYPE
-    multi_label = True  # windows combine each label's probability (tasks/windows.py)
+    multi_label = True  # windows combine each label's probability (models/networks/text_windows.py)
 
     def __init__(self, config, num_labels, **kwargs):
         kwargs.setdefault("name", "bert_multi_label_classifier")

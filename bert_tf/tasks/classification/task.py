@@ -21,15 +21,15 @@ from bert_tf.data.feature_cache import file_identity
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, serving_signatures, write_saved_model
+from bert_tf.models.networks.task_head import BertTaskModel
+from bert_tf.models.networks.task_info import LABELS_FILE, labels_text
+from bert_tf.models.networks.text_windows import combine_windows, window_signatures
 from bert_tf.tasks.classification import data
 from bert_tf.tasks.classification.data import features as data_features
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.hooks import ClassifierHooks
-from bert_tf.tasks.run_files import LABELS_FILE, labels_text
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import ClassifierConfig
-from bert_tf.tasks.windows import combine_windows, window_signatures
 
 MODEL_TYPE = "classifier"
 

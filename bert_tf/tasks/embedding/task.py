@@ -40,9 +40,9 @@ from bert_tf.formats.sentence_transformers_folder import (
     read_embedding_file,
 )
 from bert_tf.modeling import BertModel
+from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.tasks.embedding import pairs as embedding_pairs
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.run_files import TaskInfo
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import DEFAULT_SCALE, EmbeddingConfig
 

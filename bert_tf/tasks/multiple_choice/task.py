@@ -17,8 +17,8 @@ from bert_tf import file_io, metrics
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES, serving_module, write_saved_model
+from bert_tf.models.networks.task_head import BertTaskModel
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.multiple_choice import swag
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import MultipleChoiceConfig

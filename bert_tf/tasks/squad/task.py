@@ -29,8 +29,8 @@ from bert_tf import metrics, squad_evaluation
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.export import serving_module, write_saved_model
+from bert_tf.models.networks.task_head import BertTaskModel
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.heads import BertTaskModel
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.squad import data
 from bert_tf.tasks.squad import predictions as squad_predictions

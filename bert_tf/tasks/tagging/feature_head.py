@@ -10,7 +10,7 @@ B = batch, S = sequence length, K = layers read, H = hidden size, L = number of 
 import keras
 import tensorflow as tf
 
-from bert_tf.tasks.heads import BertHead
+from bert_tf.models.networks.task_head import BertHead
 from bert_tf.tasks.task_configs import DEFAULT_LSTM_SIZE
 
 GOOGLE_SCOPE = "cls/feature_tagging/"

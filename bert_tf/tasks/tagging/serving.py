@@ -10,7 +10,7 @@ B = batch, S = sequence length, L = number of labels, K = windows of a text, W =
 import tensorflow as tf
 
 from bert_tf.export import ID_FEATURES, serving_module, write_saved_model
-from bert_tf.tasks.run_files import LABELS_FILE, labels_text
+from bert_tf.models.networks.task_info import LABELS_FILE, labels_text
 
 
 def _python_whitespace_pattern():

@@ -22,9 +22,9 @@ from absl import logging
 from bert_tf import file_io, metrics
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
+from bert_tf.models.networks.task_head import BertTaskModel
+from bert_tf.models.networks.task_info import LABELS_FILE
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.heads import BertTaskModel
-from bert_tf.tasks.run_files import LABELS_FILE
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.tagging import conll, entity_metrics
 from bert_tf.tasks.tagging import serving as tagging_serving

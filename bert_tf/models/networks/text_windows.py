@@ -13,9 +13,7 @@ import tensorflow as tf
 
 from bert_tf import metrics
 from bert_tf.export import ID_FEATURES
-
-# How a classifier combines a text's windows (combine_windows).
-WINDOW_COMBINATIONS = ("weighted_mean", "mean", "max")
+from bert_tf.models.networks.task_info import WINDOW_COMBINATIONS
 
 
 def text_windows(preprocessor, text, doc_stride):

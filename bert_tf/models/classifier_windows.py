@@ -1,7 +1,7 @@
 """Long texts in windows for BertTextClassifier: run_classifier.py --doc_stride's reading, on raw strings.
 
 Training reads every window with its text's label; prediction combines a text's windows by the
-model's window_combination. The windows are bert_tf.tasks.windows.text_windows' (the export's own) and
+model's window_combination. The windows are bert_tf.models.networks.text_windows.text_windows' (the export's own) and
 the combination is combine_windows (what ClassifierRun's predictions use), so `predict` gives what
 run_classifier.py and the export give.
 
@@ -11,7 +11,7 @@ B = texts of a batch, W = their windows, S = sequence length, L = labels.
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks.windows import combine_windows, text_windows
+from bert_tf.models.networks.text_windows import combine_windows, text_windows
 
 
 def windows_dataset(tokenizer, doc_stride, texts, labels, batch_size, shuffle):
