@@ -19,6 +19,7 @@ from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import file_io
+from bert_tf.checkpoint_reading import open_checkpoint, read_tensor
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel, BertPretrainingModel
 
@@ -143,7 +144,8 @@ def resolve_checkpoint(path):
 
 def is_google_checkpoint(ckpt_prefix):
     """Whether the checkpoint names its weights as the original does (bert/..., not an object graph)."""
-    return any(name.startswith("bert/") for name, _ in tf.train.list_variables(ckpt_prefix))
+    names = open_checkpoint(ckpt_prefix).get_variable_to_shape_map()
+    return any(name.startswith("bert/") for name in names)
 
 
 def _object_paths(root):
@@ -162,10 +164,10 @@ def _object_paths(root):
     return paths
 
 
-def _checkpoint_paths(reader):
+def _checkpoint_paths(reader, prefix):
     """{path below the checkpoint's "model": tensor key} of one of our training checkpoints."""
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    graph.ParseFromString(read_tensor(reader, prefix, "_CHECKPOINTABLE_OBJECT_GRAPH"))
     keys = {}
 
     def visit(node_id, node_path, ancestors):
@@ -198,7 +200,7 @@ class _Checkpoint:
 
     def __init__(self, prefix, model, resuming):
         self.prefix = prefix
-        self.reader = tf.train.load_checkpoint(prefix)
+        self.reader = open_checkpoint(prefix)
         self.shapes = self.reader.get_variable_to_shape_map()
         self.is_google = any(name.startswith("bert/") for name in self.shapes)
         self.task = None
@@ -212,7 +214,7 @@ class _Checkpoint:
             self._map_object_paths(model)
 
     def _map_object_paths(self, model):
-        stored = _checkpoint_paths(self.reader)
+        stored = _checkpoint_paths(self.reader, self.prefix)
         parts = _parts(model)  # builds the model: its object paths then lead to every weight
         paths = _object_paths(model)
         for part in parts:
@@ -289,6 +291,7 @@ def restore_init_checkpoint(model, path, heads="optional", dry_run=False, resumi
 
     Raises:
       MissingFileError: if there is no checkpoint at `path`.
+      DamagedCheckpoint: naming the file that is truncated or altered.
       InputError: naming the checkpoint, the weight and both shapes, if the encoder is incomplete or a
         weight's shape is not the model's (a head's mismatch names --restore_head=false).
     """
@@ -335,10 +338,12 @@ def restore_init_checkpoint(model, path, heads="optional", dry_run=False, resumi
             values[name] = (variable, key)
         restored.append(part.name)
     report = RestoreReport(prefix, restored, new, checkpoint.unused(model))
-    if dry_run:
+    if dry_run:  # the values are read too, one at a time: a damaged file is found before any work
+        for _, key in values.values():
+            read_tensor(checkpoint.reader, prefix, key)
         return report
     for variable, key in values.values():
-        variable.assign(checkpoint.reader.get_tensor(key))
+        variable.assign(read_tensor(checkpoint.reader, prefix, key))
     unused_encoder = [name for name in report.unused if name.startswith("bert/")]
     if unused_encoder:
         # Unused heads are normal (a BertModel from a pretraining checkpoint); unused encoder

@@ -32,3 +32,8 @@ class RunStopped(Exception):
     """
 
     exit_status = 1
+
+
+class DamagedCheckpoint(InputError):
+    """A checkpoint file that cannot be read whole (truncated, or a checksum that does not match);
+    the message names the file. A resume skips such a checkpoint for the newest intact one."""

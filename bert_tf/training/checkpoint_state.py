@@ -27,7 +27,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import file_io
-from bert_tf.errors import InputError
+from bert_tf.checkpoint_reading import verify_checkpoint
+from bert_tf.errors import DamagedCheckpoint, InputError
 from bert_tf.training.preemption import error_reason
 
 # Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
@@ -65,29 +66,73 @@ class CheckpointState:
         self.checkpoint = tf.train.Checkpoint(
             model=model, optimizer=optimizer, input_steps=input_steps, dropout=self.dropout
         )
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint,
-            self.model_dir if chief else tempfile.mkdtemp(prefix="worker_ckpt_"),
-            max_to_keep=self.keep,
-            step_counter=optimizer.iterations,
-            checkpoint_name=CHECKPOINT_NAME,
-        )
+        self.manager = self._make_manager()
         name = f"worker{worker.input_pipeline_id}of{worker.num_input_pipelines}-"
         self._input_prefix = os.path.join(self.model_dir, INPUT_STATE_DIR, name)
         self.resumed_from = None
         self._input_saveable = True
 
+    def _make_manager(self):
+        """The CheckpointManager of model_dir (the chief's) or of a folder of its own (another worker's)."""
+        return tf.train.CheckpointManager(
+            self.checkpoint,
+            self.model_dir if self.chief else tempfile.mkdtemp(prefix="worker_ckpt_"),
+            max_to_keep=self.keep,
+            step_counter=self.optimizer.iterations,
+            checkpoint_name=CHECKPOINT_NAME,
+        )
+
     @property
     def global_step(self):
         return int(self.optimizer.iterations.numpy())
+
+    def newest_intact_checkpoint(self):
+        """The newest checkpoint of model_dir whose files read whole, or None when it has none.
+
+        A damaged newer one (truncated, altered) is skipped with one warning line naming it, and
+        dropped from the folder's `checkpoint` list (the chief's), so that the run saves that step
+        anew; the manager is remade over the list.
+
+        Raises:
+          DamagedCheckpoint: every checkpoint of the list is damaged (the newest is named).
+        """
+        state = tf.train.get_checkpoint_state(self.model_dir)
+        if state is None or not state.model_checkpoint_path:
+            return None
+        paths = [p for p in state.all_model_checkpoint_paths if p != state.model_checkpoint_path]
+        paths.append(state.model_checkpoint_path)
+        damaged = []
+        for path in reversed(paths):
+            try:
+                verify_checkpoint(path)
+            except DamagedCheckpoint as damage:
+                logging.warning("%s - skipped: resuming from the newest intact checkpoint", damage)
+                damaged.append(path)
+                continue
+            if damaged and self.chief:
+                self._write_checkpoint_list(path, [p for p in paths if p not in damaged])
+                self.manager = self._make_manager()
+            return path
+        raise DamagedCheckpoint(
+            f"every checkpoint in {self.model_dir} is damaged, the newest {damaged[0]}: move them "
+            "away to train afresh (or set --init_checkpoint)"
+        )
+
+    def _write_checkpoint_list(self, latest, kept):
+        """Rewrites model_dir/checkpoint (the manager's list, a text proto of names relative to the
+        folder, as the manager writes it), atomically."""
+        lines = [f'model_checkpoint_path: "{os.path.basename(latest)}"']
+        lines += [f'all_model_checkpoint_paths: "{os.path.basename(path)}"' for path in kept]
+        file_io.write_text(os.path.join(self.model_dir, "checkpoint"), "\n".join(lines) + "\n")
 
     def restore_or_init(self, init_fn, resume_fn):
         """Restores the latest model.ckpt-<step> of model_dir, or calls init_fn(model) when none.
 
         resume_fn: (model, prefix) -> None restores the model's weights by path (checkpoints of
         earlier layouts included); None: every object of the model must match the checkpoint.
+        A damaged newest checkpoint is skipped for the newest intact one (newest_intact_checkpoint).
         """
-        latest = tf.train.latest_checkpoint(self.model_dir)
+        latest = self.newest_intact_checkpoint()
         if not latest:
             if init_fn is not None:
                 init_fn(self.model)

@@ -65,8 +65,8 @@ class Trainer:
         self.state = CheckpointState(
             self.model, self.optimizer, self._input_steps, config, self._chief, context
         )
-        self.manager = self.state.manager
         self.state.restore_or_init(init_fn, resume_fn)
+        self.manager = self.state.manager  # remade when a damaged checkpoint was skipped
         self._input = TrainInput(trainable, strategy, config.train_batch_size, context)
         self.predictor = Predictor(self.model, strategy, log_every=config.log_steps)
         self._loop = self._train_loop_fn = None
