@@ -1,0 +1,237 @@
+"""run_distillation.py's run: a classifier's run whose student learns from a teacher's logits.
+
+The run is run_classifier.py's (tasks/classification/task.py's ClassifierRun, or MultiLabelRun for a
+multi-label teacher), so its folder is a classifier run's folder (task.json with the student's
+bert_config, labels.txt, vocab.txt, checkpoints, eval_results.txt, test_results.tsv), its training is
+THE loop with exact resume, and export_saved_model.py, convert_checkpoint.py and from_preset take it
+as they take a classifier run. What differs:
+  - the student's encoder: the teacher's config with fewer layers, starting from the teacher's
+    weights (written once to student_init/ in Google's format, read as --init_checkpoint), or
+    another BERT's (--student_config, --student_init_checkpoint);
+  - the training features: the labelled texts and the transfer texts, each with the teacher's
+    logits (tasks/distillation/teacher.py, cached by text) and a hard weight (1 labelled, 0 not);
+  - the loss: tasks/distillation/loss.py's.
+Evaluation, prediction and the export are the classifier's.
+"""
+
+import dataclasses
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import file_io
+from bert_tf.data.feature_cache import file_identity
+from bert_tf.data.records import serialize_values
+from bert_tf.errors import InputError
+from bert_tf.tasks.classification import multi_label
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification.data.processor import InputExample
+from bert_tf.tasks.distillation import student
+from bert_tf.tasks.distillation.loss import distillation_loss
+from bert_tf.tasks.distillation.teacher import CACHE_FOLDER, read_teacher, teacher_logits
+
+STUDENT_CONFIG_FILE = "student_bert_config.json"
+STUDENT_INIT_FOLDER = "student_init"
+# The training features' own format in the cache key (the classifier's, with the teacher's part).
+TEACHER_FEATURES = "distillation: teacher_logits, hard_weight 1"
+
+
+def read_transfer_file(path, is_pair):
+    """The InputExamples (no label) of --transfer_file: one text a line, blank lines skipped;
+    text_a<TAB>text_b for a pair task.
+
+    Raises:
+      InputError: naming the file (and line): missing, not UTF-8, no text, or a pair line
+        without its tab.
+    """
+    flag = f"--transfer_file={path}"
+    if not file_io.exists(path):
+        raise InputError(f"{flag} does not exist")
+    examples = []
+    try:
+        for number, line in file_io.read_lines(path):
+            if not line.strip():
+                continue
+            text_b = None
+            if is_pair:
+                if "\t" not in line:
+                    raise InputError(
+                        f"{path}:{number}: the task reads text pairs: text_a<TAB>text_b"
+                    )
+                line, text_b = line.split("\t", 1)
+            examples.append(
+                InputExample(f"transfer-{number}", line, text_b, None, f"{path}:{number}")
+            )
+    except InputError as error:
+        raise InputError(f"--transfer_file: {error}") from None
+    if not examples:
+        raise InputError(f"{flag} holds no text (an empty file, or blank lines only)")
+    return examples
+
+
+def make_run(config):
+    """The run of run_distillation.py's settings, made and checked (the teacher, the student's
+    layers and the transfer file first, each error one line), not yet started."""
+    config.check_distillation()
+    config.check_output_dir()
+    teacher = read_teacher(config.teacher_dir)
+    layers, init_checkpoint = None, config.student_init_checkpoint
+    if config.student_config:
+        if not file_io.exists(config.student_config):
+            raise InputError(f"--student_config={config.student_config} does not exist")
+        bert_config_file = config.student_config
+    else:
+        teacher_layers = teacher.info.bert_config.num_hidden_layers
+        layers = student.layer_map(teacher_layers, config.student_layers, config.student_layer_map)
+        bert_config_file = os.path.join(config.output_dir, STUDENT_CONFIG_FILE)
+    transfer = []
+    if config.transfer_file:
+        transfer = read_transfer_file(config.transfer_file, teacher.info.settings.is_pair)
+    vocab_file = config.vocab_file or teacher.vocab_file
+    labels = config.labels
+    if labels is None and teacher.info.labels and config.task_name in ("tsv", "csv"):
+        labels = ",".join(teacher.info.labels)  # the student's label ids are the teacher's
+    config = dataclasses.replace(
+        config,
+        bert_config_file=bert_config_file,
+        init_checkpoint=init_checkpoint,
+        vocab_file=vocab_file,
+        do_lower_case=teacher.info.do_lower_case if not config.vocab_file else config.do_lower_case,
+        multi_label=teacher.kind == "multi_label",
+        labels=labels,
+    )
+    if layers is not None:
+        config_of_student = student.student_config(teacher.info.bert_config, layers)
+        file_io.write_text(bert_config_file, config_of_student.to_json_string())
+    run_class = MultiLabelDistillationRun if teacher.kind == "multi_label" else DistillationRun
+    return run_class(config, teacher, layers, transfer)
+
+
+class DistillationHooks:
+    """What a distillation run changes in a classifier's run (a mixin before ClassifierRun)."""
+
+    def __init__(self, config, teacher, layers, transfer_examples):
+        self.teacher, self.layers, self.transfer_examples = teacher, layers, transfer_examples
+        super().__init__(config)
+        self._check_teacher_task()
+
+    def _check_teacher_task(self):
+        """The data's task is the teacher's: its labels in the same order, pairs or not."""
+        info, flag = self.teacher.info, f"--teacher_dir={self.teacher.folder}"
+        if self.is_regression != bool(info.settings.is_regression):
+            kinds = ("a classification", "a regression")
+            raise InputError(
+                f"{flag} is {kinds[bool(info.settings.is_regression)]} model, the data "
+                f"{kinds[self.is_regression]} task"
+            )
+        if not self.is_regression and list(self.labels) != list(info.labels or []):
+            raise InputError(f"{flag}: its labels {info.labels} are not the data's {self.labels}")
+        if bool(self.processor.is_pair) != bool(info.settings.is_pair):
+            raise InputError(f"{flag}: the teacher and the data disagree on text pairs")
+
+    @property
+    def kind(self):
+        return self.teacher.kind
+
+    def validate(self):
+        """The classifier's checks; then, for a new run that trains from the teacher's layers,
+        the student's first weights written to student_init/ and read as its --init_checkpoint."""
+        self.check_checkpoint()
+        self.check_data()
+        if self.config.do_train and self.layers is not None and not self.resumes():
+            folder = os.path.join(self.config.output_dir, STUDENT_INIT_FOLDER)
+            prefix = student.write_student_init(
+                self.teacher.model(), self.build_model(), self.layers, folder
+            )
+            self.config = dataclasses.replace(self.config, init_checkpoint=prefix)
+        self.check_init_checkpoint(needs_head=not self.config.do_train)
+
+    def feature_settings(self, step):
+        settings = super().feature_settings(step)
+        if step != "train":
+            return settings
+        transfer = self.config.transfer_file
+        return {
+            **settings,
+            "distillation": TEACHER_FEATURES,
+            "teacher": self.teacher.key(),
+            "transfer_file": file_identity(transfer) if transfer else None,
+        }
+
+    def make_records(self, step):
+        if step != "train":
+            return super().make_records(step)
+        labelled = self.step_data("train")
+        examples = [*labelled, *self.transfer_examples]
+        logits = teacher_logits(
+            self.teacher,
+            examples,
+            os.path.join(self.config.output_dir, CACHE_FOLDER),
+            write_cache=self.is_chief,
+        )
+        spec, records = self.feature_spec(True), []
+        for index, (example, row) in enumerate(zip(examples, logits, strict=True)):
+            hard_weight = 1.0 if index < len(labelled) else 0.0  # transfer texts: no label
+            for feature in self.example_features(example, index):
+                feature.update(teacher_logits=row.tolist(), hard_weight=hard_weight)
+                records.append(serialize_values(feature, spec))
+        info = {
+            "num_real_examples": len(records),
+            "texts": len(examples),
+            "transfer_texts": len(self.transfer_examples),
+        }
+        return records, info
+
+    def feature_summary(self, info):
+        transfer = info.get("transfer_texts")
+        summary = super().feature_summary(info)
+        return summary if transfer is None else f"{summary} ({transfer} transfer texts)"
+
+    def feature_spec(self, is_training, path=None):
+        spec = super().feature_spec(is_training, path)
+        if not is_training:
+            return spec
+        outputs = 1 if self.is_regression else len(self.labels)
+        return {
+            **spec,
+            "teacher_logits": tf.io.FixedLenFeature([outputs], tf.float32),
+            "hard_weight": tf.io.FixedLenFeature([], tf.float32),
+        }
+
+    def serialize(self, feature):
+        # Evaluation and prediction records are the classifier's, without the teacher's part.
+        if "teacher_logits" in feature:
+            return serialize_values(feature, self.feature_spec(True))
+        return serialize_values(feature, super().feature_spec(True))
+
+    def loss(self, outputs, features, normalizers):
+        config = self.config
+        loss = distillation_loss(
+            outputs["logits"],
+            features["teacher_logits"],
+            features["label_ids"],
+            features["hard_weight"],
+            normalizers["examples"],
+            kind=self.kind,
+            temperature=config.temperature,
+            hard_label_weight=config.hard_label_weight,
+        )
+        return {"loss": loss}
+
+    def add_to_outcome(self, outcome):
+        super().add_to_outcome(outcome)
+        outcome["student"] = {
+            "teacher_layers": self.layers,
+            "num_hidden_layers": self.bert_config.num_hidden_layers,
+            "transfer_texts": len(self.transfer_examples),
+        }
+        logging.info("student: %s", outcome["student"])
+
+
+class DistillationRun(DistillationHooks, classification.ClassifierRun):
+    """run_distillation.py's run of a single-label or regression teacher."""
+
+
+class MultiLabelDistillationRun(DistillationHooks, multi_label.MultiLabelRun):
+    """run_distillation.py's run of a multi-label teacher."""
