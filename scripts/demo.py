@@ -564,7 +564,7 @@ class Demo:
         comparison = self.comparison()
         total = f"this run: {wall_seconds:.0f} s; the steps' own times add up to "
         total += f"{sum(row[2] for row in rows):.0f} s"
-        # One line to paste as a record (bench/RESULTS.md): the result, the time, where and when.
+        # One line to paste as a record (bench/results/readme_figures.md): the result, the time, where and when.
         run = "make demo" if self.size is SIZES["demo"] else "scripts/demo.py (not the demo's size)"
         paste = f"{run}: {comparison.split(': ')[1]}; {wall_seconds:.0f} s; {machine_stamp()}"
         print(

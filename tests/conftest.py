@@ -321,7 +321,7 @@ def minilm_reference():
         return {name: recorded[name] for name in recorded.files}
 
 
-# One line at the end of a run, to paste as a record (bench/RESULTS.md, "The README's own figures"):
+# One line at the end of a run, to paste as a record (bench/results/readme_figures.md):
 # the counts, the seconds, and where and when it ran.
 _SESSION_START = {}
 
