@@ -26,7 +26,7 @@ from bert_tf.modeling import BertModel, BertPretrainingModel
 # Checkpoint entries that are training state, not weights: never reported as unused.
 _TRAINING_STATE_SUFFIXES = ("/adam_m", "/adam_v", "/Momentum", "/Adam", "/Adam_1")
 _TRAINING_STATE_NAMES = ("global_step",)
-# The file next to our training checkpoints that names the task of their head (tasks/run_files.py).
+# The file next to our training checkpoints that names the task of their head (bert_tf/models/networks/task_info.py).
 _TASK_FILE = "task.json"
 # How `restore_init_checkpoint` treats a model's heads.
 HEADS = ("optional", "required", "skip")
@@ -109,7 +109,7 @@ def google_variable_names(model):
     """{Google checkpoint name: Keras variable} of a BertModel, a BertPretrainingModel or a task model.
 
     A task model's head has the names the original gave it (`output_weights` for run_classifier.py,
-    `cls/squad/output_weights` for run_squad.py, ...; see bert_tf.tasks.heads.BertHead).
+    `cls/squad/output_weights` for run_squad.py, ...; see bert_tf.models.networks.task_head.BertHead).
     """
     return {name: v for part in _parts(model) for name, v in part.variables.items()}
 

@@ -26,8 +26,8 @@ from bert_tf.checkpoints import (
 from bert_tf.errors import InputError
 from bert_tf.formats.convert import ConvertConfig, convert, google_values_from_hf, run
 from bert_tf.modeling import BertModel, BertPretrainingModel
+from bert_tf.models.networks.embedder_network import pool
 from bert_tf.tasks import run_script
-from bert_tf.tasks.embedding.task import pool
 from bert_tf.tokenization import FullTokenizer
 
 HF_FILES = [

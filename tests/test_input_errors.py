@@ -44,7 +44,7 @@ def inputs(tmp_path_factory):
     import tensorflow as tf
 
     from bert_tf.modeling import BertConfig
-    from bert_tf.tasks.classification.task import BertClassifier
+    from bert_tf.models.networks.classifier_network import BertClassifier
 
     config = json.loads(open(TINY_CONFIG).read())
     narrow = BertClassifier(BertConfig.from_dict({**config, "hidden_size": 32}), 2)

@@ -19,7 +19,7 @@ HIDDEN_ACTS = {
     "tanh": "tanh",
 }
 # The Google names that follow no pattern: the pretraining heads and the task heads
-# (bert_tf/tasks/heads.py), each with the Hugging Face names that hold it, the first the one
+# (bert_tf/models/networks/task_head.py), each with the Hugging Face names that hold it, the first the one
 # transformers writes. Their weights are [units, H] in both formats (Google's output_weights is
 # multiplied transposed, like a torch Linear weight), so they are copied as they are.
 HEAD_NAMES = {

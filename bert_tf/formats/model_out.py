@@ -27,9 +27,8 @@ from bert_tf.checkpoints import (
 from bert_tf.errors import InputError
 from bert_tf.formats.sentence_transformers_folder import read_embedding_file
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel
-from bert_tf.tasks import get_task
-from bert_tf.tasks.exporting import infer_from_google
-from bert_tf.tasks.run_files import TaskInfo, read_task_info
+from bert_tf.models.networks.network_registry import infer_from_google, network_of
+from bert_tf.models.networks.task_info import TaskInfo, read_task_info
 from bert_tf.tokenization import check_vocab, validate_case_matches_checkpoint
 
 # The kinds of model that go out: the tasks of bert_tf.tasks that formats elsewhere can express, and
@@ -208,7 +207,7 @@ def _build(kind, bert_config, info):
         return BertPretrainingModel(bert_config)
     if info.model_type in ("encoder", "pretraining"):  # a release (an embedding.json one too)
         return BertModel(bert_config)
-    return get_task(kind).build_model(bert_config, info)  # BertEmbedder for an embedding run
+    return network_of(kind).build_model(bert_config, info)  # BertEmbedder for an embedding run
 
 
 def _do_lower_case(flag, task_info, embedding, prefix):

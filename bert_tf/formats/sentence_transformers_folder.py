@@ -21,9 +21,9 @@ from absl import logging
 
 from bert_tf import file_io
 from bert_tf.errors import InputError
+from bert_tf.models.networks.task_info import POOLINGS
 
 EMBEDDING_FILE = "embedding.json"
-POOLINGS = ("mean", "cls", "max")
 _MODULES = "sentence_transformers.models."
 _POOLING_KEYS = {
     "pooling_mode_mean_tokens": "mean",
