@@ -60,8 +60,8 @@ def _export(export_dir):
     import keras
 
     from bert_tf.modeling import BertConfig
+    from bert_tf.models.networks.task_info import TaskInfo
     from bert_tf.tasks import TASKS
-    from bert_tf.tasks.run_files import TaskInfo
 
     config = BertConfig.from_preset(FLAGS.model)
     info = TaskInfo(

@@ -148,8 +148,8 @@ def distinct_weights(model, seed=0):
 
 
 def _write_export(model, export_dir):
+    from bert_tf.models.networks.task_info import TaskInfo
     from bert_tf.tasks.encoder import MODEL_TYPE, export_model
-    from bert_tf.tasks.run_files import TaskInfo
 
     info = TaskInfo(
         model_type=MODEL_TYPE, bert_config=model.config, do_lower_case=True,

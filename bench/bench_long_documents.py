@@ -112,7 +112,7 @@ def window_scores(run, dump_path):
 def rule_accuracies(windows):
     """{rule: dev accuracy} for each --window_combination rule and "first_window" (that alone),
     from the dev windows' logits, text_index, label_ids and input_mask (a dict or a saved .npz)."""
-    from bert_tf.tasks.windows import combine_windows
+    from bert_tf.models.networks.text_windows import combine_windows
 
     first = np.unique(windows["text_index"], return_index=True)[1]
     labels = windows["label_ids"][first]
@@ -177,7 +177,7 @@ def dev_log_probabilities(saved):
     """(per run, its dev articles' log-probabilities [articles, labels] by the default rule; the
     labels),
     from the runs' saved dev windows (`saved`: saved_windows' dicts)."""
-    from bert_tf.tasks.windows import combine_windows
+    from bert_tf.models.networks.text_windows import combine_windows
 
     combined = [
         combine_windows(

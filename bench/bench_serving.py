@@ -55,8 +55,8 @@ PATHS = {
 
 def _export(model_name, export_dir):
     from bert_tf.modeling import BertConfig, BertModel
+    from bert_tf.models.networks.task_info import TaskInfo
     from bert_tf.tasks.encoder import MODEL_TYPE, export_model
-    from bert_tf.tasks.run_files import TaskInfo
 
     model = BertModel(BertConfig.from_preset(model_name))
     model.build()
