@@ -7,8 +7,8 @@ A record is `bench/results/<bench>.json` (`{"bench": ..., "records": [...]}`) be
 `## <heading>` section holds the figures block this module writes and, below it, what the bench
 printed. Each record names its command, commit, CPU (model, flags and kind), the load before and after,
 whether nothing else ran (`quiet`: true, false, or null when it was not recorded), its rounds or seeds,
-and its figures: ours and theirs as printed (strings), the standard errors where there are some, and
-the spread. bench/report.py writes the same fields for every `make bench` step.
+and its figures: a name (the record's table) and a short label (README's), ours and theirs as printed
+(strings), the standard errors where there are some, and the spread. bench/report.py writes the same fields for every `make bench` step.
 
 The rule, here and nowhere else:
 - accuracy is a win or a loss only when ours and theirs differ by more than 2 standard errors of the
@@ -211,7 +211,7 @@ def block(record):
                 " (ours ÷ theirs " + {**LOWER_IS_BETTER, **HIGHER_IS_BETTER}[figure["kind"]] + ")"
             )
         lines.append(
-            f"| {figure['label']} | {ours} | {figure['theirs']} | {shown} | "
+            f"| {figure.get('name', figure['label'])} | {ours} | {figure['theirs']} | {shown} | "
             f"{figure.get('spread') or '-'} | {verdict(record, figure)} |"
         )
     for name, value in record.get("facts", {}).items():

@@ -132,3 +132,19 @@ def test_a_changed_record_makes_the_readme_stale(monkeypatch):
     )
     readme = str(REPO_DIR / "README.md")
     assert figures.expected()[readme] != (REPO_DIR / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_readme_link_into_a_record_resolves_and_its_numbers_are_there():
+    text = (REPO_DIR / "README.md").read_text(encoding="utf-8")
+    links = [
+        (shown, link) for shown, link in LINK.findall(text) if link.startswith("bench/results/")
+    ]
+    assert len(links) > len(figures.ROWS)
+    for shown, link in links:
+        if "#" not in link:
+            continue
+        section = _section_of(link)
+        for value in NUMBER.findall(shown):
+            assert value in section, (
+                f"README shows {shown} linked to {link}, whose section lacks {value}"
+            )
