@@ -71,6 +71,8 @@ def test_every_figure_is_transcribed_from_what_its_record_printed():
                         assert figure[key] in printed, (
                             f"{path.name} {figure['id']} {key} {figure[key]}"
                         )
+                for value in NUMBER.findall(figure.get("spread") or ""):
+                    assert value in printed, f"{path.name} {figure['id']} spread {value}"
 
 
 def _record(**changes):
