@@ -3,40 +3,40 @@
     from bert_tf import BertConfig, BertModel, BertPretrainingModel, FullTokenizer
     from bert_tf import BertPreprocessor, BertTextClassifier, BertTextEmbedder  # the Keras API (docs/python_api.md)
 
-Names are imported on first use, so `import bert_tf` (and the TF-free data tools) stay fast.
+`import bert_tf` imports the Keras models (bert_tf/models/), which registers with Keras every class
+a saved `.keras` file names: `import keras, bert_tf` then `keras.saving.load_model(path)` loads
+one. It loads TensorFlow, but none of the scripts' runs, settings or training loop.
 """
 
-import importlib
+from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint
+from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel, pretraining_loss
+from bert_tf.models.masked_lm import BertMaskedLM
+from bert_tf.models.multiple_choice import BertMultipleChoice
+from bert_tf.models.networks import network_registry  # every task's network: registered too
+from bert_tf.models.preprocessor import BertPreprocessor
+from bert_tf.models.question_answerer import BertQuestionAnswerer
+from bert_tf.models.text_classifier import BertTextClassifier
+from bert_tf.models.text_embedder import BertTextEmbedder
+from bert_tf.models.token_classifier import BertTokenClassifier
+from bert_tf.tokenization import FullTokenizer
 
 __version__ = "0.1.0"
 
-_PUBLIC = {
-    "BertConfig": "bert_tf.modeling",
-    "BertModel": "bert_tf.modeling",
-    "BertPretrainingModel": "bert_tf.modeling",
-    "pretraining_loss": "bert_tf.modeling",
-    "FullTokenizer": "bert_tf.tokenization",
-    "load_google_checkpoint": "bert_tf.checkpoints",
-    "save_google_checkpoint": "bert_tf.checkpoints",
-    "BertPreprocessor": "bert_tf.models",
-    "BertTextClassifier": "bert_tf.models",
-    "BertTextEmbedder": "bert_tf.models",
-    "BertMaskedLM": "bert_tf.models",
-    "BertMultipleChoice": "bert_tf.models",
-    "BertTokenClassifier": "bert_tf.models",
-    "BertQuestionAnswerer": "bert_tf.models",
-}
+__all__ = [
+    "BertConfig",
+    "BertMaskedLM",
+    "BertModel",
+    "BertMultipleChoice",
+    "BertPreprocessor",
+    "BertPretrainingModel",
+    "BertQuestionAnswerer",
+    "BertTextClassifier",
+    "BertTextEmbedder",
+    "BertTokenClassifier",
+    "FullTokenizer",
+    "load_google_checkpoint",
+    "pretraining_loss",
+    "save_google_checkpoint",
+]
 
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+del network_registry

@@ -1,4 +1,4 @@
-"""The pretraining objectives of the paper's ablations (§5.1, Table 5): the --objective flag, declared once.
+"""The pretraining objectives of the paper's ablations (§5.1, Table 5); the --objective flag is shared_settings'.
 
 - "mlm_nsp": masked LM + next-sentence prediction on [CLS] A [SEP] B [SEP] pairs (the original);
 - "mlm": masked LM alone, on one continuous segment ("No NSP");
@@ -6,13 +6,9 @@
   NSP ("LTR & No NSP", like OpenAI GPT). The causal mask stays in fine-tuning and in exports.
 
 A model's objective is recorded in its bert_config.json (the key "objective", written only when it is not
-the original's, so Google's configs load and are written unchanged). No TensorFlow here: the data writer
+the original's, so Google's configs load and are written unchanged). No TensorFlow and no flags here: bert_tf.modeling
 imports this module.
 """
-
-import dataclasses
-
-from bert_tf.settings import setting
 
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 DEFAULT_OBJECTIVE = "mlm_nsp"
@@ -24,17 +20,3 @@ def describe(objective):
     """A few words for messages: what the objective's encoder attends to."""
     attention = "causal (left-to-right)" if objective in CAUSAL_OBJECTIVES else "bidirectional"
     return f"objective {objective}, {attention} attention"
-
-
-@dataclasses.dataclass(kw_only=True)
-class ObjectiveSetting:
-    """The --objective flag of create_pretraining_data.py and run_pretraining.py (give both the same)."""
-
-    objective: str = setting(
-        DEFAULT_OBJECTIVE,
-        "Pretraining objective (BERT paper, Table 5): mlm_nsp = masked LM + next sentence (the "
-        "original); mlm = masked LM alone, one continuous segment; ltr = left-to-right LM with a "
-        "causal attention mask (kept in fine-tuning), no masking. Pass the same value to "
-        "create_pretraining_data.py and run_pretraining.py. Default mlm_nsp.",
-        choices=list(OBJECTIVES),
-    )

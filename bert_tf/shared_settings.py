@@ -10,15 +10,17 @@ default or help text, e.g. SQuAD's `--doc_stride` of 128), never by declaring th
     data_dir       run_classifier.py, run_ner.py, run_swag.py, run_embedding.py (each its layout)
     tfds_data_dir  run_classifier.py, run_squad.py
     doc_stride     run_classifier.py, run_ner.py, run_squad.py (each its windows and default)
+    objective      create_pretraining_data.py, run_pretraining.py (the same value in both)
 
 build_vocab.py's `--vocab_file` is the file it writes, another meaning: it declares its own. Other
-flags of two scripts are declared the same way beside their code (`objectives.ObjectiveSetting`,
-`data.pretraining.dynamic.DynamicMaskingSetting`).
+flags of two scripts are declared the same way beside their code
+(`data.pretraining.dynamic.DynamicMaskingSetting`).
 """
 
 import dataclasses
 
 from bert_tf.errors import InputError
+from bert_tf.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 from bert_tf.settings import Settings, setting
 
 
@@ -77,3 +79,17 @@ class DocStrideSetting(Settings):
         """Raises InputError for a --doc_stride that is given and not positive."""
         if self.doc_stride is not None and self.doc_stride <= 0:
             raise InputError(f"--doc_stride must be positive, got {self.doc_stride}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ObjectiveSetting:
+    """The --objective flag of create_pretraining_data.py and run_pretraining.py (give both the same)."""
+
+    objective: str = setting(
+        DEFAULT_OBJECTIVE,
+        "Pretraining objective (BERT paper, Table 5): mlm_nsp = masked LM + next sentence (the "
+        "original); mlm = masked LM alone, one continuous segment; ltr = left-to-right LM with a "
+        "causal attention mask (kept in fine-tuning), no masking. Pass the same value to "
+        "create_pretraining_data.py and run_pretraining.py. Default mlm_nsp.",
+        choices=list(OBJECTIVES),
+    )

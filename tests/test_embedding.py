@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import InputError
+from bert_tf.models.networks import embedder_network
 from bert_tf.tasks import TASKS, run_script
 from bert_tf.tasks.embedding import pairs as embedding_pairs
 from bert_tf.tasks.embedding import task as embedding
@@ -60,7 +61,7 @@ def test_pooling_reads_real_tokens_only(pooling, normalize):
     expected = _numpy_pool(hidden, mask, pooling)
     if normalize:
         expected = expected / np.linalg.norm(expected, axis=1, keepdims=True)
-    actual = embedding.pool(tf.constant(hidden), tf.constant(mask), pooling, normalize).numpy()
+    actual = embedder_network.pool(tf.constant(hidden), tf.constant(mask), pooling, normalize).numpy()
     np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)
 
 
@@ -81,7 +82,7 @@ def _numpy_loss(embeddings, scale):
 def test_in_batch_negatives_loss_is_the_softmax_over_scaled_cosines(num_texts):
     rng = np.random.default_rng(num_texts)
     embeddings = rng.normal(size=[5, num_texts, 8]) * rng.uniform(0.5, 3, size=[5, num_texts, 1])
-    loss = embedding.in_batch_negatives_loss(tf.constant(embeddings, tf.float32), 20.0)
+    loss = embedder_network.in_batch_negatives_loss(tf.constant(embeddings, tf.float32), 20.0)
     np.testing.assert_allclose(float(loss), _numpy_loss(embeddings, 20.0), rtol=1e-5)
 
 
@@ -90,8 +91,8 @@ def test_hard_negatives_join_the_candidates():
     pairs = rng.normal(size=[4, 2, 8])
     negatives = pairs[:, 1:2] + 0.01 * rng.normal(size=[4, 1, 8])  # close to the positives
     with_negatives = np.concatenate([pairs, negatives], axis=1)
-    without = float(embedding.in_batch_negatives_loss(tf.constant(pairs, tf.float32), 20.0))
-    harder = float(embedding.in_batch_negatives_loss(tf.constant(with_negatives, tf.float32), 20.0))
+    without = float(embedder_network.in_batch_negatives_loss(tf.constant(pairs, tf.float32), 20.0))
+    harder = float(embedder_network.in_batch_negatives_loss(tf.constant(with_negatives, tf.float32), 20.0))
     assert harder > without + 4 * 0.5  # each near-copy of a positive costs about log 2
 
 
@@ -107,7 +108,7 @@ def test_retrieval_metrics_are_the_hand_computed_ranks():
     # anchor 1 (90):  candidate 4 at 85 (5 away), then its own at 120 (30)   -> rank 2
     # anchor 2 (180): its own at 140 (40 away), then 120 (60 away)           -> rank 1
     # anchor 3 (270): its own at 270                                         -> rank 1
-    results = embedding.retrieval_metrics(anchors, candidates)
+    results = embedder_network.retrieval_metrics(anchors, candidates)
     assert results["eval_recall@1"] == 0.75
     assert results["eval_recall@10"] == 1.0
     assert results["eval_mrr@10"] == pytest.approx((1 + 1 / 2 + 1 + 1) / 4)
@@ -118,11 +119,11 @@ def test_mrr_counts_nothing_past_rank_ten_and_ties_rank_by_index():
     # Anchor 0: candidate 0 ties candidates 1..11 and is first by index -> rank 1; anchor 1: its
     # own (index 1) is tied with candidate 0 only before it -> rank 2. Twelve ahead -> rank 13.
     candidates = np.array([[1.0, 0.0]] * 12 + [[0.0, 1.0]])
-    results = embedding.retrieval_metrics(anchors, candidates)
+    results = embedder_network.retrieval_metrics(anchors, candidates)
     assert results["eval_recall@1"] == 0.5
     assert results["eval_mrr@10"] == pytest.approx((1 + 1 / 2) / 2)
     far = np.array([[0.0, 1.0], [1.0, 0.0]] + [[1.0, 0.01 * i] for i in range(11)])
-    results = embedding.retrieval_metrics(anchors[:1], far)  # 12 candidates ahead: rank 13
+    results = embedder_network.retrieval_metrics(anchors[:1], far)  # 12 candidates ahead: rank 13
     assert results["eval_recall@10"] == 0.0 and results["eval_mrr@10"] == 0.0
 
 

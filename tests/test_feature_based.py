@@ -26,11 +26,11 @@ from bert_tf.data import encoder_features
 from bert_tf.data.feature_cache import cached_records
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
+from bert_tf.models.networks import feature_tagger_network, tagging_serving
 from bert_tf.models.networks.task_info import read_task_info
 from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import run_script
 from bert_tf.tasks.tagging import conll, feature_based
-from bert_tf.tasks.tagging import serving as tagging_serving
 from bert_tf.tasks.tagging import task as tagging
 from bert_tf.tokenization import FullTokenizer
 
@@ -124,7 +124,7 @@ def test_the_bilstm_head_learns_people_and_places_from_the_frozen_layers(trained
 def restored(trained):
     """The trained run's model, rebuilt from its task.json and restored from its checkpoint."""
     info = read_task_info(str(trained["root"] / "out"))
-    model = feature_based.build_model(info.bert_config, info)
+    model = feature_tagger_network.build_model(info.bert_config, info)
     restore_init_checkpoint(model, str(trained["root"] / "out"), heads="required")
     return model
 
@@ -429,7 +429,7 @@ def test_the_embedding_layer_is_the_first_block_s_input():
     bert = BertModel(config)
     inputs = {"input_ids": tf.constant([[2, 7, 9, 3]]), "input_mask": tf.constant([[1, 1, 1, 0]])}
     bert(inputs)
-    layers = feature_based.encoder_layers(bert, inputs, (0, 1, 2)).numpy()  # [1, 4, 3, 16]
+    layers = feature_tagger_network.encoder_layers(bert, inputs, (0, 1, 2)).numpy()  # [1, 4, 3, 16]
     # The first block applied to the embeddings layer's output gives block 1's output.
     block = bert.encoder_layers[0](tf.constant(layers[:, :, 0]), inputs["input_mask"])
     np.testing.assert_allclose(layers[:, :, 1], block.numpy(), atol=1e-6)
@@ -446,10 +446,10 @@ def test_the_choices_read_the_paper_s_layers_of_a_twelve_layer_bert():
         "concat_last_four": (9, 10, 11, 12),
         "weighted_sum_all": tuple(range(1, 13)),
     }
-    assert {name: feature_based.layer_indices(name, 12) for name in expected} == expected
-    assert feature_based.layer_indices("second_to_last_hidden", 2) == (1,)
+    assert {name: feature_tagger_network.layer_indices(name, 12) for name in expected} == expected
+    assert feature_tagger_network.layer_indices("second_to_last_hidden", 2) == (1,)
     with pytest.raises(InputError, match=r"needs at least 2 encoder layers, but the model has"):
-        feature_based.layer_indices("second_to_last_hidden", 1)
+        feature_tagger_network.layer_indices("second_to_last_hidden", 1)
 
 
 @pytest.mark.parametrize("feature_layers", ["weighted_sum_last_four", "concat_last_four"])
@@ -458,7 +458,7 @@ def test_the_scalar_mix_and_the_concatenation_of_the_layers(feature_layers):
         vocab_size=50, hidden_size=8, num_hidden_layers=4, num_attention_heads=2,
         intermediate_size=16,
     )  # fmt: skip
-    model = feature_based.FeatureTagger(config, 3, feature_layers, lstm_size=5)
+    model = feature_tagger_network.FeatureTagger(config, 3, feature_layers, lstm_size=5)
     layers = np.random.default_rng(0).normal(size=(2, 3, 4, 8)).astype(np.float32)
     logits = model({"encoder_features": layers, "input_mask": np.ones([2, 3])})["logits"]
     assert logits.shape == (2, 3, 3)

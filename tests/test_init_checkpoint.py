@@ -16,10 +16,10 @@ from test_modeling import _np_bert
 from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
+from bert_tf.models.networks import classifier_network, squad_network
 from bert_tf.tasks import run_script
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.data.features import classifier_feature_spec
-from bert_tf.tasks.squad import task as squad
 
 from conftest import FLOAT32_EPS
 from conftest import W_WORDS as WORDS
@@ -147,7 +147,7 @@ def test_a_pretraining_checkpoint_gives_the_encoder_but_never_a_head(
     google_ckpt_dir, ckpt_prefix, w_vocab_file, data_dir, tmp_path, caplog
 ):
     # cls/seq_relationship/output_weights is [2, H], the shape of a 2-label head: it is not one.
-    model = classification.BertClassifier(
+    model = classifier_network.BertClassifier(
         BertConfig.from_json_file(str(google_ckpt_dir / "bert_config.json")), num_labels=2
     )
     model(model.dummy_inputs())
@@ -185,20 +185,20 @@ def _ours(folder, model, task=None):
 
 def test_a_head_is_taken_only_from_a_checkpoint_of_the_same_task(tmp_path):
     config = BertConfig.from_preset("bert_tiny", vocab_size=100)
-    classifier = classification.BertClassifier(config, num_labels=2)  # head [2, 128]
+    classifier = classifier_network.BertClassifier(config, num_labels=2)  # head [2, 128]
     prefix = _ours(tmp_path / "classifier", classifier, task="classifier")
     # SQuAD's head is [2, 128] too: a classifier's is not one.
-    report = restore_init_checkpoint(squad.BertSquad(config), prefix)
+    report = restore_init_checkpoint(squad_network.BertSquad(config), prefix)
     assert report.restored == ["encoder"]
     assert report.new == ["squad head (the checkpoint is a classifier model)"]
     # Without a task.json nothing says which task the head is for: it starts new.
     bare = _ours(tmp_path / "bare", classifier)
-    report = restore_init_checkpoint(classification.BertClassifier(config, 2), bare)
+    report = restore_init_checkpoint(classifier_network.BertClassifier(config, 2), bare)
     assert report.new == [
         "classifier head (no task.json beside it says which task its head is for)"
     ]
     # The same task: restored, exactly.
-    again = classification.BertClassifier(config, num_labels=2)
+    again = classifier_network.BertClassifier(config, num_labels=2)
     assert restore_init_checkpoint(again, prefix).restored == ["encoder", "classifier head"]
     np.testing.assert_array_equal(
         again.head.output_weights.numpy(), classifier.head.output_weights.numpy()
@@ -218,7 +218,7 @@ def test_checkpoints_written_before_the_head_layer_stay_readable(tmp_path):
     prefix = manager.save(checkpoint_number=30)
     assert prefix.endswith("/ckpt-30")
     (tmp_path / "task.json").write_text(json.dumps({"model_type": "classifier"}))
-    model = classification.BertClassifier(config, num_labels=3)
+    model = classifier_network.BertClassifier(config, num_labels=3)
     report = restore_init_checkpoint(model, str(tmp_path))
     assert report.restored == ["encoder", "classifier head"]
     np.testing.assert_array_equal(model.head.output_weights.numpy(), weights.numpy())

@@ -21,8 +21,8 @@ from test_run_classifier import run, tsv_config, write_sentiment_tsv
 
 from bert_tf import BertPreprocessor, BertTextClassifier, BertTokenClassifier, preprocessing
 from bert_tf.checkpoints import save_google_checkpoint
+from bert_tf.models.networks import classifier_network
 from bert_tf.models.networks.task_info import read_task_info, write_task_info
-from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tokenization import FullTokenizer
 
@@ -212,7 +212,7 @@ def _no_model_is_built(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("a model was built before the input was checked")
 
-    monkeypatch.setattr(classification.BertClassifier, "__init__", fail)
+    monkeypatch.setattr(classifier_network.BertClassifier, "__init__", fail)
     monkeypatch.setattr(preprocessing.BertPreprocessor, "__init__", fail)
     monkeypatch.setattr(keras.Model, "fit", fail)
 

@@ -20,11 +20,11 @@ import tensorflow as tf
 from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks import tagger_network, tagging_serving
 from bert_tf.models.networks.task_info import write_labels
 from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import TASKS, exporting, run_script
 from bert_tf.tasks.tagging import conll, entity_metrics
-from bert_tf.tasks.tagging import serving as tagging_serving
 from bert_tf.tasks.tagging import task as tagging
 from bert_tf.tokenization import FullTokenizer
 
@@ -462,7 +462,7 @@ def test_labels_without_chunk_prefixes_get_token_accuracy_only():
 
 def test_the_google_format_head_is_cls_tagging_and_export_finds_it(tmp_path):
     config = BertConfig.from_json_file(TINY_CONFIG)
-    model = tagging.BertTagger(config, num_labels=5)
+    model = tagger_network.BertTagger(config, num_labels=5)
     prefix = save_google_checkpoint(model, str(tmp_path / "bert_model.ckpt"))
     shapes = dict(tf.train.list_variables(prefix))
     assert shapes["cls/tagging/output_weights"] == [5, config.hidden_size]

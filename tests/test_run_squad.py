@@ -20,6 +20,7 @@ from bert_tf import squad_evaluation
 from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks import squad_network
 from bert_tf.tasks import run_script
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.squad import task as squad
@@ -277,7 +278,7 @@ def test_export_signatures_windows_and_logits(v1_run):
     ids = {name: features[name] for name in ("input_ids", "input_mask", "segment_ids")}
     logits = loaded.signatures["serve_ids"](**ids)
     # The run's checkpoint in a Keras model: the same weights and inputs, float32 rounding only.
-    model = squad.BertSquad(BertConfig.from_json_file(v1_run["config"].bert_config_file))
+    model = squad_network.BertSquad(BertConfig.from_json_file(v1_run["config"].bert_config_file))
     restore_init_checkpoint(model, v1_run["output_dir"])
     expected = model(ids)
     assert_float32_close(logits["start_logits"], expected["start_logits"])

@@ -20,6 +20,7 @@ import tensorflow as tf
 from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks import multiple_choice_network
 from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import TASKS, exporting, run_script
 from bert_tf.tasks.multiple_choice import swag
@@ -273,7 +274,7 @@ def test_in_graph_packing_is_the_packing_of_run_swags_features():
         swag.MultipleChoiceExample("2", "", "Then", ["she ran.", "", long_text], 2, 3),
     ]
     # The serving input: the choice text is start_ending + " " + ending (" " alone when both are "").
-    features = multiple_choice.pack_choices(
+    features = multiple_choice_network.pack_choices(
         preprocessor,
         tf.constant([e.context for e in examples]),
         tf.constant([[f"{e.start_ending} {ending}" for ending in e.endings] for e in examples]),
@@ -293,7 +294,7 @@ def test_export_saved_model_rebuilds_the_run_s_model_from_task_json(trained, tmp
     )
     # The rebuilt model holds the run's weights: it scores the test rows as test_results.tsv does.
     rows = trained["test_rows"][:4]
-    features = multiple_choice.pack_choices(
+    features = multiple_choice_network.pack_choices(
         BertPreprocessor(VOCAB, True, MAX_SEQ_LENGTH),
         tf.constant([row[4] for row in rows]),
         tf.constant([[f"{row[5]} {ending}" for ending in row[7:11]] for row in rows]),
@@ -392,7 +393,7 @@ def test_bad_input_names_the_file_and_line(tmp_path, case, message):
 
 def test_the_google_format_head_is_cls_multiple_choice_and_export_finds_it(tmp_path):
     config = BertConfig.from_json_file(TINY_CONFIG)
-    model = multiple_choice.BertMultipleChoice(config)
+    model = multiple_choice_network.MultipleChoiceNetwork(config)
     prefix = save_google_checkpoint(model, str(tmp_path / "bert_model.ckpt"))
     shapes = dict(tf.train.list_variables(prefix))
     assert shapes["cls/multiple_choice/output_weights"] == [1, config.hidden_size]

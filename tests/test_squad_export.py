@@ -14,12 +14,11 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks import squad_network, squad_serving
 from bert_tf.preprocessing import BertPreprocessor
 from bert_tf.tasks import exporting
 from bert_tf.tasks.squad import data
 from bert_tf.tasks.squad import predictions as squad_predictions
-from bert_tf.tasks.squad import serving as squad_serving
-from bert_tf.tasks.squad import task as squad
 from bert_tf.tokenization import BasicTokenizer, FullTokenizer
 
 from conftest import SAMPLE_DIR
@@ -256,7 +255,7 @@ def test_no_window_and_no_valid_span_answer_empty(tiny_vocab):
 
 def test_google_format_squad_checkpoint_is_recognised_and_loads_with_its_head(tmp_path):
     config = BertConfig.from_json_file(str(SAMPLE_DIR / "bert_config_tiny.json"))
-    fine_tuned = squad.BertSquad(config)
+    fine_tuned = squad_network.BertSquad(config)
     prefix = save_google_checkpoint(fine_tuned, str(tmp_path / "bert_model.ckpt"))
     shapes = dict(tf.train.list_variables(prefix))
     assert shapes["cls/squad/output_weights"] == [2, 64] and shapes["cls/squad/output_bias"] == [2]
@@ -265,7 +264,7 @@ def test_google_format_squad_checkpoint_is_recognised_and_loads_with_its_head(tm
     assert info.model_type == "squad"
     assert info.settings.version_2_with_negative is False and info.max_seq_length == 384
     # --init_checkpoint: the one restore path gives the encoder and the head.
-    model = squad.BertSquad(config)
+    model = squad_network.BertSquad(config)
     report = restore_init_checkpoint(model, prefix)
     assert report.restored == ["encoder", "squad head"] and report.new == []
     for name in ("output_weights", "output_bias"):

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import InputError
+from bert_tf.models.networks import squad_serving
 from bert_tf.models.networks.task_head import BertHead
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.settings import derived, flag_fields, recorded_settings, setting
@@ -20,7 +21,6 @@ from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.hooks import ClassifierHooks, TaskHooks, dummy_batch, padding_of
 from bert_tf.tasks.run import load_bert_config
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.squad import serving as squad_serving
 from bert_tf.tasks.task_configs import CONFIG_CLASSES
 
 from conftest import SAMPLE_DIR

@@ -17,9 +17,15 @@ B = batch, S = sequence length, P = max_predictions_per_seq.
 
 import tensorflow as tf
 
-from bert_tf.data.pretraining import masking
-
 MASK, CLS, SEP = "[MASK]", "[CLS]", "[SEP]"
+
+
+def _masking():
+    """bert_tf.data.pretraining.masking, imported on first use: its package's dynamic.py declares a
+    flag (bert_tf.settings, absl's flags), which `import bert_tf` must not load."""
+    from bert_tf.data.pretraining import masking
+
+    return masking
 
 
 def check_masking(max_predictions_per_seq, masked_lm_prob, do_whole_word_mask, seed):
@@ -32,7 +38,7 @@ def check_masking(max_predictions_per_seq, masked_lm_prob, do_whole_word_mask, s
         raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob!r}")
     if not isinstance(seed, int):
         raise ValueError(f"masking_seed must be an integer, got {seed!r}")
-    return masking.MaskingOptions(
+    return _masking().MaskingOptions(
         max_predictions_per_seq=max_predictions_per_seq,
         masked_lm_prob=float(masked_lm_prob),
         do_whole_word_mask=bool(do_whole_word_mask),
@@ -80,7 +86,7 @@ class MaskedBatches:
         def one_pass(pass_index):
             order = tf.range(count, dtype=tf.int64)
             if shuffle:
-                key = masking.record_seed(self.options.seed, -1, 0, pass_index)
+                key = _masking().record_seed(self.options.seed, -1, 0, pass_index)
                 order = tf.argsort(tf.random.stateless_uniform([count], key, alg="philox"))
                 order = tf.cast(order, tf.int64)
             rows = tf.data.Dataset.from_tensor_slices(order)
@@ -106,8 +112,8 @@ class MaskedBatches:
             "mask_token_id": tf.constant([self.mask_id], tf.int32),
             "vocab_size": tf.constant([self.vocab_size], tf.int32),
         }
-        key = masking.record_seed(self.options.seed, 0, index, pass_index)
-        masked = masking.dynamic_mask(features, key, self.options)
+        key = _masking().record_seed(self.options.seed, 0, index, pass_index)
+        masked = _masking().dynamic_mask(features, key, self.options)
         inputs = {
             name: masked[name]
             for name in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")

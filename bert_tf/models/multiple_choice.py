@@ -14,10 +14,10 @@ import tensorflow as tf
 
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
+from bert_tf.models.networks import multiple_choice_network
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask, integer_labels
-from bert_tf.tasks.multiple_choice import task as multiple_choice
 
 # The paper's SWAG recipe: learning rate 2e-5 (BERT paper, section 4.4), 3 epochs, batch 16.
 DEFAULT_LEARNING_RATE = 2e-5
@@ -55,7 +55,9 @@ class BertMultipleChoice(BertTask):
         if isinstance(bert_config, dict):
             bert_config = BertConfig.from_dict(bert_config)
         kwargs.setdefault("name", "bert_multiple_choice")
-        super().__init__(preprocessor, multiple_choice.BertMultipleChoice(bert_config), **kwargs)
+        super().__init__(
+            preprocessor, multiple_choice_network.MultipleChoiceNetwork(bert_config), **kwargs
+        )
 
     @classmethod
     def from_preset(cls, folder, *, vocabulary=None, do_lower_case=None, max_seq_length=None):
@@ -69,7 +71,7 @@ class BertMultipleChoice(BertTask):
         heads = "optional"
         if preset.kind == "run":
             model_type = preset.task_info.model_type
-            if model_type != multiple_choice.MODEL_TYPE:
+            if model_type != multiple_choice_network.MODEL_TYPE:
                 raise ValueError(
                     f"the run in {preset.folder} trained a {model_type} model, not multiple choice"
                 )
@@ -113,7 +115,7 @@ class BertMultipleChoice(BertTask):
         tokenizer = self.preprocessor.tokenizer
 
         def pack(context, choices):
-            return multiple_choice.pack_choices(tokenizer, context, choices)
+            return multiple_choice_network.pack_choices(tokenizer, context, choices)
 
         if labels is None:
             dataset = tf.data.Dataset.from_tensor_slices(texts).batch(batch_size)
@@ -142,14 +144,14 @@ class BertMultipleChoice(BertTask):
     def task_info(self):
         """The TaskInfo run_swag.py records for this model (its task.json)."""
         return TaskInfo(
-            model_type=multiple_choice.MODEL_TYPE,
+            model_type=multiple_choice_network.MODEL_TYPE,
             bert_config=self.task_model.config,
             do_lower_case=self.preprocessor.do_lower_case,
             max_seq_length=self.preprocessor.max_seq_length,
         )
 
     def write_export(self, export_dir):
-        return multiple_choice.SPEC.export_model(
+        return multiple_choice_network.export_model(
             self.task_model, self.task_info(), self.preprocessor.vocab_file, export_dir, version=1
         )
 

@@ -31,9 +31,9 @@ from bert_tf.checkpoints import (
 )
 from bert_tf.errors import InputError
 from bert_tf.formats import keras_hub_preset
-from bert_tf.formats.sentence_transformers_folder import EMBEDDING_FILE, POOLINGS
+from bert_tf.formats.sentence_transformers_folder import EMBEDDING_FILE
 from bert_tf.modeling import BertConfig, BertModel
-from bert_tf.models.networks.task_info import TASK_FILE, read_task_info
+from bert_tf.models.networks.task_info import POOLINGS, TASK_FILE, read_task_info
 from bert_tf.tokenization import REQUIRED_TOKENS, load_vocab, validate_case_matches_checkpoint
 
 # The original's --max_seq_length default, for folders that do not record one.

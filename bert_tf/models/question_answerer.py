@@ -1,7 +1,7 @@
 """`BertQuestionAnswerer`: run_squad.py's model on raw (question, context) strings.
 
-It composes `BertPreprocessor` with the model run_squad.py trains (bert_tf.tasks.squad.task.BertSquad),
-and reads and answers as that task's export does (bert_tf.tasks.squad.serving): the context in
+It composes `BertPreprocessor` with the model run_squad.py trains (bert_tf.models.networks.squad_network.BertSquad),
+and reads and answers as that task's export does (bert_tf.models.networks.squad_serving): the context in
 doc_stride windows, the best span chosen as the original's write_predictions chooses it, cut from
 the context. It exports with that task's export_model, the one export_saved_model.py calls.
 
@@ -18,11 +18,10 @@ import tensorflow as tf
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
+from bert_tf.models.networks import squad_network, squad_serving
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask
-from bert_tf.tasks.squad import serving as squad_serving
-from bert_tf.tasks.squad import task as squad
 
 # The paper's SQuAD 1.1 recipe: 3e-5 for 2 epochs (BERT paper, section 4.2).
 DEFAULT_LEARNING_RATE = 3e-5
@@ -72,7 +71,7 @@ class BertQuestionAnswerer(BertTask):
         given = {name: settings.pop(name) for name in _SETTINGS if name in settings}
         self.settings = _qa_settings(preprocessor.max_seq_length, given)
         settings.setdefault("name", "bert_question_answerer")
-        super().__init__(preprocessor, squad.BertSquad(bert_config), **settings)
+        super().__init__(preprocessor, squad_network.BertSquad(bert_config), **settings)
         self._answer = tf.function(self._answer_batch, autograph=False)
 
     @classmethod
@@ -92,7 +91,7 @@ class BertQuestionAnswerer(BertTask):
         heads = "optional"
         if preset.kind == "run":
             info, where = preset.task_info, f"the run in {preset.folder}"
-            if info.model_type != squad.MODEL_TYPE:
+            if info.model_type != squad_network.MODEL_TYPE:
                 raise ValueError(f"{where} trained a {info.model_type} model, not SQuAD")
             if info.settings.version_2_with_negative:
                 raise ValueError(f"{where} is a SQuAD 2.0 model: this class answers SQuAD 1.1's")
@@ -209,7 +208,7 @@ class BertQuestionAnswerer(BertTask):
     def task_info(self):
         """The TaskInfo run_squad.py records for this model (its task.json)."""
         return TaskInfo(
-            model_type=squad.MODEL_TYPE,
+            model_type=squad_network.MODEL_TYPE,
             bert_config=self.task_model.config,
             do_lower_case=self.preprocessor.do_lower_case,
             max_seq_length=self.preprocessor.max_seq_length,
@@ -217,7 +216,7 @@ class BertQuestionAnswerer(BertTask):
         )
 
     def write_export(self, export_dir):
-        return squad.SPEC.export_model(
+        return squad_network.export_model(
             self.task_model, self.task_info(), self.preprocessor.vocab_file, export_dir, version=1
         )
 

@@ -2,7 +2,7 @@
 multi-label or regression).
 
 It composes `BertPreprocessor` with the task model run_classifier.py trains
-(bert_tf.tasks.classification.task.BertClassifier, or multi_label_task.BertMultiLabelClassifier), and exports
+(bert_tf.models.networks.classifier_network's BertClassifier, or BertMultiLabelClassifier), and exports
 with that task's export_model, the one export_saved_model.py calls.
 
 N = texts, L = labels (1 for regression).
@@ -13,12 +13,11 @@ import numpy as np
 
 from bert_tf.modeling import BertConfig
 from bert_tf.models import classifier_windows, presets
+from bert_tf.models.networks import classifier_network
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.models.networks.text_windows import WINDOW_COMBINATIONS
 from bert_tf.models.preprocessor import BertPreprocessor
 from bert_tf.models.task import BertTask, doc_stride_argument, integer_labels, labels_array
-from bert_tf.tasks.classification import multi_label as multi_label_task
-from bert_tf.tasks.classification import task as classification
 
 # The peak learning rate of the default compile: the paper's 5e-5 (it picks among 5e-5, 3e-5 and
 # 2e-5). Measured from all-MiniLM-L6-v2 on 400 Rotten Tomatoes sentences, batch 32, 3 epochs (38
@@ -96,9 +95,9 @@ class BertTextClassifier(BertTask):
             BertConfig.from_dict(bert_config) if isinstance(bert_config, dict) else bert_config
         )
         if self.multi_label:
-            task_model = multi_label_task.BertMultiLabelClassifier(bert_config, self.num_classes)
+            task_model = classifier_network.BertMultiLabelClassifier(bert_config, self.num_classes)
         else:
-            task_model = classification.BertClassifier(
+            task_model = classifier_network.BertClassifier(
                 bert_config, self.num_classes, is_regression=self.regression
             )
         kwargs.setdefault("name", "bert_text_classifier")
@@ -241,9 +240,8 @@ class BertTextClassifier(BertTask):
         )
 
     def write_export(self, export_dir):
-        spec = multi_label_task.SPEC if self.multi_label else classification.SPEC
         info = self.task_info()
-        return spec.export_model(
+        return classifier_network.export_model(
             self.task_model, info, self.preprocessor.vocab_file, export_dir, version=1
         )
 
@@ -292,9 +290,12 @@ def _check_windows(doc_stride, window_combination, text_pairs):
 def _run_settings(preset, num_classes, multi_label, regression, text_pairs, stride, combination):
     """The classifier settings of a run's task.json, checked against the arguments given."""
     info, where = preset.task_info, f"the run in {preset.folder}"
-    if info.model_type not in (classification.MODEL_TYPE, multi_label_task.MODEL_TYPE):
+    if info.model_type not in (
+        classifier_network.MODEL_TYPE,
+        classifier_network.MULTI_LABEL_MODEL_TYPE,
+    ):
         raise ValueError(f"{where} trained a {info.model_type} model, not a classifier")
-    is_multi_label = info.model_type == multi_label_task.MODEL_TYPE
+    is_multi_label = info.model_type == classifier_network.MULTI_LABEL_MODEL_TYPE
     run_classes = None if info.settings.is_regression else len(info.labels or [])
     for name, given, recorded in (
         ("num_classes", num_classes, run_classes),

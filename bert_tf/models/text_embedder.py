@@ -1,10 +1,10 @@
 """`BertTextEmbedder`: raw strings to sentence vectors, as sentence-transformers' `encode` computes them.
 
 It composes `BertPreprocessor` with the embedder run_embedding.py trains
-(bert_tf.tasks.embedding.task.BertEmbedder: the encoder's token vectors pooled, mean, cls or max, and
+(bert_tf.models.networks.embedder_network.BertEmbedder: the encoder's token vectors pooled, mean, cls or max, and
 optionally L2-normalized), and exports with that task's export_model. `fit` trains it as
 run_embedding.py does, on (anchor, positive[, hard negative]) rows with in-batch negatives
-(bert_tf.tasks.embedding.task.in_batch_negatives_loss, sentence-transformers'
+(bert_tf.models.networks.embedder_network.in_batch_negatives_loss, sentence-transformers'
 MultipleNegativesRankingLoss); `evaluate` ranks every anchor's candidates as run_embedding.py's
 evaluation does.
 
@@ -15,13 +15,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.formats.sentence_transformers_folder import POOLINGS
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
-from bert_tf.models.networks.task_info import TaskInfo
+from bert_tf.models.networks import embedder_network
+from bert_tf.models.networks.task_info import POOLINGS, TaskInfo
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import BertTask
-from bert_tf.tasks.embedding import task as embedding
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -50,14 +49,14 @@ class BertTextEmbedder(BertTask):
         bert_config,
         pooling="mean",
         normalize=True,
-        similarity_scale=embedding.DEFAULT_SCALE,
+        similarity_scale=embedder_network.DEFAULT_SCALE,
         **kwargs,
     ):
         """
         Args:
           preprocessor: a BertPreprocessor (or its config).
           bert_config: a BertConfig, or a dict of bert_config.json keys.
-          pooling: "mean", "cls" or "max" over the real tokens (see bert_tf.tasks.embedding.task.pool).
+          pooling: "mean", "cls" or "max" over the real tokens (see bert_tf.models.networks.embedder_network.pool).
           normalize: divide each vector by its L2 norm.
           similarity_scale: the loss's multiplier of cosine similarities (run_embedding.py
             --similarity_scale; sentence-transformers' 20).
@@ -71,7 +70,9 @@ class BertTextEmbedder(BertTask):
         self.similarity_scale = float(similarity_scale)
         if isinstance(bert_config, dict):
             bert_config = BertConfig.from_dict(bert_config)
-        task_model = embedding.BertEmbedder(bert_config, pooling=pooling, normalize=normalize)
+        task_model = embedder_network.BertEmbedder(
+            bert_config, pooling=pooling, normalize=normalize
+        )
         kwargs.setdefault("name", "bert_text_embedder")
         super().__init__(preprocessor, task_model, **kwargs)
 
@@ -82,7 +83,7 @@ class BertTextEmbedder(BertTask):
         *,
         pooling=None,
         normalize=None,
-        similarity_scale=embedding.DEFAULT_SCALE,
+        similarity_scale=embedder_network.DEFAULT_SCALE,
         vocabulary=None,
         do_lower_case=None,
         max_seq_length=None,
@@ -98,7 +99,7 @@ class BertTextEmbedder(BertTask):
         recorded = {"pooling": "mean", "normalize": True}
         if preset.kind == "run":
             info = preset.task_info
-            if info.model_type != embedding.MODEL_TYPE:
+            if info.model_type != embedder_network.MODEL_TYPE:
                 raise ValueError(
                     f"the run in {folder} trained a {info.model_type} model, not embeddings"
                 )
@@ -187,7 +188,7 @@ class BertTextEmbedder(BertTask):
         anchors, *others = (
             self.predict(column, batch_size=batch_size, verbose=verbose) for column in columns
         )
-        results = embedding.retrieval_metrics(
+        results = embedder_network.retrieval_metrics(
             anchors, np.concatenate(others, axis=0), self.similarity_scale
         )
         results = {name.removeprefix("eval_"): value for name, value in results.items()}
@@ -197,7 +198,7 @@ class BertTextEmbedder(BertTask):
     def task_info(self):
         """The TaskInfo export_saved_model.py --model_type=embedding exports this model with."""
         return TaskInfo(
-            model_type=embedding.MODEL_TYPE,
+            model_type=embedder_network.MODEL_TYPE,
             bert_config=self.task_model.config,
             do_lower_case=self.preprocessor.do_lower_case,
             max_seq_length=self.preprocessor.max_seq_length,
@@ -206,7 +207,7 @@ class BertTextEmbedder(BertTask):
         )
 
     def write_export(self, export_dir):
-        return embedding.export_model(
+        return embedder_network.export_model(
             self.task_model, self.task_info(), self.preprocessor.vocab_file, export_dir, version=1
         )
 
@@ -225,17 +226,17 @@ class BertTextEmbedder(BertTask):
 class InBatchNegativesLoss(keras.losses.Loss):
     """run_embedding.py's loss as a Keras loss: y_pred float [B, T, H] (anchor, positive[, hard
     negative] of each row), y_true ignored; the mean over the B anchors of
-    bert_tf.tasks.embedding.task.in_batch_negatives_loss."""
+    bert_tf.models.networks.embedder_network.in_batch_negatives_loss."""
 
     def __init__(
-        self, similarity_scale=embedding.DEFAULT_SCALE, name="in_batch_negatives", **kwargs
+        self, similarity_scale=embedder_network.DEFAULT_SCALE, name="in_batch_negatives", **kwargs
     ):
         super().__init__(name=name, **kwargs)
         self.similarity_scale = float(similarity_scale)
 
     def call(self, y_true, y_pred):
         count = tf.cast(tf.shape(y_pred)[0], tf.float32)
-        return embedding.in_batch_negatives_loss(y_pred, self.similarity_scale) / count
+        return embedder_network.in_batch_negatives_loss(y_pred, self.similarity_scale) / count
 
     def get_config(self):
         return {**super().get_config(), "similarity_scale": self.similarity_scale}

@@ -1,7 +1,7 @@
 """`BertTokenClassifier`: run_ner.py's tagger on raw strings: one label per word.
 
-It composes `BertPreprocessor` with the model run_ner.py trains (bert_tf.tasks.tagging.task.BertTagger)
-and reads texts as that task's export does (bert_tf.tasks.tagging.serving.TaggingPreprocessor): the
+It composes `BertPreprocessor` with the model run_ner.py trains (bert_tf.models.networks.tagger_network.BertTagger)
+and reads texts as that task's export does (bert_tf.models.networks.tagging_serving.TaggingPreprocessor): the
 words are `text.split()`, each tokenized alone, a word labelled at its first piece, a text longer
 than max_seq_length - 2 pieces cut into run_ner.py's overlapping windows, each word read in the
 window where it has the most context. It exports with that task's export_model, the one
@@ -16,11 +16,10 @@ import tensorflow as tf
 
 from bert_tf.modeling import BertConfig
 from bert_tf.models import presets
+from bert_tf.models.networks import tagger_network, tagging_serving
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask, doc_stride_argument
-from bert_tf.tasks.tagging import task as tagging
-from bert_tf.tasks.tagging.serving import TaggingPreprocessor
 
 # The paper's CoNLL-2003 recipe picks among 5e-5, 3e-5 and 2e-5 (as for the classifier).
 DEFAULT_LEARNING_RATE = 5e-5
@@ -91,9 +90,9 @@ class BertTokenClassifier(BertTask):
             bert_config = BertConfig.from_dict(bert_config)
         self.labels = _check_labels(labels)
         self.doc_stride = doc_stride_argument(doc_stride)
-        self.windows = TaggingPreprocessor(preprocessor.tokenizer, self.doc_stride)
+        self.windows = tagging_serving.TaggingPreprocessor(preprocessor.tokenizer, self.doc_stride)
         kwargs.setdefault("name", "bert_token_classifier")
-        task_model = tagging.BertTagger(bert_config, len(self.labels))
+        task_model = tagger_network.BertTagger(bert_config, len(self.labels))
         super().__init__(preprocessor, task_model, **kwargs)
 
     @classmethod
@@ -118,7 +117,7 @@ class BertTokenClassifier(BertTask):
         heads = "optional"
         if preset.kind == "run":
             info, where = preset.task_info, f"the run in {preset.folder}"
-            if info.model_type != tagging.MODEL_TYPE:
+            if info.model_type != tagger_network.MODEL_TYPE:
                 raise ValueError(f"{where} trained a {info.model_type} model, not a tagger")
             for name, given, recorded in (
                 ("labels", labels, info.labels),
@@ -243,7 +242,7 @@ class BertTokenClassifier(BertTask):
     def task_info(self):
         """The TaskInfo run_ner.py records for this model (its task.json)."""
         return TaskInfo(
-            model_type=tagging.MODEL_TYPE,
+            model_type=tagger_network.MODEL_TYPE,
             bert_config=self.task_model.config,
             do_lower_case=self.preprocessor.do_lower_case,
             max_seq_length=self.preprocessor.max_seq_length,
@@ -252,7 +251,7 @@ class BertTokenClassifier(BertTask):
         )
 
     def write_export(self, export_dir):
-        return tagging.SPEC.export_model(
+        return tagging_serving.export_model(
             self.task_model, self.task_info(), self.preprocessor.vocab_file, export_dir, version=1
         )
 

@@ -21,16 +21,16 @@ from bert_tf import litert
 from bert_tf.checkpoints import is_google_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
+from bert_tf.models.networks.network_registry import infer_from_google
 from bert_tf.models.networks.task_info import (
     TaskInfo,
-    check_objective_matches,
-    read_labels,
     read_task_info,
 )
 from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy, store_in_compute_dtype
 from bert_tf.settings import changed, setting
 from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
 from bert_tf.tasks import TASKS, get_task
+from bert_tf.tasks.run import check_objective_matches
 from bert_tf.tokenization import check_vocab
 
 
@@ -78,26 +78,6 @@ class ExportConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSettin
         "<export_dir>/<version>_serve_ids_<float32|int8>.tflite; int8 = dynamic-range quantized "
         "weights. Needs the litert extra (pip install bert_tf[litert]).",
     )
-
-
-def infer_from_google(prefix):
-    """The TaskInfo a Google-format checkpoint's head variables imply (an encoder if none)."""
-    shapes = dict(tf.train.list_variables(prefix))
-    for spec in TASKS.values():
-        if spec.google_head and spec.google_head in shapes:
-            info = TaskInfo(
-                model_type=spec.name, **spec.info_from_google_head(shapes[spec.google_head])
-            )
-            if info.labels is not None:  # label strings from a labels.txt beside it, if any
-                labels = read_labels(os.path.dirname(prefix))
-                if labels is not None and len(labels) != len(info.labels):
-                    raise InputError(
-                        f"labels.txt beside {prefix} holds {len(labels)} labels, but the "
-                        f"checkpoint's head has {len(info.labels)}"
-                    )
-                info.labels = labels or info.labels
-            return info
-    return TaskInfo(model_type="encoder")
 
 
 def _bert_config(bert_config_file, info, prefix):

@@ -24,9 +24,9 @@ from bert_tf.data.records import reading_records
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
 from bert_tf.models.networks.task_info import TaskInfo, write_task_info
-from bert_tf.objectives import ObjectiveSetting
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
 from bert_tf.settings import changed, setting
+from bert_tf.shared_settings import ObjectiveSetting
 from bert_tf.sigterm import doing
 from bert_tf.tasks.config import RunConfig
 from bert_tf.tasks.run import Run

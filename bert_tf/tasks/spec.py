@@ -3,42 +3,39 @@
 import dataclasses
 from collections.abc import Callable
 
+from bert_tf.models.networks.network_spec import NetworkSpec
+
 
 @dataclasses.dataclass(frozen=True)
-class TaskSpec:
-    """One task: how to rebuild its model, find its head in a Google checkpoint, and export it.
+class TaskSpec(NetworkSpec):
+    """One task: its network (NetworkSpec: rebuild, Google head, export) and its script's settings.
 
     The spec knows nothing of the task's run: the run class names its spec (`FineTuningRun.spec`),
     and the registry (bert_tf.tasks.RUNS) finds a spec's run by its name.
 
-    Attributes:
-      name: the model_type of the run's task.json ("classifier", "squad", ...).
-      build_model: (BertConfig, TaskInfo) -> the task's keras.Model (a BertModel for the encoder).
-      export_model: (model, TaskInfo, vocab_file, export_dir, version=None, **options) -> the path
-        of the export it writes (docs/serving.md's contract).
-      google_head: the name of its head's output_weights in a Google-format checkpoint (e.g.
-        "cls/squad/output_weights"), or None for the encoder.
-      info_from_google_head: (shape of that output_weights) -> a TaskInfo's head settings (dict),
-        for a Google checkpoint that has no task.json beside it.
+    Attributes (beside NetworkSpec's):
       info_from_encoder: (checkpoint prefix, the encoder's TaskInfo) -> this task's TaskInfo, for a
         task whose model is an encoder's with no weights of its own (embeddings): it then exports
         from any encoder checkpoint (export_saved_model.py --model_type); else None.
       config_class: the settings dataclass of its script (tasks/config.py's FineTuningConfig and
         the task's own flags); its recorded fields are the task's part of task.json
-        (run_files.TaskInfo.settings). None for the encoder.
+        (networks.task_info.RECORDED_SETTINGS). None for the encoder.
       variant_of, chosen_by: a variant (multi-label, feature-based) runs in the script of the task
         `variant_of` when its flag `chosen_by` is set (bert_tf.tasks.make_run); else None.
     """
 
-    name: str
-    build_model: Callable
-    export_model: Callable
-    google_head: str | None = None
-    info_from_google_head: Callable | None = None
     info_from_encoder: Callable | None = None
     config_class: type | None = None
     variant_of: "TaskSpec | None" = None
     chosen_by: str | None = None
+
+    @classmethod
+    def of(cls, network, **task_parts):
+        """The spec of a task on `network` (a NetworkSpec), with the task's own parts."""
+        parts = {
+            field.name: getattr(network, field.name) for field in dataclasses.fields(NetworkSpec)
+        }
+        return cls(**parts, **task_parts)
 
     def __post_init__(self):
         if (self.variant_of is None) != (self.chosen_by is None):

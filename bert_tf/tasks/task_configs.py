@@ -12,18 +12,13 @@ that CONFIG_CLASSES and bert_tf.tasks.TASKS agree.
 import dataclasses
 
 from bert_tf.errors import InputError
+from bert_tf.models.networks.embedder_network import DEFAULT_SCALE
+from bert_tf.models.networks.feature_head import DEFAULT_LSTM_SIZE
+from bert_tf.models.networks.squad_serving import SQUAD_MAX_SEQ_LENGTH, check_windows
 from bert_tf.models.networks.task_info import FEATURE_LAYERS, POOLINGS, WINDOW_COMBINATIONS
 from bert_tf.settings import changed, derived, setting
 from bert_tf.shared_settings import DataDirSetting, DocStrideSetting, TfdsDataDirSetting
 from bert_tf.tasks.config import FineTuningConfig
-
-# The embedding task's --similarity_scale (tasks/embedding/task.py).
-DEFAULT_SCALE = 20.0
-# The feature-based tagger's --lstm_size; the paper's head: "a randomly initialized two-layer
-# 768-dimensional BiLSTM" (tasks/tagging/feature_head.py).
-DEFAULT_LSTM_SIZE = 768
-# run_squad.py's --max_seq_length (the original's): the export's too when its task.json has none.
-SQUAD_MAX_SEQ_LENGTH = 384
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -61,8 +56,8 @@ class DataSource(DataDirSetting, TfdsDataDirSetting):
 @dataclasses.dataclass
 class SquadFlags(DocStrideSetting):
     """run_squad.py's windowing and n-best settings, each declared once: its flags (SquadConfig
-    derives from this), its part of task.json (recorded) and the export's (tasks/squad/serving.py's
-    QaSettings)."""
+    derives from this), its part of task.json (recorded) and the export's (bert_tf/models/networks/
+    squad_serving.py's QaSettings)."""
 
     doc_stride = changed(128, help="Wordpieces between the starts of a long context's windows.")
     max_query_length: int = setting(
@@ -82,19 +77,12 @@ class SquadFlags(DocStrideSetting):
     )
 
     def check_windows(self, max_seq_length):
-        """run_squad.py's rules, checked for its flags and for an export's task.json alike.
+        """run_squad.py's rules (squad_serving.check_windows, the export's too).
 
         Raises:
           InputError: naming the flag.
         """
-        if max_seq_length <= self.max_query_length + 3:
-            raise InputError(
-                f"--max_seq_length={max_seq_length} must exceed --max_query_length="
-                f"{self.max_query_length} + 3"
-            )
-        for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
-            if getattr(self, name) < 1:
-                raise InputError(f"--{name} must be positive, got {getattr(self, name)}")
+        check_windows(self, max_seq_length)
 
 
 @dataclasses.dataclass(kw_only=True)

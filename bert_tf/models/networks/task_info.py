@@ -15,7 +15,6 @@ import tensorflow as tf
 from bert_tf import file_io
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
-from bert_tf.objectives import DEFAULT_OBJECTIVE, describe
 
 TASK_FILE = "task.json"
 LABELS_FILE = "labels.txt"
@@ -241,67 +240,3 @@ def read_labels(folder):
     if not tf.io.gfile.exists(path):
         return None
     return [line for _, line in file_io.read_lines(path) if line.strip()]
-
-
-def recorded_bert_config(checkpoint_path):
-    """(BertConfig, the file it is read from) that a checkpoint was trained with, or (None, None).
-
-    The bert_config.json beside the checkpoint (folder or prefix): the file a user passes on; else
-    the run's task.json there (a fine-tuning run's folder has no bert_config.json).
-    """
-    folder = (
-        checkpoint_path if tf.io.gfile.isdir(checkpoint_path) else os.path.dirname(checkpoint_path)
-    )
-    path = os.path.join(folder, "bert_config.json")
-    if tf.io.gfile.exists(path):
-        try:
-            return BertConfig.from_json_file(path), path
-        except ValueError as error:
-            raise InputError(str(error)) from None
-    info = read_task_info(checkpoint_path)
-    if info is not None and info.bert_config is not None:
-        return info.bert_config, os.path.join(folder, TASK_FILE)
-    return None, None
-
-
-def check_objective_matches(bert_config, bert_config_file, checkpoint_path, flag):
-    """A checkpoint is used with the attention it was trained with (bert_tf.objectives), or InputError.
-
-    Args:
-      bert_config: the BertConfig the run builds its model with.
-      bert_config_file: where that config comes from (for the message).
-      checkpoint_path: the checkpoint (prefix or folder) the run reads weights from.
-      flag: the flag that names the checkpoint, e.g. "--init_checkpoint".
-
-    Raises:
-      InputError: one line naming both files, when the checkpoint's recorded config (task.json or
-        bert_config.json beside it) has causal attention and `bert_config` not, or the other way.
-    """
-    recorded, recorded_file = recorded_bert_config(checkpoint_path)
-    if recorded is None or recorded.causal_attention == bert_config.causal_attention:
-        return
-    raise InputError(
-        f"{flag}={checkpoint_path} was trained with {describe(recorded.objective)} ({recorded_file}), "
-        f"but --bert_config_file={bert_config_file} gives {describe(bert_config.objective)}: pass "
-        "the checkpoint's own bert_config.json"
-    )
-
-
-def objective_config(bert_config, bert_config_file, init_checkpoint=None, objective=None):
-    """A run's BertConfig: with --objective recorded (run_pretraining.py), checked against the
-    attention --init_checkpoint was trained with (check_objective_matches).
-
-    Raises:
-      InputError: when --bert_config_file records another objective than the original's and
-        --objective's, or the checkpoint's attention is not the config's.
-    """
-    if objective is not None:
-        if bert_config.objective not in (DEFAULT_OBJECTIVE, objective):
-            raise InputError(
-                f"--objective={objective}, but --bert_config_file={bert_config_file} records "
-                f"objective {bert_config.objective}: pass --objective={bert_config.objective}"
-            )
-        bert_config = dataclasses.replace(bert_config, objective=objective)
-    if init_checkpoint:
-        check_objective_matches(bert_config, bert_config_file, init_checkpoint, "--init_checkpoint")
-    return bert_config

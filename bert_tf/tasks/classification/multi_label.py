@@ -13,61 +13,18 @@ B = batch, L = number of labels, N = examples.
 
 import dataclasses
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import metrics
+from bert_tf.models.networks import classifier_network
+from bert_tf.models.networks.classifier_network import DEFAULT_THRESHOLD, thresholds_of
 from bert_tf.models.networks.task_info import write_task_info
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.data import multi_label as data_multi_label
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import MultiLabelConfig
-
-MODEL_TYPE = "multi_label"
-DEFAULT_THRESHOLD = 0.5
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class BertMultiLabelClassifier(classification.BertClassifier):
-    """The classifier with a sigmoid per label: {"logits", "probabilities"} float32 [B, L].
-
-    Example:
-    ```python
-    model = BertMultiLabelClassifier(BertConfig.from_preset("bert_tiny"), num_labels=4)
-    model({"input_ids": tf.constant([[101, 7592, 102]])})["probabilities"]  # [1, 4], each in (0, 1)
-    ```
-    """
-
-    task_name = MODEL_TYPE
-    multi_label = True  # windows combine each label's probability (models/networks/text_windows.py)
-
-    def __init__(self, config, num_labels, **kwargs):
-        kwargs.setdefault("name", "bert_multi_label_classifier")
-        kwargs.pop("is_regression", None)
-        super().__init__(config, num_labels, **kwargs)
-
-    def call(self, inputs, training=None):
-        logits = self.logits(inputs, training=training)  # [B, L]
-        return {"logits": logits, "probabilities": tf.sigmoid(logits)}
-
-    def serving_outputs(self, logits, labels, info):
-        """ "probabilities" [B, L] and "labels": string [B, K], the labels over their thresholds in
-        label order, padded with "" to the most any input of the batch has."""
-        probabilities = tf.sigmoid(logits)
-        over = probabilities > tf.constant(thresholds_of(info), tf.float32)  # [B, L]
-        names = tf.ragged.boolean_mask(tf.broadcast_to(labels, tf.shape(over)), over)
-        return {"probabilities": probabilities, "labels": names.to_tensor(default_value="")}
-
-
-def thresholds_of(info):
-    """Each label's threshold in a TaskInfo: its own, else 0.5."""
-    return list(info.settings.thresholds or [DEFAULT_THRESHOLD] * len(info.labels))
-
-
-def build_model(bert_config, info):
-    return BertMultiLabelClassifier(bert_config, len(info.labels))
 
 
 def multi_label_loss(outputs, features, num_examples, positive_weights=None):
@@ -140,12 +97,9 @@ def tune_thresholds(probabilities, gold):
     return thresholds
 
 
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
+SPEC = TaskSpec.of(
+    classifier_network.MULTI_LABEL_NETWORK,
     config_class=MultiLabelConfig,
-    export_model=classification.export_model,
-    google_head="output_weights",
     variant_of=classification.SPEC,
     chosen_by="multi_label",
 )
@@ -192,7 +146,11 @@ class MultiLabelRun(classification.ClassifierRun):
         info = None
         if not self.config.do_train or self.resumes():
             info = self.checkpoint_task_info()
-        if info is not None and info.model_type == MODEL_TYPE and info.labels == self.labels:
+        if (
+            info is not None
+            and info.model_type == classifier_network.MULTI_LABEL_MODEL_TYPE
+            and info.labels == self.labels
+        ):
             return thresholds_of(info)
         return [DEFAULT_THRESHOLD] * len(self.labels)
 

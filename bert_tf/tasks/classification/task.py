@@ -1,17 +1,13 @@
-"""Sentence and sentence-pair classification and regression (GLUE, XNLI, users' TSV/CSV, TFDS).
+"""Sentence and sentence-pair classification and regression (GLUE, XNLI, users' TSV/CSV, TFDS): the run.
 
-The model is the original run_classifier.py's: BertModel, dropout 0.1 on the pooled output, then logits
-= pooled @ output_weights^T + output_bias (a BertHead), with output_weights [num_labels, H] and
-output_bias [num_labels] under those very names in Google's format (so the original's fine-tuned
-checkpoints load, for prediction too). Regression (STS-B) has one output and a mean squared error loss.
+The model and its export are bert_tf/models/networks/classifier_network.py's (the original
+run_classifier.py's); regression (STS-B) has one output and a mean squared error loss.
 
 B = batch, S = sequence length, H = hidden size, L = number of labels (1 for regression).
 """
 
 import dataclasses
-import functools
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -20,63 +16,14 @@ from bert_tf import file_io, metrics
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
-from bert_tf.export import serving_module, serving_signatures, write_saved_model
-from bert_tf.models.networks.task_head import BertTaskModel
-from bert_tf.models.networks.task_info import LABELS_FILE, labels_text
-from bert_tf.models.networks.text_windows import combine_windows, window_signatures
+from bert_tf.models.networks import classifier_network
+from bert_tf.models.networks.text_windows import combine_windows
 from bert_tf.tasks.classification import data
 from bert_tf.tasks.classification.data import features as data_features
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.hooks import ClassifierHooks
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import ClassifierConfig
-
-MODEL_TYPE = "classifier"
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(BertTaskModel):
-    """BertModel + a BertHead over the pooled output (dropout, then L logits).
-
-    Inputs: BertModel's ("input_ids", "input_mask", "segment_ids", int32 [B, S]); other keys are ignored.
-    Outputs: {"logits": float32 [B, L]} plus, for classification, "probabilities" (softmax) [B, L].
-
-    Example:
-    ```python
-    model = BertClassifier(BertConfig.from_preset("bert_tiny"), num_labels=3)
-    model({"input_ids": tf.constant([[101, 7592, 102]])})["probabilities"]  # [1, 3]
-    ```
-    """
-
-    task_name = MODEL_TYPE
-
-    def __init__(self, config, num_labels, is_regression=False, **kwargs):
-        kwargs.setdefault("name", "bert_classifier")
-        self.num_labels = 1 if is_regression else num_labels
-        self.is_regression = is_regression
-        super().__init__(config, self.num_labels, "pooled_output", **kwargs)
-
-    def call(self, inputs, training=None):
-        logits = self.logits(inputs, training=training)  # [B, L]
-        if self.is_regression:
-            return {"logits": logits}
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
-
-    def serving_outputs(self, logits, labels, info):
-        """The export's outputs of logits [B, L] (combined windows' included): "probabilities" [B, L]
-        and "label" [B] (of the strings `labels` [L]); for regression, "predictions" [B]."""
-        if self.is_regression:
-            return {"predictions": logits[:, 0]}
-        probabilities = tf.nn.softmax(logits, axis=-1)
-        best = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        return {"probabilities": probabilities, "label": tf.gather(labels, best)}
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "num_labels": self.num_labels,
-            "is_regression": self.is_regression,
-        }
 
 
 def classification_loss(outputs, features, num_examples, is_regression, class_weights=None):
@@ -100,53 +47,10 @@ def classification_loss(outputs, features, num_examples, is_regression, class_we
 # ---------------------------------------------------------------------------------- the export
 
 
-def build_model(bert_config, info):
-    """The classifier of a run's TaskInfo (its labels, regression or not)."""
-    return BertClassifier(
-        bert_config, max(len(info.labels or []), 1), is_regression=info.settings.is_regression
-    )
-
-
-def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
-    """Writes the classifier as a SavedModel serving raw text (docs/serving.md's contract).
-
-    serving_default: text_a (and text_b for pair tasks) -> "probabilities" [B, L] and "label" [B]
-    (the label string); for regression, "predictions" [B]. labels.txt lands in assets/. A model
-    trained with --doc_stride classifies each text whole from its windows (`window_signatures`).
-    """
-    labels = list(info.labels or [])
-    module = serving_module(model, info, vocab_file)
-    label_strings = tf.constant(labels or [""], tf.string)
-    outputs_of = functools.partial(model.serving_outputs, labels=label_strings, info=info)
-    if info.settings.doc_stride:
-        signatures = window_signatures(module.preprocessor, model, info, outputs_of)
-    else:
-        signatures = serving_signatures(
-            module.preprocessor,
-            lambda features: outputs_of(model(features, training=False)["logits"]),
-            pair=info.settings.is_pair,
-        )
-    assets = {LABELS_FILE: labels_text(labels)} if labels else None
-    return write_saved_model(
-        export_dir, module, signatures, version=version, freeze=freeze_weights, assets=assets
-    )
-
-
 # ---------------------------------------------------------------------------------- the run
 
 
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    config_class=ClassifierConfig,
-    export_model=export_model,
-    google_head="output_weights",
-    # The original's fine-tuned checkpoints name no labels: "0", "1", ... (or a labels.txt beside).
-    info_from_google_head=lambda shape: {
-        "labels": [str(i) for i in range(shape[0])],
-        "is_pair": True,
-    },
-)
+SPEC = TaskSpec.of(classifier_network.NETWORK, config_class=ClassifierConfig)
 
 
 class ClassifierRun(FineTuningRun, ClassifierHooks):

@@ -25,192 +25,24 @@ N = dev rows, C = dev candidates.
 import dataclasses
 import os
 
-import keras
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from bert_tf import file_io
 from bert_tf.checkpoints import resolve_checkpoint
 from bert_tf.data.feature_cache import file_identity
-from bert_tf.export import ID_FEATURES, serving_module, serving_signatures, write_saved_model
 from bert_tf.formats.sentence_transformers_folder import (
     EMBEDDING_FILE,
-    POOLINGS,
     read_embedding_file,
 )
-from bert_tf.modeling import BertModel
+from bert_tf.models.networks import embedder_network
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.tasks.embedding import pairs as embedding_pairs
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.task_configs import DEFAULT_SCALE, EmbeddingConfig
-
-MODEL_TYPE = "embedding"
-# sentence-transformers' MultipleNegativesRankingLoss: cosine similarities times 20.
-# sentence-transformers' clamps: the mean's token count (torch.clamp min=1e-9), the norm (F.normalize).
-_MIN_TOKENS = 1e-9
-_MIN_NORM = 1e-12
-
-
-def pool(sequence_output, input_mask, pooling, normalize):
-    """The text vectors of an encoder's outputs, as sentence-transformers' Pooling (+ Normalize).
-
-    Args:
-      sequence_output: [N, S, H], any float dtype (pooled in float32).
-      input_mask: int [N, S], 1 on real tokens.
-      pooling: one of POOLINGS.
-      normalize: divide each vector by its L2 norm (at least 1e-12).
-
-    Returns:
-      float32 [N, H].
-    """
-    hidden = tf.cast(sequence_output, tf.float32)
-    mask = tf.cast(input_mask, tf.float32)[:, :, None]  # [N, S, 1]
-    if pooling == "mean":
-        pooled = tf.reduce_sum(hidden * mask, axis=1) / tf.maximum(
-            tf.reduce_sum(mask, axis=1), _MIN_TOKENS
-        )
-    elif pooling == "cls":
-        pooled = hidden[:, 0]
-    elif pooling == "max":
-        # Padding positions at -1e9, as sentence-transformers sets them, never win the maximum.
-        pooled = tf.reduce_max(tf.where(mask > 0, hidden, -1e9), axis=1)
-    else:
-        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-    if normalize:
-        # x / max(|x|, eps), through rsqrt: a finite gradient even for a zero vector.
-        squared = tf.reduce_sum(tf.square(pooled), axis=-1, keepdims=True)
-        pooled = pooled * tf.math.rsqrt(tf.maximum(squared, _MIN_NORM * _MIN_NORM))
-    return pooled
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class BertEmbedder(BertModel):
-    """A BertModel whose output is each text's pooled vector; its weights are the encoder's alone.
-
-    Inputs: "input_ids", "input_mask", "segment_ids", int32 [..., S] (one text per row: [B, S], or
-    a row's texts stacked: [B, T, S]).
-    Outputs: {"embeddings": float32 [..., H]}.
-
-    Example:
-    ```python
-    model = BertEmbedder(BertConfig.from_preset("bert_tiny"), pooling="mean", normalize=True)
-    model({"input_ids": tf.constant([[101, 7592, 102]])})["embeddings"]  # [1, 128], norm 1
-    ```
-    """
-
-    task_name = MODEL_TYPE
-
-    def __init__(self, config, pooling="mean", normalize=True, **kwargs):
-        kwargs.setdefault(
-            "name", "bert"
-        )  # the encoder's object paths: any checkpoint's encoder loads
-        super().__init__(config, **kwargs)
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        self.pooling, self.normalize = pooling, normalize
-        # The [CLS] pooler has no part in the vectors: frozen, it keeps its loaded values.
-        self.pooler.trainable = False
-
-    def call(self, inputs, training=None):
-        shape = tf.shape(inputs["input_ids"])  # [..., S]
-        flat = {
-            name: tf.reshape(inputs[name], [-1, shape[-1]])
-            for name in ID_FEATURES
-            if name in inputs
-        }  # [N, S]
-        outputs = super().call(flat, training=training)
-        mask = flat.get("input_mask", tf.ones_like(flat["input_ids"]))
-        vectors = pool(outputs["sequence_output"], mask, self.pooling, self.normalize)  # [N, H]
-        hidden = [self.config.hidden_size]
-        return {"embeddings": tf.reshape(vectors, tf.concat([shape[:-1], hidden], axis=0))}
-
-    def get_config(self):
-        return {**super().get_config(), "pooling": self.pooling, "normalize": self.normalize}
-
-
-def in_batch_negatives_loss(embeddings, scale):
-    """The summed cross-entropy of each anchor's positive among the batch's candidates.
-
-    Args:
-      embeddings: float [B, T, H]: anchor, positive and (T = 3) hard negative of each row.
-      scale: the cosine similarities' multiplier (sentence-transformers' 20).
-
-    Returns:
-      float32 scalar: sum over the B anchors of -log softmax(scale * cos(anchor, candidates))[its
-      positive], the candidates being the B positives, then the B hard negatives.
-    """
-    embeddings = tf.cast(embeddings, tf.float32)
-    embeddings = tf.math.l2_normalize(embeddings, axis=-1, epsilon=_MIN_NORM * _MIN_NORM)
-    anchors = embeddings[:, 0]  # [B, H]
-    hidden = tf.shape(embeddings)[-1]
-    # [B, T - 1, H] -> [T - 1, B, H] -> [(T - 1) * B, H]: every positive, then every negative.
-    candidates = tf.reshape(tf.transpose(embeddings[:, 1:], [1, 0, 2]), [-1, hidden])
-    scores = scale * tf.matmul(anchors, candidates, transpose_b=True)  # [B, (T - 1) * B]
-    labels = tf.range(tf.shape(anchors)[0])
-    return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, scores))
-
-
-def retrieval_metrics(anchors, candidates, scale=DEFAULT_SCALE):
-    """Ranks every anchor's candidates by cosine similarity; anchor i's right candidate is i.
-
-    A candidate scoring the same as the right one ranks before it when its index is lower (the order
-    a stable sort by descending score gives).
-
-    Args:
-      anchors: [N, H]; candidates: [C, H], C >= N (the positives, then any hard negatives).
-      scale: the loss's multiplier, for eval_loss.
-
-    Returns:
-      {"eval_recall@1", "eval_recall@10", "eval_mrr@10", "eval_loss"} (eval_loss: the mean
-      cross-entropy of the right candidate among all C), floats.
-    """
-    anchors = np.asarray(anchors, np.float64)
-    candidates = np.asarray(candidates, np.float64)
-    anchors = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), _MIN_NORM)
-    norms = np.linalg.norm(candidates, axis=1, keepdims=True)
-    scores = anchors @ (candidates / np.maximum(norms, _MIN_NORM)).T  # [N, C]
-    rows = np.arange(len(anchors))
-    right = scores[rows, rows][:, None]  # [N, 1]
-    earlier = np.arange(scores.shape[1])[None, :] < rows[:, None]
-    ranks = 1 + np.sum((scores > right) | ((scores == right) & earlier), axis=1)  # [N]
-    logits = scale * scores
-    top = logits.max(axis=1, keepdims=True)
-    log_sum = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
-    return {
-        "eval_recall@1": float(np.mean(ranks <= 1)),
-        "eval_recall@10": float(np.mean(ranks <= 10)),
-        "eval_mrr@10": float(np.mean(np.where(ranks <= 10, 1.0 / ranks, 0.0))),
-        "eval_loss": float(np.mean(log_sum - logits[rows, rows])),
-    }
-
+from bert_tf.tasks.task_configs import EmbeddingConfig
 
 # ---------------------------------------------------------------------------------- the export
-
-
-def build_model(bert_config, info):
-    """The embedder of `info`'s pooling and normalisation (task.json's, or the flags' defaults)."""
-    return BertEmbedder(
-        bert_config, pooling=info.settings.pooling, normalize=info.settings.normalize
-    )
-
-
-def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
-    """Writes the embedder as a SavedModel serving raw text (docs/serving.md's contract).
-
-    serving_default: text_a [B] -> "embeddings" float32 [B, H]; a text longer than the export's
-    max_seq_length is cut to its first max_seq_length - 2 word pieces, as sentence-transformers cuts
-    it. preprocess (text_a) and preprocess_pair -> "input_ids", "input_mask", "segment_ids" int32
-    [B, S]; serve_ids: those three -> "embeddings".
-    """
-    module = serving_module(model, info, vocab_file)
-
-    def outputs_fn(features):
-        return {"embeddings": tf.cast(model(features, training=False)["embeddings"], tf.float32)}
-
-    signatures = serving_signatures(module.preprocessor, outputs_fn)
-    return write_saved_model(export_dir, module, signatures, version=version, freeze=freeze_weights)
 
 
 def encoder_info(prefix, info):
@@ -223,7 +55,7 @@ def encoder_info(prefix, info):
         recorded = {}
     do_lower_case = recorded.get("do_lower_case")
     return TaskInfo(
-        model_type=MODEL_TYPE,
+        model_type=embedder_network.MODEL_TYPE,
         bert_config=info.bert_config,
         do_lower_case=info.do_lower_case if do_lower_case is None else do_lower_case,
         max_seq_length=recorded.get("max_seq_length", info.max_seq_length),
@@ -235,12 +67,8 @@ def encoder_info(prefix, info):
 # ---------------------------------------------------------------------------------- the run
 
 
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    export_model=export_model,
-    info_from_encoder=encoder_info,
-    config_class=EmbeddingConfig,
+SPEC = TaskSpec.of(
+    embedder_network.NETWORK, info_from_encoder=encoder_info, config_class=EmbeddingConfig
 )
 
 
@@ -276,7 +104,7 @@ class EmbeddingRun(FineTuningRun):
     def _recorded_settings(self):
         """({"pooling", "normalize"} of the checkpoint the run starts from, or {}, where from)."""
         info = self.checkpoint_task_info()
-        if info is not None and info.model_type == MODEL_TYPE:
+        if info is not None and info.model_type == embedder_network.MODEL_TYPE:
             return dataclasses.asdict(info.settings), "the task.json of the checkpoint's run"
         if self.config.init_checkpoint:
             folder = os.path.dirname(resolve_checkpoint(self.config.init_checkpoint))
@@ -323,7 +151,9 @@ class EmbeddingRun(FineTuningRun):
     # ------------------------------------------------------------------ model and loop
 
     def loss(self, outputs, features, normalizers):
-        loss = in_batch_negatives_loss(outputs["embeddings"], self.config.similarity_scale)
+        loss = embedder_network.in_batch_negatives_loss(
+            outputs["embeddings"], self.config.similarity_scale
+        )
         return {"loss": loss / normalizers["examples"]}
 
     # ------------------------------------------------------------------ the steps
@@ -338,7 +168,9 @@ class EmbeddingRun(FineTuningRun):
         anchors = embeddings[:, 0]
         # [N, T - 1, H] -> [(T - 1) * N, H]: the positives, then the hard negatives.
         candidates = np.concatenate(list(np.swapaxes(embeddings[:, 1:], 0, 1)), axis=0)
-        results = retrieval_metrics(anchors, candidates, self.config.similarity_scale)
+        results = embedder_network.retrieval_metrics(
+            anchors, candidates, self.config.similarity_scale
+        )
         top = (anchors @ candidates.T).argmax(axis=1).tolist()
         return self.evaluation_done(results, top, "top candidate")
 

@@ -21,55 +21,22 @@ import json
 import os
 import random
 
-import keras
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import metrics, squad_evaluation
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
-from bert_tf.export import serving_module, write_saved_model
-from bert_tf.models.networks.task_head import BertTaskModel
+from bert_tf.models.networks import squad_network
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.squad import data
 from bert_tf.tasks.squad import predictions as squad_predictions
-from bert_tf.tasks.squad import serving as squad_serving
-from bert_tf.tasks.task_configs import SQUAD_MAX_SEQ_LENGTH, SquadConfig
+from bert_tf.tasks.task_configs import SquadConfig
 
-MODEL_TYPE = "squad"
-GOOGLE_SCOPE = "cls/squad/"
 TFDS_SPLITS = {"train": "train", "predict": "validation"}
 # The original shuffles the training examples with this seed before writing them.
 _TRAIN_SHUFFLE_SEED = 12345
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class BertSquad(BertTaskModel):
-    """BertModel + a BertHead of 2 over every token: start and end logits.
-
-    Inputs: BertModel's ("input_ids", "input_mask", "segment_ids", int32 [B, S]); other keys are ignored.
-    Outputs: {"start_logits", "end_logits"}: float32 [B, S] (padding positions included, as the
-    original).
-
-    Example:
-    ```python
-    model = BertSquad(BertConfig.from_preset("bert_tiny"))
-    model({"input_ids": tf.constant([[101, 2040, 102, 2017, 102]])})["start_logits"]  # [1, 5]
-    ```
-    """
-
-    task_name = MODEL_TYPE
-
-    def __init__(self, config, **kwargs):
-        kwargs.setdefault("name", "bert_squad")
-        super().__init__(
-            config, 2, "sequence_output", google_scope=GOOGLE_SCOPE, dropout=False, **kwargs
-        )
-
-    def call(self, inputs, training=None):
-        logits = self.logits(inputs, training=training)  # [B, S, 2]
-        return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
 
 
 def squad_loss(outputs, features, num_examples):
@@ -92,45 +59,10 @@ def squad_loss(outputs, features, num_examples):
 # ---------------------------------------------------------------------------------- the export
 
 
-def build_model(bert_config, info):
-    """The SQuAD model (its head has no settings)."""
-    del info
-    return BertSquad(bert_config)
-
-
-def export_model(model, info, vocab_file, export_dir, version=None, freeze_weights=False):
-    """Writes the SQuAD model as a SavedModel that answers raw questions (docs/serving.md's contract).
-
-    serving_default: question, context (string [B]) -> answer (string [B], cut from the context),
-    score (float32 [B], the answer's start + end logit) and, for SQuAD 2.0 models,
-    null_score_diff (float32 [B], null_odds.json's value); `preprocess` and `serve_ids` as
-    `squad_serving.qa_signatures` says. Tokenization, windowing and span selection run in the
-    graph, with the windowing and n-best settings of `info` (task.json).
-    """
-    settings = squad_serving.QaSettings.of(info.settings, info.max_seq_length)
-    module = serving_module(model, info, vocab_file)
-
-    def logits_fn(features):
-        outputs = model(features, training=False)
-        return outputs["start_logits"], outputs["end_logits"]
-
-    signatures = squad_serving.qa_signatures(module.preprocessor, logits_fn, settings)
-    return write_saved_model(export_dir, module, signatures, version=version, freeze=freeze_weights)
-
-
 # ---------------------------------------------------------------------------------- the run
 
 
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    config_class=SquadConfig,
-    export_model=export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    # A Google checkpoint does not say whether it learned SQuAD 2.0: without a task.json beside it,
-    # it is exported with the original's defaults as a SQuAD 1.1 model.
-    info_from_google_head=lambda shape: {"max_seq_length": SQUAD_MAX_SEQ_LENGTH},
-)
+SPEC = TaskSpec.of(squad_network.NETWORK, config_class=SquadConfig)
 
 
 class SquadRun(FineTuningRun):

@@ -24,12 +24,10 @@ B = batch, S = sequence length, K = layers read, H = hidden size, L = number of 
 import json
 import os
 
-import keras
 import tensorflow as tf
 
 from bert_tf.checkpoints import encoder_variable_names, restore_init_checkpoint
 from bert_tf.data.encoder_features import (
-    ENCODER_FEATURES,
     cached_encoder_features,
     make_encoder_feature_dataset,
     padding_window,
@@ -39,160 +37,19 @@ from bert_tf.data.encoder_features import (
 from bert_tf.data.feature_cache import SETTINGS_SUFFIX
 from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES
-from bert_tf.modeling import BertModel, _as_bert_config, _SavesBertConfig
+from bert_tf.modeling import BertModel
+from bert_tf.models.networks import feature_tagger_network
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.tagging import conll
-from bert_tf.tasks.tagging import serving as tagging_serving
 from bert_tf.tasks.tagging import task as tagging
-from bert_tf.tasks.tagging.feature_head import GOOGLE_SCOPE, FeatureHead
-from bert_tf.tasks.task_configs import DEFAULT_LSTM_SIZE, FEATURE_LAYERS, FeatureTaggerConfig
-
-MODEL_TYPE = "feature_tagger"
-# Encoder blocks a choice needs: "last four" of fewer blocks is a misuse, not a shorter sum.
-_LAYERS_NEEDED = {"second_to_last_hidden": 2, "weighted_sum_last_four": 4, "concat_last_four": 4}
-
-
-def layer_indices(feature_layers, num_hidden_layers):
-    """The layers `feature_layers` reads, as indices into [embeddings, block 1, ..., block N].
-
-    Raises:
-      InputError: naming --feature_layers and the model's layer count, for a choice the model lacks.
-    """
-    if feature_layers not in FEATURE_LAYERS:
-        raise InputError(
-            f"--feature_layers must be one of {', '.join(FEATURE_LAYERS)}, got {feature_layers!r}"
-        )
-    n = num_hidden_layers
-    needed = _LAYERS_NEEDED.get(feature_layers, 1)
-    if n < needed:
-        raise InputError(
-            f"--feature_layers={feature_layers} needs at least {needed} encoder layers, but the "
-            f"model has num_hidden_layers={n}"
-        )
-    last_four = tuple(range(n - 3, n + 1))
-    return {
-        "embeddings": (0,),
-        "second_to_last_hidden": (n - 1,),
-        "last_hidden": (n,),
-        "weighted_sum_last_four": last_four,
-        "concat_last_four": last_four,
-        "weighted_sum_all": tuple(range(1, n + 1)),
-    }[feature_layers]
-
-
-def encoder_layers(bert, inputs, indices):
-    """The chosen layers of a BertModel in inference mode (no dropout): float [B, S, K, H].
-
-    The one computation of the features, for the cache and for the model's raw-text path alike.
-    """
-    if indices == (0,):  # the embeddings alone: no block to run
-        return bert.embedding_output(inputs)[:, :, None, :]
-    every = [None, *bert(inputs, training=False)["encoder_outputs"]]
-    if 0 in indices:
-        every[0] = bert.embedding_output(inputs)
-    return tf.stack([every[i] for i in indices], axis=2)
-
-
-def _combination(feature_layers):
-    return (
-        feature_layers.split("_")[0] if feature_layers.startswith(("weighted", "concat")) else None
-    )
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class FeatureTagger(_SavesBertConfig, keras.Model):
-    """A frozen BertModel and a FeatureHead: one label distribution per piece.
-
-    Inputs: either BertModel's ("input_ids", "input_mask", "segment_ids", int32 [B, S]): the encoder
-    computes the layers (the export); or "encoder_features" float32 [B, S, K, H] and "input_mask"
-    (the cache: the encoder does not run). Other keys are ignored.
-    Outputs: {"logits": float32 [B, S, L]}.
-
-    Example:
-    ```python
-    model = FeatureTagger(BertConfig.from_preset("bert_mini"), 9, "concat_last_four", lstm_size=64)
-    model({"input_ids": tf.constant([[101, 5616, 102]])})["logits"]  # [1, 3, 9]
-    ```
-    """
-
-    task_name = MODEL_TYPE
-
-    def __init__(self, config, num_labels, feature_layers, lstm_size=DEFAULT_LSTM_SIZE, **kwargs):
-        kwargs.setdefault("name", "feature_tagger")
-        super().__init__(**kwargs)
-        self.config = config = _as_bert_config(config)
-        self.num_labels, self.feature_layers, self.lstm_size = num_labels, feature_layers, lstm_size
-        self.layer_indices = layer_indices(feature_layers, config.num_hidden_layers)
-        self.head = FeatureHead(
-            num_labels,
-            len(self.layer_indices),
-            config.hidden_size,
-            _combination(feature_layers),
-            lstm_size,
-            dropout_rate=config.hidden_dropout_prob,
-            name="head",
-            dtype=self.dtype_policy,
-        )
-        self.bert = BertModel(config, dtype=self.dtype_policy)
-        self.bert.trainable = False  # frozen: the optimizer never sees its weights
-
-    def build(self, input_shape=None):
-        self.bert.build()  # built, not called: a run on cached features never runs it
-        self.head.build()
-        self.built = True
-
-    def call(self, inputs, training=None):
-        if ENCODER_FEATURES in inputs:
-            layers = inputs[ENCODER_FEATURES]
-        else:
-            layers = encoder_layers(self.bert, inputs, self.layer_indices)
-        input_mask = inputs.get("input_mask")
-        if input_mask is None:
-            input_mask = tf.ones(tf.shape(layers)[:2], tf.int32)
-        return {"logits": self.head(layers, input_mask, training=training)}
-
-    def dummy_inputs(self):
-        """Cached-feature inputs: they build every weight without running the encoder."""
-        window = padding_window(len(self.layer_indices), self.config.hidden_size, length=2)
-        return {ENCODER_FEATURES: window[ENCODER_FEATURES][None], "input_mask": tf.ones([1, 2])}
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "num_labels": self.num_labels,
-            "feature_layers": self.feature_layers,
-            "lstm_size": self.lstm_size,
-        }
-
-
-def build_model(bert_config, info):
-    """The feature-based tagger of a run's TaskInfo (labels, feature_layers, lstm_size)."""
-    # A TaskInfo that records no choice (none of a feature-based run's) reads the last layer.
-    return FeatureTagger(
-        bert_config,
-        len(info.labels),
-        info.settings.feature_layers or "last_hidden",
-        info.settings.lstm_size or DEFAULT_LSTM_SIZE,
-    )
-
-
-def _info_from_google_head(shape):
-    raise InputError(
-        "a feature-based tagger's checkpoint needs its run's task.json beside it (its "
-        "feature_layers and lstm_size)"
-    )
-
+from bert_tf.tasks.task_configs import FeatureTaggerConfig
 
 # ---------------------------------------------------------------------------------- the run
 
 
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
+SPEC = TaskSpec.of(
+    feature_tagger_network.NETWORK,
     config_class=FeatureTaggerConfig,
-    export_model=tagging_serving.export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    info_from_google_head=_info_from_google_head,
     variant_of=tagging.SPEC,
     chosen_by="feature_layers",
 )
@@ -209,7 +66,9 @@ class FeatureTaggerRun(tagging.TaggerRun):
 
     def check_own_settings(self, bert_config):
         config = self.config
-        self.layer_indices = layer_indices(config.feature_layers, bert_config.num_hidden_layers)
+        self.layer_indices = feature_tagger_network.layer_indices(
+            config.feature_layers, bert_config.num_hidden_layers
+        )
         if not config.init_checkpoint and not self.resumes():
             raise InputError(
                 "--feature_layers freezes the encoder: pass --init_checkpoint (a pretrained BERT) "
@@ -218,7 +77,11 @@ class FeatureTaggerRun(tagging.TaggerRun):
 
     def check_checkpoint(self):
         info = self.checkpoint_task_info()
-        if info is not None and info.model_type == MODEL_TYPE and self.checkpoint_heads != "skip":
+        if (
+            info is not None
+            and info.model_type == feature_tagger_network.MODEL_TYPE
+            and self.checkpoint_heads != "skip"
+        ):
             for name in ("feature_layers", "lstm_size"):
                 ours, theirs = getattr(self.config, name), getattr(info.settings, name)
                 if ours != theirs:
@@ -272,7 +135,9 @@ class FeatureTaggerRun(tagging.TaggerRun):
         bert = self.frozen_encoder()[0]
         input_specs = {name: tf.TensorSpec([None, None], tf.int32) for name in ID_FEATURES}
         encode = tf.function(
-            lambda inputs: tf.cast(encoder_layers(bert, inputs, self.layer_indices), tf.float32),
+            lambda inputs: tf.cast(
+                feature_tagger_network.encoder_layers(bert, inputs, self.layer_indices), tf.float32
+            ),
             input_signature=[input_specs],
         )
         info = cached_encoder_features(

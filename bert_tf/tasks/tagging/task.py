@@ -14,7 +14,6 @@ W = words of a text.
 import dataclasses
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -22,48 +21,17 @@ from absl import logging
 from bert_tf import file_io, metrics
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
-from bert_tf.models.networks.task_head import BertTaskModel
+from bert_tf.models.networks import tagger_network
 from bert_tf.models.networks.task_info import LABELS_FILE
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.tagging import conll, entity_metrics
-from bert_tf.tasks.tagging import serving as tagging_serving
 from bert_tf.tasks.task_configs import TaggerConfig
 
-MODEL_TYPE = "tagger"
 PREDICTIONS_FILE = "test_predictions.txt"
-GOOGLE_SCOPE = "cls/tagging/"
 # Labels conlleval reads as chunks: O, or a B/I/E/S prefix, a dash and a type. Other label sets (POS
 # tags) get token accuracy only.
 _CHUNK_PREFIXES = ("B-", "I-", "E-", "S-")
-
-
-@keras.saving.register_keras_serializable(package="bert_tf")
-class BertTagger(BertTaskModel):
-    """BertModel + a BertHead over the sequence output: one label distribution per piece.
-
-    Inputs: BertModel's ("input_ids", "input_mask", "segment_ids", int32 [B, S]); other keys are ignored.
-    Outputs: {"logits": float32 [B, S, L]}.
-
-    Example:
-    ```python
-    model = BertTagger(BertConfig.from_preset("bert_tiny"), num_labels=9)
-    model({"input_ids": tf.constant([[101, 5616, 102]])})["logits"]  # [1, 3, 9]
-    ```
-    """
-
-    task_name = MODEL_TYPE
-
-    def __init__(self, config, num_labels, **kwargs):
-        kwargs.setdefault("name", "bert_tagger")
-        self.num_labels = num_labels
-        super().__init__(config, num_labels, "sequence_output", google_scope=GOOGLE_SCOPE, **kwargs)
-
-    def call(self, inputs, training=None):
-        return {"logits": self.logits(inputs, training=training)}  # [B, S, L]
-
-    def get_config(self):
-        return {**super().get_config(), "num_labels": self.num_labels}
 
 
 def tagging_loss(outputs, features, num_words):
@@ -76,23 +44,10 @@ def tagging_loss(outputs, features, num_words):
     return tf.reduce_sum(per_piece * mask) / tf.maximum(num_words, 1.0)
 
 
-def build_model(bert_config, info):
-    """The tagger of a run's TaskInfo (its labels)."""
-    return BertTagger(bert_config, len(info.labels))
-
-
 # ---------------------------------------------------------------------------------- the run
 
 
-SPEC = TaskSpec(
-    name=MODEL_TYPE,
-    build_model=build_model,
-    config_class=TaggerConfig,
-    export_model=tagging_serving.export_model,
-    google_head=f"{GOOGLE_SCOPE}output_weights",
-    # Label names are not in a Google checkpoint: "0", "1", ... (or a labels.txt beside it).
-    info_from_google_head=lambda shape: {"labels": [str(i) for i in range(shape[0])]},
-)
+SPEC = TaskSpec.of(tagger_network.NETWORK, config_class=TaggerConfig)
 
 
 class TaggerRun(FineTuningRun):

@@ -1,6 +1,6 @@
 """SQuAD question answering inside the graph: raw question and context strings -> answer text.
 
-The SavedModel of a SQuAD model needs no Python around it: the steps of `bert_tf/tasks/squad/data.py` run
+The SavedModel of a SQuAD model needs no Python around it: the steps of `bert_tf/tasks/squad/data.py (the run's features)` run
 as TensorFlow ops, batched over every question of a request.
 
   1. Tokenize: the question (cut to max_query_length wordpieces) and the whole context, with each
@@ -41,8 +41,11 @@ import dataclasses
 
 import tensorflow as tf
 
+from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES
-from bert_tf.tasks.task_configs import SQUAD_MAX_SEQ_LENGTH, SquadFlags
+
+# run_squad.py's --max_seq_length (the original's): the export's too when its task.json has none.
+SQUAD_MAX_SEQ_LENGTH = 384
 
 # Runs of the original's paragraph whitespace (bert_tf.tasks.squad.data._PARAGRAPH_WHITESPACE).
 _PARAGRAPH_WHITESPACE_RUN = "[ \t\r\n\u202f]+"
@@ -50,23 +53,47 @@ _PARAGRAPH_WHITESPACE_RUN = "[ \t\r\n\u202f]+"
 _NO_NULL_SCORE = 1000000.0
 
 
+def check_windows(settings, max_seq_length):
+    """run_squad.py's rules, for its flags, an export's task.json and BertQuestionAnswerer alike.
+
+    Args:
+      settings: anything with doc_stride, max_query_length, n_best_size and max_answer_length.
+      max_seq_length: S.
+
+    Raises:
+      InputError: naming the flag.
+    """
+    if max_seq_length <= settings.max_query_length + 3:
+        raise InputError(
+            f"--max_seq_length={max_seq_length} must exceed --max_query_length="
+            f"{settings.max_query_length} + 3"
+        )
+    for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
+        if getattr(settings, name) < 1:
+            raise InputError(f"--{name} must be positive, got {getattr(settings, name)}")
+
+
 @dataclasses.dataclass
-class _SequenceLength:
+class QaSettings:
+    """The windowing and span-selection settings of the export and of BertQuestionAnswerer: the
+    original's defaults, which run_squad.py's flags (task_configs.SquadFlags) and the recorded
+    settings of task.json (task_info.RECORDED_SETTINGS) share."""
+
     max_seq_length: int = SQUAD_MAX_SEQ_LENGTH
-
-
-@dataclasses.dataclass
-class QaSettings(SquadFlags, _SequenceLength):
-    """The windowing and span-selection settings of the export: max_seq_length, then SquadFlags'
-    (the original's defaults)."""
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
 
     def __post_init__(self):
-        """run_squad.py's rules (SquadFlags.check_windows).
+        """run_squad.py's rules (check_windows).
 
         Raises:
           InputError: naming the flag.
         """
-        self.check_windows(self.max_seq_length)
+        check_windows(self, self.max_seq_length)
 
     @classmethod
     def of(cls, settings, max_seq_length):

@@ -11,9 +11,10 @@ import keras
 import tensorflow as tf
 
 from bert_tf.models.networks.task_head import BertHead
-from bert_tf.tasks.task_configs import DEFAULT_LSTM_SIZE
 
 GOOGLE_SCOPE = "cls/feature_tagging/"
+# The paper's head: "a randomly initialized two-layer 768-dimensional BiLSTM" (--lstm_size).
+DEFAULT_LSTM_SIZE = 768
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
