@@ -471,14 +471,14 @@ def test_non_empty_output_dir_is_refused_without_overwrite_and_left_untouched(
     assert sorted(os.listdir(tmp_path)) == ["google", "hf"]
 
 
-def test_overwrite_replaces_release_files_and_keeps_others(tiny_hf_dir, tmp_path):
+def test_overwrite_replaces_the_folder_whole(tiny_hf_dir, tmp_path):
     output_dir = tmp_path / "google"
     output_dir.mkdir()
     (output_dir / "bert_config.json").write_text("old")
     (output_dir / "bert_model.ckpt.meta").write_text("stale graph")
-    (output_dir / "notes.txt").write_text("mine")
+    (output_dir / "notes.txt").write_text("of the old folder")
     convert_checkpoint.convert(str(tiny_hf_dir), str(output_dir), overwrite=True)
-    assert sorted(os.listdir(output_dir)) == sorted([*RELEASE_FILES, "notes.txt"])
+    assert sorted(os.listdir(output_dir)) == RELEASE_FILES  # nothing of the old folder stays
     assert json.loads((output_dir / "bert_config.json").read_text())["hidden_size"] == 48
     assert sorted(os.listdir(tmp_path)) == ["google", "hf"]
 

@@ -396,10 +396,12 @@ def test_overwrite_replaces_a_sentence_transformers_folder_by_a_classifier_s(
 ):
     release = models.write_embedding_release(tmp_path / "release", encoder)
     folder = export(release, vocab, tmp_path / "hf")
-    (folder / "README.md").write_text("kept")
+    (folder / "model.safetensors.index.json").write_text("{}")  # a sharded model's, stale
     _, checkpoint = models.write_task_checkpoint("classifier", tmp_path / "run")
     export(checkpoint, vocab, folder, overwrite=True)
-    # No modules.json left behind to make the classifier's folder a sentence-transformers one.
-    assert sorted(os.listdir(folder)) == sorted([*HF_FILES, "README.md"])
+    # No modules.json left behind to make the classifier's folder a sentence-transformers one, no
+    # index naming shards that are not there: the folder is replaced whole.
+    assert sorted(os.listdir(folder)) == sorted(HF_FILES)
+    assert sorted(os.listdir(tmp_path)) == ["hf", "release", "run"]
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"]

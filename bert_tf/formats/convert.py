@@ -25,6 +25,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import file_io
+from bert_tf.atomic_folder import remove_leftovers, replace_folder
 from bert_tf.checkpoints import google_variable_names, save_google_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.formats.hf_names import HIDDEN_ACTS, hf_names
@@ -65,8 +66,8 @@ class ConvertConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetti
     )
     overwrite: bool = setting(
         False,
-        "Write into a non-empty --output_dir: replaces the release files there (and stale "
-        "bert_model.ckpt.* files), keeps any other file. Default False.",
+        "Replace a non-empty --output_dir whole: the new folder is written beside it and swapped "
+        "in, so no file of the old one stays. Default False.",
     )
     output_format: str = setting(
         "google",
@@ -93,6 +94,7 @@ def run(config):
         raise InputError(f"--output_format must be one of {OUTPUT_FORMATS}")
     if not config.output_dir:
         raise InputError("--output_dir is required")
+    remove_leftovers(config.output_dir)  # of a killed conversion into the same folder
     if config.output_format != "google":
         from bert_tf.formats.convert_out import convert_out
 
@@ -118,7 +120,7 @@ def convert(hf_model_dir, output_dir, overwrite=False):
         BERT preset folder (bert_tf/formats/keras_hub_preset.py), whose encoder is converted.
       output_dir: folder to write bert_config.json, vocab.txt and bert_model.ckpt.* into; written in a
         temporary folder beside it and renamed when complete.
-      overwrite: allow a non-empty output_dir; its release files are replaced, other files kept.
+      overwrite: allow a non-empty output_dir, replaced whole (no file of it stays).
 
     Returns:
       The sorted names of the Hugging Face tensors that were not converted.
@@ -392,20 +394,11 @@ def _check_output_dir(output_dir, overwrite):
         raise FileExistsError(f"--output_dir={output_dir} exists and is not a folder")
     if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
         raise FileExistsError(
-            f"--output_dir={output_dir} exists and is not empty; pass --overwrite to replace "
-            "its release files"
+            f"--output_dir={output_dir} exists and is not empty; pass --overwrite to replace it"
         )
 
 
 def _publish(temp_dir, output_dir):
-    """Moves the finished release from temp_dir to output_dir."""
-    if not os.path.isdir(output_dir) or not os.listdir(output_dir):
-        os.replace(temp_dir, output_dir)  # one rename; POSIX lets it replace an empty folder
-        return
-    # --overwrite: a stale checkpoint file (a .meta, another shard) would not match the new weights.
-    for name in os.listdir(output_dir):
-        # An embedding.json of an earlier sentence-transformers conversion does not describe this one.
-        if name.startswith("bert_model.ckpt.") or name == EMBEDDING_FILE:
-            os.remove(os.path.join(output_dir, name))
-    for name in os.listdir(temp_dir):
-        os.replace(os.path.join(temp_dir, name), os.path.join(output_dir, name))
+    """Swaps the finished release in temp_dir for output_dir, whole (atomic_folder.replace_folder):
+    an --overwrite leaves none of the old folder's files (a stale .meta, shard or embedding.json)."""
+    replace_folder(temp_dir, output_dir)

@@ -46,21 +46,6 @@ SPECIAL_TOKENS = {
 }
 # transformers builds these without the [CLS] pooler (add_pooling_layer=False), which they do not read.
 _NO_POOLER = ("tagger", "squad", "masked_lm")
-# Every file a Hugging Face / sentence-transformers BERT folder may hold: --overwrite replaces them all.
-_FOLDER_FILES = (
-    "config.json",
-    "model.safetensors",
-    "pytorch_model.bin",
-    "vocab.txt",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "modules.json",
-    "1_Pooling",
-    "2_Normalize",
-    "sentence_bert_config.json",
-    "config_sentence_transformers.json",
-)
 _SAFETENSORS_METADATA = {"format": "pt"}  # what transformers' loader expects of a torch file
 
 
@@ -164,7 +149,7 @@ def huggingface_files(model):
 
 def write_huggingface(model, output_dir, overwrite=False):
     """Writes an OutgoingModel (bert_tf/formats/model_out.py) as a Hugging Face folder, all or nothing."""
-    write_folder(huggingface_files(model), output_dir, overwrite, replaces=_FOLDER_FILES)
+    write_folder(huggingface_files(model), output_dir, overwrite)
 
 
 def _json(value):

@@ -64,17 +64,6 @@ LAYER_NAMES = {
 HEAD_NAMES = {"output_weights": "layers/dense/vars/0", "output_bias": "layers/dense/vars/1"}
 _CLASSIFIERS = ("classifier", "multi_label")
 _BACKBONE_ONLY = ("encoder", "embedding", "pretraining", "masked_lm")
-# Every file of a keras-hub preset: --overwrite replaces them all (a stale task.json would load).
-_PRESET_FILES = (
-    "config.json",
-    "metadata.json",
-    "model.weights.h5",
-    "tokenizer.json",
-    "preprocessor.json",
-    "task.json",
-    "task.weights.h5",
-    "assets",
-)
 VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.txt")
 
 
@@ -117,7 +106,7 @@ def write_preset(model, output_dir, overwrite=False):
                 path = os.path.join(folder, name)
                 with open(path, "rb") as f:
                     files[os.path.relpath(path, temp_dir)] = f.read()
-    write_folder(files, output_dir, overwrite, replaces=_PRESET_FILES)
+    write_folder(files, output_dir, overwrite)
 
 
 def _save_with_keras_hub(model, folder):

@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import file_io
+from bert_tf.atomic_folder import replace_folder
 from bert_tf.checkpoints import (
     google_variable_names,
     is_google_checkpoint,
@@ -237,17 +238,17 @@ def check_output_dir(output_dir, overwrite):
         raise FileExistsError(f"--output_dir={output_dir} exists and is not a folder")
     if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
         raise FileExistsError(
-            f"--output_dir={output_dir} exists and is not empty; pass --overwrite to replace its files"
+            f"--output_dir={output_dir} exists and is not empty; pass --overwrite to replace it"
         )
 
 
-def write_folder(files, output_dir, overwrite, replaces=()):
+def write_folder(files, output_dir, overwrite):
     """Writes {relative path: str or bytes} into output_dir, all or nothing.
 
-    Everything is written into a temporary folder beside output_dir and moved there when complete;
-    with `overwrite`, the files and folders of the same names there are replaced, those named in
-    `replaces` removed (the format's other files: a stale modules.json would make a classifier's
-    folder a sentence-transformers one), others kept.
+    Everything is written into a temporary folder beside output_dir, which then takes output_dir's
+    place whole (atomic_folder.replace_folder): with `overwrite`, nothing of the old folder is left
+    (a stale modules.json would make a classifier's folder a sentence-transformers one); a killed
+    write leaves the old folder or the new one.
 
     Raises:
       FileExistsError: naming output_dir, when it is not empty and overwrite is False.
@@ -263,16 +264,6 @@ def write_folder(files, output_dir, overwrite, replaces=()):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as f:
                 f.write(content.encode("utf-8") if isinstance(content, str) else content)
-        if not os.path.isdir(output_dir) or not os.listdir(output_dir):
-            os.replace(temp_dir, output_dir)
-            return
-        for name in {*os.listdir(temp_dir), *replaces}:
-            target = os.path.join(output_dir, name)
-            if os.path.isdir(target):
-                shutil.rmtree(target)
-            elif os.path.exists(target):
-                os.remove(target)
-            if os.path.exists(os.path.join(temp_dir, name)):
-                os.replace(os.path.join(temp_dir, name), target)
+        replace_folder(temp_dir, output_dir)
     finally:
         shutil.rmtree(temp_dir, ignore_errors=True)
