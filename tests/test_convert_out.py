@@ -249,23 +249,43 @@ def test_a_head_transformers_cannot_express_is_refused_in_one_line_before_writin
     assert sorted(os.listdir(tmp_path)) == ["run"]  # no temporary folder either
 
 
-def test_the_google_direction_stays_the_default_and_flags_are_checked(vocab, tmp_path):
+def test_the_direction_follows_the_input_flag_and_flags_are_checked(vocab, tmp_path):
     with pytest.raises(InputError, match="--hf_model_dir is required"):
         run(ConvertConfig(output_dir=str(tmp_path / "out")))
     with pytest.raises(InputError, match="pass --output_format=huggingface or keras_hub"):
-        run(ConvertConfig(init_checkpoint=str(models.GOOGLE_CKPT_DIR), output_dir=str(tmp_path)))
-    with pytest.raises(InputError, match="--vocab_file is required"):
         run(
             ConvertConfig(
                 init_checkpoint=str(models.GOOGLE_CKPT_DIR),
-                output_format="huggingface",
-                output_dir=str(tmp_path / "out"),
+                output_format="google",
+                output_dir=str(tmp_path),
+            )
+        )
+    # --init_checkpoint alone converts out (huggingface); the release folder has no vocab.txt.
+    with pytest.raises(InputError, match="--vocab_file is required: no vocab.txt beside "):
+        run(
+            ConvertConfig(
+                init_checkpoint=str(models.GOOGLE_CKPT_DIR), output_dir=str(tmp_path / "o")
             )
         )
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     with pytest.raises(InputError, match="--overwrite"):
         export(models.GOOGLE_CKPT_DIR, vocab, tmp_path / "full")
+
+
+def test_a_run_dir_alone_gives_the_vocabulary_casing_and_config(vocab, tmp_path):
+    _, run_dir = models.write_task_checkpoint("classifier", tmp_path / "run")
+    shutil.copyfile(vocab, run_dir / "vocab.txt")
+    info = {**json.loads((run_dir / "task.json").read_text()), "do_lower_case": False}
+    (run_dir / "task.json").write_text(json.dumps(info))  # a cased run: not the default casing
+    run(ConvertConfig(init_checkpoint=str(run_dir), output_dir=str(tmp_path / "hf")))
+    folder = tmp_path / "hf"
+    assert (folder / "vocab.txt").read_text() == (run_dir / "vocab.txt").read_text()
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert config["hidden_size"] == info["bert_config"]["hidden_size"]
+    tokenizer = json.loads((folder / "tokenizer_config.json").read_text())
+    assert tokenizer["do_lower_case"] is False
 
 
 # --- A run of run_classifier.py, end to end -------------------------------------------------------

@@ -69,17 +69,21 @@ class ConvertConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetti
         "Replace a non-empty --output_dir whole: the new folder is written beside it and swapped "
         "in, so no file of the old one stays. Default False.",
     )
-    output_format: str = setting(
-        "google",
-        "google: --hf_model_dir into a Google-format release (the default); huggingface or "
-        "keras_hub: --init_checkpoint into a transformers folder or a keras-hub preset.",
+    output_format: str | None = setting(
+        None,
+        "google: --hf_model_dir into a Google-format release; huggingface or keras_hub: "
+        "--init_checkpoint into a transformers folder or a keras-hub preset. Default: google with "
+        "--hf_model_dir, huggingface with --init_checkpoint.",
         choices=OUTPUT_FORMATS,
     )
     init_checkpoint = changed(
         help="--output_format=huggingface|keras_hub: a checkpoint prefix, a release folder or a "
         "fine-tuning run's output_dir (its task.json gives the task and labels)."
     )
-    vocab_file = changed(help="--output_format=huggingface|keras_hub: vocab.txt.")
+    vocab_file = changed(
+        help="--output_format=huggingface|keras_hub: vocab.txt. Default: the vocab.txt beside the "
+        "checkpoint (a run's output_dir, a release folder)."
+    )
     bert_config_file = changed(
         help="Default: the run's task.json, else bert_config.json beside the checkpoint."
     )
@@ -90,6 +94,9 @@ class ConvertConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetti
 
 def run(config):
     """convert_checkpoint.py: converts as `config` says; bad input is an InputError naming it."""
+    if config.output_format is None:  # the direction the input flag says
+        out = config.init_checkpoint and not config.hf_model_dir
+        config = dataclasses.replace(config, output_format="huggingface" if out else "google")
     if config.output_format not in OUTPUT_FORMATS:
         raise InputError(f"--output_format must be one of {OUTPUT_FORMATS}")
     if not config.output_dir:

@@ -29,7 +29,7 @@ from bert_tf.errors import InputError
 from bert_tf.formats.sentence_transformers_folder import read_embedding_file
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel
 from bert_tf.models.networks.network_registry import infer_from_google, network_of
-from bert_tf.models.networks.task_info import TaskInfo, read_task_info
+from bert_tf.models.networks.task_info import VOCAB_FILE, TaskInfo, read_task_info
 from bert_tf.tokenization import check_vocab, validate_case_matches_checkpoint
 
 # The kinds of model that go out: the tasks of bert_tf.tasks that formats elsewhere can express, and
@@ -98,12 +98,11 @@ def read_checkpoint(init_checkpoint, vocab_file, bert_config_file=None, do_lower
     """
     if not init_checkpoint:
         raise InputError("--init_checkpoint is required")
-    if not vocab_file:
-        raise InputError("--vocab_file is required")
     try:
         prefix = resolve_checkpoint(init_checkpoint)
     except FileNotFoundError as error:
         raise InputError(f"--init_checkpoint: {error}") from None
+    vocab_file = vocab_file or _vocab_beside(init_checkpoint, prefix)
     task_info = read_task_info(init_checkpoint)
     info = task_info or _google_info(prefix)
     kind = _kind(info, prefix)
@@ -167,6 +166,15 @@ def _kind(info, prefix):
     if model_type not in KINDS:
         raise InputError(f"--init_checkpoint={prefix}: no outgoing format for task {model_type!r}")
     return model_type
+
+
+def _vocab_beside(init_checkpoint, prefix):
+    """The vocab.txt of a run's output_dir or a release folder, when --vocab_file is not given."""
+    folders = [init_checkpoint] if os.path.isdir(init_checkpoint) else []
+    for folder in dict.fromkeys([*folders, os.path.dirname(prefix)]):
+        if os.path.isfile(os.path.join(folder, VOCAB_FILE)):
+            return os.path.join(folder, VOCAB_FILE)
+    raise InputError(f"--vocab_file is required: no {VOCAB_FILE} beside {prefix}")
 
 
 def _bert_config(bert_config_file, info, prefix):
