@@ -234,14 +234,12 @@ def check_lora_file(backbone, path, metadata):
         )
         raise ValueError(f"load_lora_weights: {path} holds adapters of another encoder: {details}")
     if backbone.lora_rank is not None:
-        for name, mine in (
-            ("rank", backbone.lora_rank),
-            ("target_names", backbone.lora_target_names),
-        ):
-            if list(np.atleast_1d(metadata[name])) != list(np.atleast_1d(mine)):
+        mine = {"rank": backbone.lora_rank, "target_names": list(backbone.lora_target_names)}
+        for name, value in mine.items():
+            if metadata[name] != value:
                 raise ValueError(
                     f"load_lora_weights: {path} has {name}={metadata[name]}, but this encoder's "
-                    f"enable_lora has {name}={list(np.atleast_1d(mine))}"
+                    f"enable_lora has {name}={value}"
                 )
     if metadata["base_fingerprint"] != base_fingerprint(backbone):
         raise ValueError(
