@@ -3,19 +3,21 @@
 Each line of --input_file is a text, or a pair written `text_a ||| text_b`. --output_file gets one JSON
 object per line (the original's format: `linex_index`, `features` [{`token`, `layers` [{`index`,
 `values`}]}], values rounded to 6 decimals), or with --output_format=npz one NumPy archive (see
-bert_tf/tasks/encoder.py). The input is streamed: memory does not grow with its size.
+bert_tf/tasks/extract_features_run.py). The input is streamed: memory does not grow with its size.
 """
 
 from bert_tf import cli
 
 cli.load_tensorflow_quietly()
 
-from bert_tf.tasks import encoder  # noqa: E402 (after TensorFlow's quiet start)
+from bert_tf.tasks import extract_features_run  # noqa: E402 (after TensorFlow's quiet start)
 
 
 def cli_main():
     """Console entry point `bert-extract-features`."""
-    cli.main(encoder.ExtractConfig, encoder.run_extract_features, __name__)
+    cli.main(
+        extract_features_run.ExtractConfig, extract_features_run.run_extract_features, __name__
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 An export is `export_dir/<version>/`, the layout TF Serving watches: a numbered folder holding one SavedModel
 that loads with only `tensorflow` and `tensorflow_text` imported. It is written into a temporary folder
 beside it and renamed when complete, so a server never sees half a model. A task hands `write_saved_model`
-a tf.Module holding its model and `bert_tf.preprocessing.BertPreprocessor`, and the signatures it serves;
+a tf.Module holding its model and `bert_tf.preprocessing.GraphPreprocessor`, and the signatures it serves;
 `serving_signatures` builds the ones every export shares from the task's output function:
 
 - `serving_default`: raw strings -> the task's outputs (`text_a`, plus `text_b` for pair tasks);
@@ -42,7 +42,7 @@ def serving_signatures(preprocessor, outputs_fn, pair=False, serve_pair=False):
     """The signatures every export shares, around the task's `outputs_fn`.
 
     Args:
-      preprocessor: a bert_tf.preprocessing.BertPreprocessor (tokenizes and packs in the graph).
+      preprocessor: a bert_tf.preprocessing.GraphPreprocessor (tokenizes and packs in the graph).
       outputs_fn: ({input_ids, input_mask, segment_ids}: int32 [B, S]) -> {name: tensor [B, ...]}, the
         task's model outputs (inference mode).
       pair: `serving_default` takes `text_a` and `text_b` (a sentence-pair task).
@@ -180,13 +180,13 @@ def _weight_bytes(module):
 
 
 def serving_module(model, info, vocab_file):
-    """What every export starts from: a tf.Module holding the model and a BertPreprocessor of the
+    """What every export starts from: a tf.Module holding the model and a GraphPreprocessor of the
     run's vocab, casing and max_seq_length (info: its TaskInfo)."""
-    from bert_tf.preprocessing import BertPreprocessor
+    from bert_tf.preprocessing import GraphPreprocessor
 
     module = tf.Module()
     module.model = model
-    module.preprocessor = BertPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
+    module.preprocessor = GraphPreprocessor(vocab_file, info.do_lower_case, info.max_seq_length)
     return module
 
 

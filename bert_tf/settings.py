@@ -7,12 +7,12 @@ its `setting` fields declares the flag of the same name, its default and its hel
 Example:
 ```python
 @dataclasses.dataclass(kw_only=True)
-class ExtractConfig:
+class LayerSettings:
     layers: str = setting("-1,-2,-3,-4", "Encoder layers to write (negative: from the top).")
     batch_size: int = setting(32, "Lines per forward pass.")
 
-define_flags(ExtractConfig, __name__)        # --layers, --batch_size, shown by --helpshort
-config = from_flags(ExtractConfig)           # after absl parsed the command line
+define_flags(LayerSettings, __name__)        # --layers, --batch_size, shown by --helpshort
+config = from_flags(LayerSettings)           # after absl parsed the command line
 ```
 """
 

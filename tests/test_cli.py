@@ -56,7 +56,7 @@ SCRIPTS = [
     ("run_pretraining.py", "bert_tf.tasks.pretraining", "PretrainingConfig"),
     ("build_vocab.py", "bert_tf.vocabulary", "VocabConfig"),
     ("create_pretraining_data.py", "bert_tf.data.pretraining.writer", "CreateConfig"),
-    ("extract_features.py", "bert_tf.tasks.encoder", "ExtractConfig"),
+    ("extract_features.py", "bert_tf.tasks.extract_features_run", "ExtractConfig"),
     ("export_saved_model.py", "bert_tf.tasks.exporting", "ExportConfig"),
     ("convert_checkpoint.py", "bert_tf.formats.convert", "ConvertConfig"),
     ("batch_predict.py", "bert_tf.beam.batch_prediction", "BatchPredictConfig"),

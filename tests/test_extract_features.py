@@ -12,7 +12,7 @@ import tensorflow as tf
 from bert_tf.checkpoints import load_google_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel
-from bert_tf.tasks.encoder import extract_features, parse_layers
+from bert_tf.tasks.extract_features_run import extract_features, parse_layers
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import REPO_DIR, assert_float32_close

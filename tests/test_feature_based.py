@@ -28,7 +28,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
 from bert_tf.models.networks import feature_tagger_network, tagging_serving
 from bert_tf.models.networks.task_info import read_task_info
-from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.preprocessing import GraphPreprocessor
 from bert_tf.tasks import run_script
 from bert_tf.tasks.tagging import conll, feature_based
 from bert_tf.tasks.tagging import task as tagging
@@ -238,7 +238,7 @@ def test_export_saved_model_rebuilds_the_feature_tagger_from_task_json(
     assert (info.model_type, info.settings.feature_layers, info.settings.lstm_size) == (
         "feature_tagger", "weighted_sum_last_four", LSTM_SIZE,
     )  # fmt: skip
-    preprocessor = tagging_serving.TaggingPreprocessor(BertPreprocessor(VOCAB, True, 32))
+    preprocessor = tagging_serving.TaggingPreprocessor(GraphPreprocessor(VOCAB, True, 32))
     words = trained["test_words"][:3]
     _, features = preprocessor(tf.constant([" ".join(sentence) for sentence in words]))
     outputs = tagging_serving.tagging_outputs(model, info.labels, features)

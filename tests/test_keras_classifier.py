@@ -213,7 +213,7 @@ def _no_model_is_built(monkeypatch):
         raise AssertionError("a model was built before the input was checked")
 
     monkeypatch.setattr(classifier_network.BertClassifier, "__init__", fail)
-    monkeypatch.setattr(preprocessing.BertPreprocessor, "__init__", fail)
+    monkeypatch.setattr(preprocessing.GraphPreprocessor, "__init__", fail)
     monkeypatch.setattr(keras.Model, "fit", fail)
 
 

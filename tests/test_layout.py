@@ -1,7 +1,8 @@
-"""The shape of the package (docs/architecture.md): no import circles, modules of a few screens, one registry,
-the path flags several scripts share declared once."""
+"""The shape of the package (docs/architecture.md): no import circles, imports only down the layers, modules
+of a few screens, one registry, one name for each class, the path flags several scripts share declared once."""
 
 import ast
+import re
 
 import pytest
 
@@ -11,6 +12,33 @@ PACKAGE = REPO_DIR / "bert_tf"
 # docs/architecture.md: a module fits on a few screens, a function on one.
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_CODE_LINES = 60
+# docs/architecture.md's layers, top to bottom: a module imports only from its own layer or those
+# below. Each is (name in the docs' table, the modules it holds: a package takes its submodules; a
+# module's longest prefix decides, so bert_tf.models.networks is not bert_tf.models).
+LAYERS = (
+    ("tasks", ("bert_tf.tasks",)),
+    ("Keras models of raw strings", ("bert_tf.models",)),
+    ("formats", ("bert_tf.formats",)),
+    ("networks", ("bert_tf.models.networks",)),
+    ("training", ("bert_tf.training",)),
+    (
+        "export and checkpoints",
+        ("bert_tf.export", "bert_tf.checkpoints", "bert_tf.checkpoint_reading", "bert_tf.litert"),
+    ),
+    ("Beam", ("bert_tf.beam",)),
+    ("data", ("bert_tf.data", "bert_tf.vocabulary")),
+    ("model", ("bert_tf.modeling", "bert_tf.layers", "bert_tf.adapters", "bert_tf.precision")),
+    ("tokenization", ("bert_tf.tokenization", "bert_tf.preprocessing")),
+    (
+        "shared helpers",
+        (
+            "bert_tf.file_io", "bert_tf.atomic_folder", "bert_tf.errors", "bert_tf.settings",
+            "bert_tf.shared_settings", "bert_tf.cli", "bert_tf.distribute", "bert_tf.optimization",
+            "bert_tf.objectives", "bert_tf.metrics", "bert_tf.squad_evaluation",
+            "bert_tf.progress_log", "bert_tf.log_filter", "bert_tf.sigterm",
+        ),
+    ),
+)  # fmt: skip
 
 
 def _module_name(path):
@@ -54,6 +82,62 @@ def test_no_module_of_the_package_imports_itself_in_a_circle():
     for name in sorted(graph):
         if name not in state:
             visit(name, [])
+
+
+def _layer_of(module):
+    """The index in LAYERS of a module's layer (its longest prefix), or None."""
+    found = [
+        (len(prefix), index)
+        for index, (_, prefixes) in enumerate(LAYERS)
+        for prefix in prefixes
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+    return max(found)[1] if found else None
+
+
+def test_every_module_has_a_layer():
+    unplaced = [name for name in _modules() if name != "bert_tf" and _layer_of(name) is None]
+    assert unplaced == [], "give each a layer in LAYERS and docs/architecture.md's table"
+
+
+def test_no_import_runs_back_up_the_layers():
+    modules = _modules()
+    upward = []
+    for name, path in modules.items():
+        if name == "bert_tf":  # the package's root imports the public names of every layer
+            continue
+        for imported in sorted(_imports(path, modules) - {"bert_tf"}):
+            if _layer_of(imported) < _layer_of(name):
+                upward.append(f"{name} ({LAYERS[_layer_of(name)][0]}) imports {imported}")
+    assert upward == []
+
+
+def test_the_layers_are_the_order_of_docs_architecture_table():
+    text = (REPO_DIR / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = text.split("## The layers", 1)[1].split("\n\n| layer |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1].strip() for line in table.splitlines()[2:]]
+    assert rows == ["scripts", *(name for name, _ in LAYERS)]
+
+
+def test_no_two_classes_of_the_package_share_a_name():
+    defined = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        # Every `class X` line, a docstring's example included: a reader meets those names too.
+        for name in re.findall(r"^\s*class (\w+)", text, flags=re.M):
+            defined.setdefault(name, []).append(str(path.relative_to(REPO_DIR)))
+    assert {name: paths for name, paths in defined.items() if len(paths) > 1} == {}
+
+
+def test_no_comment_of_the_package_narrates_an_issue():
+    # Comments explain the code as it is; an issue number is history, for the tracker.
+    found = [
+        f"{path.relative_to(REPO_DIR)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bissues? #?\d+", line, flags=re.I)
+    ]
+    assert found == []
 
 
 def test_only_bert_tf_beam_imports_apache_beam():

@@ -19,7 +19,7 @@ from bert_tf.data.packing import window_spans
 from bert_tf.errors import InputError
 from bert_tf.models.networks.task_info import TaskInfo, read_task_info
 from bert_tf.models.networks.text_windows import combine_windows, text_windows, window_signatures
-from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.preprocessing import GraphPreprocessor
 from bert_tf.tasks import run_script
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.data.features import convert_example_to_window_features
@@ -260,7 +260,7 @@ def test_the_exports_windows_are_those_of_the_features_file(max_seq_length, doc_
                 i for i, mask in zip(window["input_ids"], window["input_mask"], strict=True) if mask
             ]
             expected.append((index, ids))
-    preprocessor = BertPreprocessor(VOCAB, True, max_seq_length)
+    preprocessor = GraphPreprocessor(VOCAB, True, max_seq_length)
     features, text_index = text_windows(preprocessor, tf.constant(texts), doc_stride)
     got = [
         (int(index), [int(i) for i, mask in zip(ids, masks, strict=True) if mask])
@@ -328,7 +328,7 @@ def test_the_export_combines_windows_as_the_predictions_file_does(rule, is_regre
     # on windows of uneven lengths.
     rng = random.Random(11)
     texts = [_text(rng, "pos", rng.randint(0, 70)) for _ in range(6)] + ["", "happy"]
-    preprocessor = BertPreprocessor(VOCAB, True, MAX_SEQ_LENGTH)
+    preprocessor = GraphPreprocessor(VOCAB, True, MAX_SEQ_LENGTH)
     info = TaskInfo(
         model_type="classifier", max_seq_length=MAX_SEQ_LENGTH, doc_stride=15,
         window_combination=rule, is_regression=is_regression,

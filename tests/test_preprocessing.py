@@ -1,4 +1,4 @@
-"""BertPreprocessor: in-graph ids equal FullTokenizer's; offsets; packing; SavedModel serving."""
+"""GraphPreprocessor: in-graph ids equal FullTokenizer's; offsets; packing; SavedModel serving."""
 
 import functools
 import json
@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.preprocessing import BertPreprocessor, normalized_path
+from bert_tf.preprocessing import GraphPreprocessor, normalized_path
 from bert_tf.tokenization import BasicTokenizer, FullTokenizer, load_vocab
 
 from conftest import REPO_DIR
@@ -22,8 +22,8 @@ BENCH_DIR = REPO_DIR / "bench"
 
 @functools.cache
 def _preprocessor(vocab_file, do_lower_case):
-    """One BertPreprocessor per vocab and casing for the whole module (max_seq_length 16)."""
-    return BertPreprocessor(vocab_file, do_lower_case=do_lower_case, max_seq_length=16)
+    """One GraphPreprocessor per vocab and casing for the whole module (max_seq_length 16)."""
+    return GraphPreprocessor(vocab_file, do_lower_case=do_lower_case, max_seq_length=16)
 
 
 @functools.cache
@@ -210,7 +210,7 @@ def test_repeated_and_empty_vocab_lines_keep_full_tokenizer_ids(tmp_path):
     vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
     texts = ["running run!", "## a b", "", "runrun"]
     reference = FullTokenizer(str(vocab), do_lower_case=True)
-    got = _ids(BertPreprocessor(str(vocab)), texts)
+    got = _ids(GraphPreprocessor(str(vocab)), texts)
     assert got == [_reference_ids(reference, text) for text in texts]
     assert got[0] == [7, 6, 7, 10]  # "run" has the id of its last line
 
@@ -221,20 +221,20 @@ def test_vocab_tokens_that_never_match_are_accepted_and_too_long_ones_refused(tm
     vocab.write_text("\n".join(["[UNK]", "[CLS]", "[SEP]", "x", *never]) + "\n", encoding="utf-8")
     texts = ["x" * 201, "x a\x00b"]
     reference = FullTokenizer(str(vocab), do_lower_case=True)
-    assert _ids(BertPreprocessor(str(vocab)), texts) == [
+    assert _ids(GraphPreprocessor(str(vocab)), texts) == [
         _reference_ids(reference, t) for t in texts
     ]
     # 150 characters, 300 bytes: a word could match it, FastWordpieceTokenizer cannot hold it.
     vocab.write_text("[UNK]\n[CLS]\n[SEP]\n" + "\u00e9" * 150 + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="line 4: token longer than 256 UTF-8 bytes"):
-        BertPreprocessor(str(vocab))
+        GraphPreprocessor(str(vocab))
 
 
 def test_vocab_without_unk_is_refused(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[CLS]\n[SEP]\nhello\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"vocab.txt has no \[UNK\]"):
-        BertPreprocessor(str(vocab))
+        GraphPreprocessor(str(vocab))
 
 
 def test_special_ids_and_vocab_size(uncased):

@@ -22,7 +22,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.models.networks import tagger_network, tagging_serving
 from bert_tf.models.networks.task_info import write_labels
-from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.preprocessing import GraphPreprocessor
 from bert_tf.tasks import TASKS, exporting, run_script
 from bert_tf.tasks.tagging import conll, entity_metrics
 from bert_tf.tasks.tagging import task as tagging
@@ -320,7 +320,7 @@ def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(trained, tmp_pat
 def test_in_graph_windows_are_the_windows_of_run_ners_features(max_seq_length, doc_stride):
     tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
     preprocessor = tagging_serving.TaggingPreprocessor(
-        BertPreprocessor(VOCAB, True, max_seq_length), doc_stride
+        GraphPreprocessor(VOCAB, True, max_seq_length), doc_stride
     )
     pool = "Emma Woodhouse , handsome clever Hartfield Knightley unbelievably . héllo 東京".split()
     pool += [NO_PIECES, "supercalifragilisticexpialidocious"]  # no pieces; more than a window
@@ -358,7 +358,7 @@ def test_export_saved_model_rebuilds_the_run_s_tagger_from_task_json(
     # The rebuilt model holds the run's weights: eager tagging_outputs on the in-graph windows gives
     # the labels of test_predictions.txt.
     preprocessor = tagging_serving.TaggingPreprocessor(
-        BertPreprocessor(VOCAB, True, MAX_SEQ_LENGTH)
+        GraphPreprocessor(VOCAB, True, MAX_SEQ_LENGTH)
     )
     words = trained["test_words"][-3:]
     _, features = preprocessor(tf.constant([" ".join(sentence) for sentence in words]))

@@ -21,7 +21,7 @@ from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.models.networks import multiple_choice_network
-from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.preprocessing import GraphPreprocessor
 from bert_tf.tasks import TASKS, exporting, run_script
 from bert_tf.tasks.multiple_choice import swag
 from bert_tf.tasks.multiple_choice import task as multiple_choice
@@ -266,7 +266,7 @@ def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(trained, tmp_pat
 
 def test_in_graph_packing_is_the_packing_of_run_swags_features():
     tokenizer = FullTokenizer(VOCAB, do_lower_case=True)
-    preprocessor = BertPreprocessor(VOCAB, True, 16)
+    preprocessor = GraphPreprocessor(VOCAB, True, 16)
     long_text = "Emma Woodhouse, handsome, clever, and rich, with a comfortable home"
     examples = [
         swag.MultipleChoiceExample("0", long_text, "She", ["sat down.", long_text, ""], 0, 1),
@@ -295,7 +295,7 @@ def test_export_saved_model_rebuilds_the_run_s_model_from_task_json(trained, tmp
     # The rebuilt model holds the run's weights: it scores the test rows as test_results.tsv does.
     rows = trained["test_rows"][:4]
     features = multiple_choice_network.pack_choices(
-        BertPreprocessor(VOCAB, True, MAX_SEQ_LENGTH),
+        GraphPreprocessor(VOCAB, True, MAX_SEQ_LENGTH),
         tf.constant([row[4] for row in rows]),
         tf.constant([[f"{row[5]} {ending}" for ending in row[7:11]] for row in rows]),
     )

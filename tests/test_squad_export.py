@@ -15,7 +15,7 @@ import tensorflow as tf
 from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
 from bert_tf.modeling import BertConfig
 from bert_tf.models.networks import squad_network, squad_serving
-from bert_tf.preprocessing import BertPreprocessor
+from bert_tf.preprocessing import GraphPreprocessor
 from bert_tf.tasks import exporting
 from bert_tf.tasks.squad import data
 from bert_tf.tasks.squad import predictions as squad_predictions
@@ -57,7 +57,7 @@ def _examples(contexts, questions, version_2):
 @functools.cache
 def _preprocessor(vocab, do_lower_case):
     # make_windows packs to settings.max_seq_length: one preprocessor serves every setting.
-    return BertPreprocessor(vocab, do_lower_case)
+    return GraphPreprocessor(vocab, do_lower_case)
 
 
 def _windows(vocab, settings, questions, contexts, do_lower_case=True):

@@ -16,10 +16,10 @@ from bert_tf.models.networks.task_head import BertHead
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.settings import derived, flag_fields, recorded_settings, setting
 from bert_tf.tasks import RUNS, TASKS, choose, script_config, variants
-from bert_tf.tasks.config import FineTuningConfig
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.hooks import ClassifierHooks, TaskHooks, dummy_batch, padding_of
 from bert_tf.tasks.run import load_bert_config
+from bert_tf.tasks.run_settings import FineTuningConfig
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import CONFIG_CLASSES
 

@@ -18,7 +18,7 @@ def windows_dataset(tokenizer, doc_stride, texts, labels, batch_size, shuffle):
     """Batches of `batch_size` texts as their windows.
 
     Args:
-      tokenizer: a bert_tf.preprocessing.BertPreprocessor.
+      tokenizer: a bert_tf.preprocessing.GraphPreprocessor.
       doc_stride: Python int.
       texts: numpy object array [N].
       labels: numpy array [N, ...], or None (prediction).

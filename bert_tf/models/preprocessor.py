@@ -1,6 +1,6 @@
 """`BertPreprocessor`: the Keras layer of raw strings to BERT's model inputs, exactly as FullTokenizer.
 
-It holds `bert_tf.preprocessing.BertPreprocessor` (the in-graph tokenizer and packer every export
+It holds `bert_tf.preprocessing.GraphPreprocessor` (the in-graph tokenizer and packer every export
 serves) and the vocabulary itself as a list of tokens in its config, so that a `.keras` file carries
 its vocabulary and loads under `safe_mode=True` anywhere.
 
@@ -77,7 +77,7 @@ class BertPreprocessor(keras.layers.Layer):
         self.vocab_file = os.path.join(self._folder, "vocab.txt")
         with open(self.vocab_file, "w", encoding="utf-8") as f:
             f.write("".join(token + "\n" for token in self.vocabulary))
-        self.tokenizer = preprocessing.BertPreprocessor(
+        self.tokenizer = preprocessing.GraphPreprocessor(
             self.vocab_file, self.do_lower_case, self.max_seq_length
         )
         # Traced once and called by every dataset of fit, evaluate and predict (tracing the

@@ -1,6 +1,6 @@
 """In-graph BERT tokenization and packing, id for id the same as `tokenization.FullTokenizer`.
 
-`BertPreprocessor` turns a batch of raw strings into wordpiece ids (with byte offsets) and packs
+`GraphPreprocessor` turns a batch of raw strings into wordpiece ids (with byte offsets) and packs
 them into `input_ids` / `input_mask` / `segment_ids`, using only TensorFlow and TensorFlow Text
 ops, so a SavedModel that holds it serves raw text with `import tensorflow, tensorflow_text`.
 
@@ -13,7 +13,7 @@ and Python's `str.lower` / `unicodedata`, run on every code point when the prepr
 built, so the graph agrees with `FullTokenizer` on this Python's Unicode version.
 
 Modules:
-  preprocessor: `BertPreprocessor`, and the routing of each string to one of three paths
+  preprocessor: `GraphPreprocessor`, and the routing of each string to one of three paths
     (ASCII; normalized, with tensorflow-text's kernels fed BERT's own mapping; code point).
   normalized_path: the tables and row patterns of the normalized path.
   normalizer_model: a `FastBertNormalizer` model (darts-clone trie in a flatbuffer) built
@@ -25,6 +25,6 @@ Modules:
 Invalid UTF-8 is handled as `FullTokenizer` handles `bytes`: invalid bytes are skipped.
 """
 
-from bert_tf.preprocessing.preprocessor import BertPreprocessor
+from bert_tf.preprocessing.graph_preprocessor import GraphPreprocessor
 
-__all__ = ["BertPreprocessor"]
+__all__ = ["GraphPreprocessor"]

@@ -1,20 +1,20 @@
-"""The tasks: every one has the same shape, and this registry is where the rest of the project finds them.
+"""The tasks' runs: every one has the same shape, and this registry is where the scripts find them.
 
-Each task is a folder, `tasks/<task>/`: its `task.py` holds its model (BertModel + a
-`heads.BertHead`), its run (a `finetuning.FineTuningRun` subclass filling the hooks of `hooks.py`:
-its data, loss, metrics and outputs) and its `spec.TaskSpec`; beside it, its data reading, its
-in-graph serving and its variant. Its settings dataclass (the flags, each declared once, the
-recorded ones also its part of task.json) is in `task_configs.py`. The plain encoder
-(`encoder.py`) is a task without a run. The specs and runs are listed here, by hand: `TASKS` (the
-specs) and `RUNS` (the run classes). A fine-tuning script's flags are `script_config(task)` (the
-task's and its variants': multi-label in run_classifier.py, feature-based in run_ner.py) and its
-run is `make_run(task, config)`: the variant whose flag is set, or a sweep of runs.
-export_saved_model.py and --init_checkpoint find a checkpoint's task through TASKS. bench/ and the
-demo import tasks, never scripts. docs/adding_a_task.md is the checklist.
+Each task is a folder, `tasks/<task>/`: its `task.py` holds its run (a `finetuning.FineTuningRun`
+subclass filling the hooks of `hooks.py`: its data, loss, metrics and outputs) and its
+`spec.TaskSpec` (its network, from bert_tf/models/networks/, and its settings); beside it, its data
+reading and its variant. Its settings dataclass (the flags, each declared once, the recorded ones
+also its part of task.json) is in `task_configs.py`. The plain encoder (`extract_features_run.py`,
+extract_features.py's run) is a task without a fine-tuning run. The specs and runs are listed here,
+by hand: `TASKS` (the specs) and `RUNS` (the run classes). A fine-tuning script's flags are
+`script_config(task)` (the task's and its variants': multi-label in run_classifier.py,
+feature-based in run_ner.py) and its run is `make_run(task, config)`: the variant whose flag is set,
+or a sweep of runs. export_saved_model.py and --init_checkpoint find a checkpoint's task through
+TASKS. docs/adding_a_task.md is the checklist.
 """
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import encoder, sweep
+from bert_tf.tasks import extract_features_run, sweep
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.embedding import task as embedding
@@ -26,7 +26,7 @@ from bert_tf.tasks.tagging import task as tagging
 TASKS = {
     spec.name: spec
     for spec in (
-        encoder.SPEC,
+        extract_features_run.SPEC,
         classification.SPEC,
         multi_label.SPEC,
         squad.SPEC,
@@ -55,7 +55,7 @@ RUNS = {
 def get_task(name):
     """The TaskSpec of a model_type (task.json) or --model_type; a pretraining run exports its encoder."""
     if name == "pretraining":
-        name = encoder.SPEC.name
+        name = extract_features_run.SPEC.name
     if name not in TASKS:
         raise InputError(f"--model_type must be one of {sorted(TASKS)}, got {name!r}")
     return TASKS[name]

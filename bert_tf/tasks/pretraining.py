@@ -28,8 +28,8 @@ from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
 from bert_tf.settings import changed, setting
 from bert_tf.shared_settings import ObjectiveSetting
 from bert_tf.sigterm import doing
-from bert_tf.tasks.config import RunConfig
 from bert_tf.tasks.run import Run
+from bert_tf.tasks.run_settings import RunConfig
 from bert_tf.training import Trainable
 from bert_tf.training.evaluation import evaluate
 

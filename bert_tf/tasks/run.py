@@ -1,6 +1,6 @@
 """What every training run shares: the checks before any work and the Trainer.
 
-The settings (the flags) are tasks/config.py's dataclasses; each checks its own fields (`check()`).
+The settings (the flags) are tasks/run_settings.py's dataclasses; each checks its own fields (`check()`).
 `Run` checks everything else a run will read before its first step (the BertConfig, the strategy and
 its batches, the --init_checkpoint's shapes against the model) and builds the Trainer with THE restore
 path (bert_tf.checkpoints.restore_init_checkpoint). tasks/finetuning.py's `FineTuningRun` adds what

@@ -17,7 +17,7 @@ class TaskSpec(NetworkSpec):
       info_from_encoder: (checkpoint prefix, the encoder's TaskInfo) -> this task's TaskInfo, for a
         task whose model is an encoder's with no weights of its own (embeddings): it then exports
         from any encoder checkpoint (export_saved_model.py --model_type); else None.
-      config_class: the settings dataclass of its script (tasks/config.py's FineTuningConfig and
+      config_class: the settings dataclass of its script (tasks/run_settings.py's FineTuningConfig and
         the task's own flags); its recorded fields are the task's part of task.json
         (networks.task_info.RECORDED_SETTINGS). None for the encoder.
       variant_of, chosen_by: a variant (multi-label, feature-based) runs in the script of the task

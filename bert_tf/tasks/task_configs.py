@@ -18,7 +18,7 @@ from bert_tf.models.networks.squad_serving import SQUAD_MAX_SEQ_LENGTH, check_wi
 from bert_tf.models.networks.task_info import FEATURE_LAYERS, POOLINGS, WINDOW_COMBINATIONS
 from bert_tf.settings import changed, derived, setting
 from bert_tf.shared_settings import DataDirSetting, DocStrideSetting, TfdsDataDirSetting
-from bert_tf.tasks.config import FineTuningConfig
+from bert_tf.tasks.run_settings import FineTuningConfig
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -65,7 +65,7 @@ def pack_choices(preprocessor, context, choices):
     """[CLS] context [SEP] choice [SEP] for every choice, as run_swag.py's features pack them (bert_tf/tasks/multiple_choice/swag.py).
 
     Args:
-      preprocessor: a BertPreprocessor.
+      preprocessor: a GraphPreprocessor.
       context: tf.string [B].
       choices: tf.string [B, C]; for SWAG, sent2 + " " + ending.
 

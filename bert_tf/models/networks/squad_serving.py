@@ -4,7 +4,7 @@ The SavedModel of a SQuAD model needs no Python around it: the steps of `bert_tf
 as TensorFlow ops, batched over every question of a request.
 
   1. Tokenize: the question (cut to max_query_length wordpieces) and the whole context, with each
-     context wordpiece's UTF-8 byte offsets (`BertPreprocessor.tokenize_with_offsets`). Tokenizing
+     context wordpiece's UTF-8 byte offsets (`GraphPreprocessor.tokenize_with_offsets`). Tokenizing
      the whole context gives the same wordpieces as tokenizing its words one by one, as the features do.
   2. Windows: the context's wordpieces in windows of M = max_seq_length - query - 3, doc_stride apart
      (s = min(M, doc_stride)), the last one reaching the end: window k starts at k * s, and a context
@@ -140,7 +140,7 @@ def make_windows(preprocessor, settings, question, context):
     """Tokenizes and windows a batch of questions as `convert_examples_to_features` does.
 
     Args:
-      preprocessor: a bert_tf.preprocessing.BertPreprocessor.
+      preprocessor: a bert_tf.preprocessing.GraphPreprocessor.
       settings: QaSettings.
       question, context: tf.string [B].
 
@@ -390,7 +390,7 @@ def qa_signatures(preprocessor, logits_fn, settings):
     """The SQuAD export's signatures (docs/serving.md's contract).
 
     Args:
-      preprocessor: a BertPreprocessor of the model's vocab, casing and max_seq_length.
+      preprocessor: a GraphPreprocessor of the model's vocab, casing and max_seq_length.
       logits_fn: ({input_ids, input_mask, segment_ids}: int32 [W, T]) -> (start_logits,
         end_logits), float32 [W, T] each (the model in inference mode).
       settings: QaSettings.

@@ -22,21 +22,21 @@ def _python_whitespace_pattern():
 class TaggingPreprocessor(tf.Module):
     """Whitespace-separated text -> the windows run_ner.py's features hold, inside the graph.
 
-    The words are `text.split()`; each is tokenized on its own by BertPreprocessor (FullTokenizer's
+    The words are `text.split()`; each is tokenized on its own by GraphPreprocessor (FullTokenizer's
     ids; [UNK] for a word without pieces; at most S - 2 pieces), and a text longer than S - 2 pieces
     becomes the overlapping windows of bert_tf.tasks.tagging.conll, each word predicted in the window where it
     has the most context. So the export labels every word of any length of text as run_ner.py does.
 
     Example:
     ```python
-    windows = TaggingPreprocessor(BertPreprocessor("vocab.txt", max_seq_length=128))
+    windows = TaggingPreprocessor(GraphPreprocessor("vocab.txt", max_seq_length=128))
     words, features = windows(tf.constant(["Emma visited Hartfield ."]))
     features["word_ids"]  # int32 [1, 1, 7]: [[[-1, 0, 1, 2, -1, 3, -1]]] (hart ##field)
     ```
     """
 
     def __init__(self, preprocessor, doc_stride=None, name=None):
-        """preprocessor: a BertPreprocessor (its max_seq_length is S); doc_stride as in run_ner.py."""
+        """preprocessor: a GraphPreprocessor (its max_seq_length is S); doc_stride as in run_ner.py."""
         super().__init__(name=name)
         self.preprocessor = preprocessor
         self.max_pieces = preprocessor.max_seq_length - 2

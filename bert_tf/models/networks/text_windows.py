@@ -20,7 +20,7 @@ def text_windows(preprocessor, text, doc_stride):
     """run_classifier.py's windows of texts, in the graph (data_features' window features).
 
     Args:
-      preprocessor: a BertPreprocessor (its max_seq_length is S).
+      preprocessor: a GraphPreprocessor (its max_seq_length is S).
       text: tf.string [B].
       doc_stride: Python int.
 

@@ -22,7 +22,7 @@ from bert_tf.models.networks import classifier_network
 from bert_tf.models.networks.classifier_network import DEFAULT_THRESHOLD, thresholds_of
 from bert_tf.models.networks.task_info import write_task_info
 from bert_tf.tasks.classification import task as classification
-from bert_tf.tasks.classification.data import multi_label as data_multi_label
+from bert_tf.tasks.classification.data import multi_hot_labels
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_configs import MultiLabelConfig
 
@@ -127,7 +127,7 @@ class MultiLabelRun(classification.ClassifierRun):
         return self.config.thresholds
 
     def make_processor(self, config):
-        return data_multi_label.MultiLabelProcessor(
+        return multi_hot_labels.MultiLabelProcessor(
             config.task_name,
             text_a_column=config.text_a_column,
             text_b_column=config.text_b_column,
@@ -164,7 +164,7 @@ class MultiLabelRun(classification.ClassifierRun):
         if not self.config.do_train:
             return None
         value = self.class_weights_setting
-        weights = data_multi_label.positive_weights(
+        weights = multi_hot_labels.positive_weights(
             value, self.labels, lambda: [example.label for example in self.step_data("train")]
         )
         if weights is not None:
@@ -175,7 +175,7 @@ class MultiLabelRun(classification.ClassifierRun):
         return weights
 
     def label_value(self, example):
-        return data_multi_label.multi_hot(example.label, self.label_map)
+        return multi_hot_labels.multi_hot(example.label, self.label_map)
 
     def example_features(self, example, index):
         # The classifier's features (windows included) of the example without its labels, which
@@ -184,7 +184,7 @@ class MultiLabelRun(classification.ClassifierRun):
         return [{**feature, "label_ids": self.label_value(example)} for feature in features]
 
     def feature_spec(self, is_training, path=None):
-        spec = data_multi_label.feature_spec(self.config.max_seq_length, len(self.labels))
+        spec = multi_hot_labels.feature_spec(self.config.max_seq_length, len(self.labels))
         if self.windows:
             spec["text_index"] = tf.io.FixedLenFeature([], tf.int64)
         return spec

@@ -1,4 +1,4 @@
-"""`BertPreprocessor`: raw strings to `FullTokenizer`'s wordpiece ids and packed model inputs.
+"""`GraphPreprocessor`: raw strings to `FullTokenizer`'s wordpiece ids and packed model inputs.
 
 Each string of a batch takes one of three paths, all exact:
   * ASCII path: a batch of strings of printable ASCII, tab, newline and carriage return only
@@ -42,14 +42,14 @@ def _graph_code(method):
     return tf.autograph.experimental.do_not_convert(method)
 
 
-class BertPreprocessor(tf.Module):
+class GraphPreprocessor(tf.Module):
     """Raw strings -> BERT wordpiece ids and packed model inputs, inside the graph.
 
     Gives the ids of `tokenization.FullTokenizer(vocab_file, do_lower_case)` exactly, and packs
     them as the original `run_classifier.py` does ([CLS] a [SEP] b [SEP], `_truncate_seq_pair`).
 
     Example:
-        preprocessor = BertPreprocessor("vocab.txt", do_lower_case=True, max_seq_length=128)
+        preprocessor = GraphPreprocessor("vocab.txt", do_lower_case=True, max_seq_length=128)
         ids = preprocessor.tokenize(tf.constant(["Hello, World!"]))  # [[7592, 1010, 2088, 999]]
         features = preprocessor(tf.constant(["Is it?"]), tf.constant(["Yes."]))
         features["input_ids"]  # int32 [1, 8]: [CLS] is it ? [SEP] yes . [SEP]
