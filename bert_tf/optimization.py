@@ -97,8 +97,12 @@ class _BertOptimizer(keras.optimizers.Optimizer):
         )
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        # Keras clips each replica's gradient before the cross-replica sum; the original clips the sum,
-        # which is what makes N replicas match one device on the same global batch.
+        # The project's one use of Keras' private API: this overrides Keras' TensorFlow optimizer
+        # method (and calls tf.__internal__'s maybe_merge_call as it does), because Keras clips each
+        # replica's gradient before the cross-replica sum, and the original clips the sum, which is
+        # what makes N replicas match one device on the same global batch. Keras' public apply()
+        # has no step between the sum and the update. tests/test_optimizer_keras_internals.py holds
+        # the Keras method this repeats, and fails when Keras changes it.
         variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
         grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables, strict=True)))
         grads = [g for g, _ in grads_and_vars]
