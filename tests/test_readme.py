@@ -239,3 +239,18 @@ def test_the_docs_site_starts_with_the_readme_s_install_and_quick_tour():
     assert index[:3] == install + tour
     text = (REPO_DIR / "docs" / "index.md").read_text(encoding="utf-8")
     assert text.index("## Install") < text.index("## Quick start") < text.index("## The pages")
+
+
+def test_no_install_line_names_the_package_as_if_it_were_on_the_index():
+    needle = "pip install " + "bert_tf["  # split, so that this file does not hold it
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO_DIR, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for name in tracked:
+        path = REPO_DIR / name
+        if (
+            path.suffix in {".md", ".py", ".txt", ".cfg", ".toml", ".yml"}
+            or path.name == "Makefile"
+        ):
+            text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+            assert needle not in text, f"{name}: the package is not on the index"
