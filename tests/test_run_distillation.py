@@ -21,11 +21,11 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import InputError
+from bert_tf.models import distillation
 from bert_tf.tasks import run_script
 from bert_tf.tasks.classification.task import SPEC as CLASSIFIER
-from bert_tf.tasks.distillation import loss as distillation
 from bert_tf.tasks.distillation import run as distillation_run
-from bert_tf.tasks.distillation import student, teacher
+from bert_tf.tasks.distillation import teacher
 from bert_tf.tasks.distillation.config import DistillationConfig
 from bert_tf.tasks.task_configs import ClassifierConfig, MultiLabelConfig
 from bert_tf.training.checkpoint_state import CheckpointState
@@ -184,12 +184,12 @@ def test_the_soft_loss_is_lowest_at_the_teacher_s_logits():
 
 
 def test_the_student_s_layers_are_spread_evenly_or_mapped():
-    assert student.spread_layers(12, 2) == [5, 11]
-    assert student.spread_layers(12, 6) == [1, 3, 5, 7, 9, 11]
-    assert student.spread_layers(6, 3) == [1, 3, 5]
-    assert student.layer_map(2, 1) == [1]
-    assert student.layer_map(4, None, "0,3") == [0, 3]
-    assert student.layer_map(4, 2, "0,3") == [0, 3]
+    assert distillation.spread_layers(12, 2) == [5, 11]
+    assert distillation.spread_layers(12, 6) == [1, 3, 5, 7, 9, 11]
+    assert distillation.spread_layers(6, 3) == [1, 3, 5]
+    assert distillation.choose_layers(2, 1) == [1]
+    assert distillation.choose_layers(4, None, "0,3") == [0, 3]
+    assert distillation.choose_layers(4, 2, "0,3") == [0, 3]
 
 
 @pytest.mark.parametrize(
@@ -204,7 +204,7 @@ def test_the_student_s_layers_are_spread_evenly_or_mapped():
 )
 def test_a_student_the_teacher_cannot_give_is_one_line_naming_the_flag(layers, layer_map, message):
     with pytest.raises(InputError, match=message):
-        student.layer_map(2, layers, layer_map)
+        distillation.choose_layers(2, layers, layer_map)
 
 
 def test_the_student_starts_from_the_teacher_s_embeddings_chosen_layers_pooler_and_head(distilled):
@@ -377,6 +377,98 @@ def test_the_teacher_logits_are_computed_once_and_a_changed_teacher_recomputes_t
     # The other teacher's logits are gone: one teacher's folder in the cache.
     assert len(os.listdir(out / "teacher_logits")) == 1
     assert not [p for p in out.rglob("*") if ".tmp" in p.name]
+
+
+def test_another_bert_starts_the_student_with_its_encoder_and_a_new_head(
+    distilled, tmp_path, google_ckpt_dir, w_vocab_file, caplog
+):
+    # Turc et al.'s recipe: a small pretrained BERT (here the fixture checkpoint, its own vocab).
+    config = distil_config(
+        distilled["root"], tmp_path / "out", student_layers=None, num_train_epochs=0.25,
+        student_config=str(google_ckpt_dir / "bert_config.json"),
+        student_init_checkpoint=str(google_ckpt_dir / "bert_model.ckpt"), vocab_file=w_vocab_file,
+    )  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="absl"), caplog.at_level(logging.INFO):
+        outcome = distil(config)
+    restored = [r.getMessage() for r in caplog.records if "Initialized from" in r.getMessage()]
+    assert any(
+        "bert_model.ckpt: restored the encoder; starts new: the classifier head" in line
+        for line in restored
+    ), restored
+    task = json.loads((tmp_path / "out" / "task.json").read_text())
+    assert task["bert_config"] == json.loads((google_ckpt_dir / "bert_config.json").read_text())
+    assert (tmp_path / "out" / "vocab.txt").read_text() == open(w_vocab_file).read()
+    assert not (tmp_path / "out" / "student_init").exists()
+    assert outcome["student"]["teacher_layers"] is None
+
+
+# ---------------------------------------------------------------------------- the Keras way
+
+
+def test_keras_distillation_loss_is_the_float64_reference_on_keras_targets():
+    from bert_tf.models.distillation import DistillationLoss
+
+    rng = np.random.default_rng(1)
+    student_logits = rng.normal(0, 3, (5, 3)).astype(np.float32)
+    teacher_logits = rng.normal(0, 3, (5, 3)).astype(np.float32)
+    labels, hard = rng.integers(0, 3, 5), np.array([1, 0, 1, 1, 0], np.float32)
+    targets = np.concatenate([teacher_logits, labels[:, None], hard[:, None]], 1).astype(np.float32)
+    loss = DistillationLoss("single_label", 3, temperature=2.5, hard_label_weight=0.7)
+    expected = _reference_loss(
+        student_logits, teacher_logits, labels, hard, "single_label", 2.5, 0.7
+    )
+    assert float(loss(targets, student_logits)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_keras_distil_makes_a_student_that_learns_the_teacher_from_unlabelled_texts(distilled):
+    from bert_tf.models import BertTextClassifier
+    from bert_tf.models.distillation import distil as keras_distil
+
+    root = distilled["root"]
+    the_teacher = BertTextClassifier.from_preset(str(root / "teacher"))
+    student_model = keras_distil(the_teacher, student_layers=1, temperature=2.0)
+    assert student_model.task_model.config.num_hidden_layers == 1
+    # The teacher is not part of the student: fit trains, and save writes, the student's alone.
+    assert len(student_model.trainable_variables) == len(
+        student_model.task_model.trainable_variables
+    )
+    from bert_tf.checkpoints import google_variable_names
+
+    teacher_weights = google_variable_names(the_teacher.task_model)
+    student_weights = google_variable_names(student_model.task_model)
+    for name in ("attention/output/dense/kernel", "output/LayerNorm/gamma"):
+        np.testing.assert_array_equal(
+            student_weights[f"bert/encoder/layer_0/{name}"].numpy(),
+            teacher_weights[f"bert/encoder/layer_1/{name}"].numpy(),
+        )
+    np.testing.assert_array_equal(
+        student_weights["output_weights"].numpy(), teacher_weights["output_weights"].numpy()
+    )
+    texts = (root / "data" / "transfer.txt").read_text().splitlines()
+    dev = [line.split("\t") for line in (root / "data" / "dev.tsv").read_text().splitlines()]
+    dev_texts, dev_labels = [t for t, _ in dev], [["neg", "pos"].index(y) for _, y in dev]
+    # The head turned around: every dev text wrong. Only the teacher can say which way is right.
+    output_weights = student_weights["output_weights"]
+    output_weights.assign(-output_weights)
+    targets = student_model.distillation_targets(texts)  # the teacher's logits, no label
+    np.testing.assert_array_equal(targets[:, :2], the_teacher.predict(texts, verbose=0))
+    np.testing.assert_array_equal(targets[:, 2:], 0.0)
+    lowest = float(student_model.loss(targets, targets[:, :2]))  # at the teacher's own logits
+
+    def excess_loss():
+        return float(student_model.loss(targets, student_model.predict(texts, verbose=0))) - lowest
+
+    def dev_accuracy():
+        return student_model.evaluate(dev_texts, dev_labels, return_dict=True)["accuracy"]
+
+    before, accuracy_before = excess_loss(), dev_accuracy()
+    assert accuracy_before < 0.15
+    student_model.compile(learning_rate=2e-3)
+    student_model.fit(x=texts, batch_size=16, epochs=10, verbose=0)  # no labels
+    assert excess_loss() < 0.5 * before
+    assert dev_accuracy() > accuracy_before + 0.25
+    with pytest.raises(ValueError, match=r"^student_layers=3: the teacher has 2 layers"):
+        keras_distil(the_teacher, student_layers=3)
 
 
 # ----------------------------------------------------------- multi-label and regression teachers

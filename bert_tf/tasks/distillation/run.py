@@ -21,14 +21,19 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import file_io
+from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
+from bert_tf.models.distillation import (
+    choose_layers,
+    copy_teacher_weights,
+    distillation_loss,
+    student_config,
+)
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.data.processor import InputExample
-from bert_tf.tasks.distillation import student
-from bert_tf.tasks.distillation.loss import distillation_loss
 from bert_tf.tasks.distillation.teacher import CACHE_FOLDER, read_teacher, teacher_logits
 
 STUDENT_CONFIG_FILE = "student_bert_config.json"
@@ -83,7 +88,7 @@ def make_run(config):
         bert_config_file = config.student_config
     else:
         teacher_layers = teacher.info.bert_config.num_hidden_layers
-        layers = student.layer_map(teacher_layers, config.student_layers, config.student_layer_map)
+        layers = choose_layers(teacher_layers, config.student_layers, config.student_layer_map)
         bert_config_file = os.path.join(config.output_dir, STUDENT_CONFIG_FILE)
     transfer = []
     if config.transfer_file:
@@ -102,10 +107,19 @@ def make_run(config):
         labels=labels,
     )
     if layers is not None:
-        config_of_student = student.student_config(teacher.info.bert_config, layers)
+        config_of_student = student_config(teacher.info.bert_config, layers)
         file_io.write_text(bert_config_file, config_of_student.to_json_string())
     run_class = MultiLabelDistillationRun if teacher.kind == "multi_label" else DistillationRun
     return run_class(config, teacher, layers, transfer)
+
+
+def write_student_init(teacher_model, student_model, layers, folder):
+    """Writes the student's first weights (the teacher's, copy_teacher_weights) to
+    folder/bert_model.ckpt in Google's format, atomically, head included; returns the prefix."""
+    copy_teacher_weights(teacher_model, student_model, layers)
+    prefix = save_google_checkpoint(student_model, os.path.join(folder, "bert_model.ckpt"))
+    logging.info("the student starts from the teacher's layers %s: %s", layers, prefix)
+    return prefix
 
 
 class DistillationHooks:
@@ -141,7 +155,7 @@ class DistillationHooks:
         self.check_data()
         if self.config.do_train and self.layers is not None and not self.resumes():
             folder = os.path.join(self.config.output_dir, STUDENT_INIT_FOLDER)
-            prefix = student.write_student_init(
+            prefix = write_student_init(
                 self.teacher.model(), self.build_model(), self.layers, folder
             )
             self.config = dataclasses.replace(self.config, init_checkpoint=prefix)

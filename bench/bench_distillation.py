@@ -1,0 +1,316 @@
+"""Distillation: all-MiniLM-L6-v2 fine-tuned as a teacher, distilled into 1-, 2- and 3-layer students.
+
+For each set (bench_real_text.py's Rotten Tomatoes and tweets; a questions file of your own, e.g.
+TREC's, with --questions_file as `label<TAB>question` lines), each training size and seed:
+  teacher       run_classifier.py's run from the converted MiniLM (6 layers)
+  student_<n>   run_distillation.py --student_layers=n from the teacher, with the set's other texts
+                (not train, dev or test) as --transfer_file
+  alone_<n>     the same n layers of the pretrained MiniLM (spread as the student's), fine-tuned on
+                the labels alone (run_classifier.py): the student without its teacher
+  tfidf_svm     TF-IDF (1-2 grams, sublinear tf) + LinearSVC
+Then batch-1 p50 of each model's export at 8, 32 and 128 word pieces (raw text in, back to back, in
+this process), in float32 and as LiteRT int8 (when ai-edge-litert is installed), with each figure's
+share of the machine's limit (bench_latency.py's: matmul FLOPs over the measured matmul rate). The
+accuracy against latency plot is written to --plot (a PNG).
+
+Prints one JSON line per run, then the tables.
+
+    .venv/bin/python -m bench.bench_distillation --work_dir=/tmp/distillation --seeds=1,2,3
+    .venv/bin/python -m bench.bench_distillation --work_dir=/tmp/distillation_quick --quick
+"""
+
+import json
+import os
+import random
+import shutil
+
+import numpy as np
+from absl import app, flags
+
+from bench import machine, minilm, stats, timing
+from bench.bench_real_text import read_set, stratified_split
+
+# bench_real_text.py's flags: --work_dir, --seeds, --split_seed, --short_max_seq_length, --threads.
+FLAGS = flags.FLAGS
+flags.DEFINE_list("distillation_sets", ["rotten_tomatoes", "tweets"], "Sets (and questions).")
+flags.DEFINE_string("questions_file", None, "label<TAB>question lines: the questions set.")
+flags.DEFINE_list("train_sizes", ["400", "2000"], "Training texts of each teacher and student.")
+flags.DEFINE_integer("dev_size", 500, "Dev texts.")
+flags.DEFINE_integer("test_size", 1000, "Test texts.")
+flags.DEFINE_integer("transfer_size", 4000, "Transfer texts at most (the set's others).")
+flags.DEFINE_list("layers", ["1", "2", "3"], "Student layers.")
+flags.DEFINE_float("epochs", 3.0, "Epochs of every run.")
+flags.DEFINE_float("temperature", 2.0, "run_distillation.py --temperature.")
+flags.DEFINE_float("hard_label_weight", 0.5, "run_distillation.py --hard_label_weight.")
+flags.DEFINE_list("lengths", ["8", "32", "128"], "Word pieces of the timed texts.")
+flags.DEFINE_integer("timed_calls", 50, "Timed calls of each model at each length.")
+flags.DEFINE_string("plot", None, "Where to write the accuracy-against-latency PNG.")
+flags.DEFINE_bool("quick", False, "A smoke run: 64 texts, 1 seed, 1 epoch, 1 layer, 5 calls.")
+
+QUICK = dict(
+    train_sizes=["64"], dev_size=32, test_size=64, transfer_size=64, seeds=["1"], layers=["1"],
+    epochs=1.0, timed_calls=5, lengths=["8", "32"], short_max_seq_length=32,
+)  # fmt: skip
+
+
+def split_set(name, train_size, seed):
+    """(train, dev, test, transfer): [(label, text)] each; transfer the set's other texts."""
+    from bench.corpora import deduplicated
+
+    if name == "questions":
+        with open(FLAGS.questions_file, encoding="utf-8") as lines:
+            rows = [tuple(line.rstrip("\n").split("\t", 1)) for line in lines if "\t" in line]
+    else:
+        rows = read_set(name)
+    rows, _ = deduplicated(rows)
+    train, dev, test = stratified_split(
+        rows, (train_size, FLAGS.dev_size, FLAGS.test_size), FLAGS.split_seed
+    )
+    used = {text for _, text in train + dev + test}
+    others = [row for row in rows if row[1] not in used]
+    random.Random(seed).shuffle(others)
+    return train, dev, test, others[: FLAGS.transfer_size]
+
+
+def write_data(folder, train, dev, test, transfer):
+    os.makedirs(folder, exist_ok=True)
+    for split, rows in (("train", train), ("dev", dev), ("test", test)):
+        with open(os.path.join(folder, f"{split}.tsv"), "w", encoding="utf-8") as f:
+            f.writelines(f"{label}\t{text}\n" for label, text in rows)
+    with open(os.path.join(folder, "transfer.txt"), "w", encoding="utf-8") as f:
+        f.writelines(f"{text}\n" for _, text in transfer)
+
+
+def _settings(data_dir, output_dir, seed, labels):
+    return dict(
+        data_dir=data_dir, output_dir=output_dir, task_name="tsv", text_a_column="1",
+        label_column="0", labels=",".join(labels), do_train=True, do_predict=True,
+        max_seq_length=FLAGS.short_max_seq_length, train_batch_size=32, predict_batch_size=64,
+        learning_rate=5e-5, num_train_epochs=FLAGS.epochs, seed=seed, log_steps=50,
+        save_checkpoints_steps=10**6, export_dir=os.path.join(output_dir, "export"),
+    )  # fmt: skip
+
+
+def _accuracy(output_dir, labels, test):
+    rows = open(os.path.join(output_dir, "test_results.tsv")).read().splitlines()
+    predicted = [labels[int(np.argmax([float(p) for p in row.split("\t")]))] for row in rows]
+    return float(np.mean([p == label for p, (label, _) in zip(predicted, test, strict=True)]))
+
+
+def teacher_run(model_dir, data_dir, output_dir, seed, labels):
+    from bert_tf.tasks import TASKS, run_script
+    from bert_tf.tasks.task_configs import ClassifierConfig
+
+    config = ClassifierConfig(
+        bert_config_file=os.path.join(model_dir, "bert_config.json"),
+        vocab_file=os.path.join(model_dir, "vocab.txt"),
+        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
+        **_settings(data_dir, output_dir, seed, labels),
+    )
+    return run_script(TASKS["classifier"], config)
+
+
+def student_run(teacher_dir, data_dir, output_dir, seed, labels, layers):
+    from bert_tf.tasks.distillation import run as distillation
+    from bert_tf.tasks.distillation.config import DistillationConfig
+
+    config = DistillationConfig(
+        teacher_dir=teacher_dir, student_layers=layers,
+        transfer_file=os.path.join(data_dir, "transfer.txt"), temperature=FLAGS.temperature,
+        hard_label_weight=FLAGS.hard_label_weight, **_settings(data_dir, output_dir, seed, labels),
+    )  # fmt: skip
+    return distillation.make_run(config).run()
+
+
+def shallow_minilm(model_dir, layers, folder):
+    """The pretrained MiniLM with `layers` of its layers (spread as a student's), in Google's
+    layout: the start of the student fine-tuned without its teacher."""
+    import dataclasses
+
+    from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
+    from bert_tf.modeling import BertConfig, BertModel
+    from bert_tf.models import distillation
+
+    if os.path.exists(os.path.join(folder, "bert_model.ckpt.index")):
+        return folder
+    config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
+    chosen = distillation.spread_layers(config.num_hidden_layers, layers)
+    full, shallow = (
+        BertModel(config),
+        BertModel(dataclasses.replace(config, num_hidden_layers=layers)),
+    )
+    restore_init_checkpoint(full, os.path.join(model_dir, "bert_model.ckpt"))
+    shallow(shallow.dummy_inputs(), training=False)
+    distillation.copy_teacher_weights(full, shallow, chosen)
+    os.makedirs(folder, exist_ok=True)
+    save_google_checkpoint(shallow, os.path.join(folder, "bert_model.ckpt"))
+    with open(os.path.join(folder, "bert_config.json"), "w") as f:
+        f.write(dataclasses.replace(config, num_hidden_layers=layers).to_json_string())
+    shutil.copy(os.path.join(model_dir, "vocab.txt"), folder)
+    return folder
+
+
+def tfidf_svm(train, test):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.svm import LinearSVC
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    svm = LinearSVC().fit(vectorizer.fit_transform([t for _, t in train]), [y for y, _ in train])
+    predicted = svm.predict(vectorizer.transform([t for _, t in test]))
+    return float(np.mean([p == y for p, (y, _) in zip(predicted, test, strict=True)]))
+
+
+def latency(exports):
+    """{model: {length: p50 ms}} of batch-1 raw-text calls, float32 and LiteRT int8, back to back."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    calls = {}
+    for name, path in exports.items():
+        serve = tf.saved_model.load(path).signatures["serving_default"]
+        calls[name] = lambda texts, serve=serve: serve(text_a=tf.constant(texts))
+        int8 = _litert_call(path)
+        if int8 is not None:
+            calls[f"{name}_int8"] = int8
+    results = {name: {} for name in calls}
+    for length in (int(n) for n in FLAGS.lengths):
+        text = [" ".join(["the"] * (length - 2))]  # length word pieces with [CLS] and [SEP]
+        for name, call in calls.items():
+            call(text)  # the first call traces
+            seconds = [timing.timed(call, text)[0] for _ in range(FLAGS.timed_calls)]
+            results[name][length] = 1e3 * float(np.median(seconds))
+    return results
+
+
+def _litert_call(export):
+    """A raw-text call of the export's LiteRT int8 serve_ids (tokenized by its preprocess)."""
+    try:
+        from bert_tf import litert
+
+        path = litert.write_tflite(export, "int8")
+    except (ImportError, ValueError):
+        return None
+    import tensorflow as tf
+
+    preprocess = tf.saved_model.load(export).signatures["preprocess"]
+    runner = litert.signature_runner(path, num_threads=FLAGS.threads)
+
+    def call(texts):
+        features = preprocess(text_a=tf.constant(texts))
+        return runner(**{name: np.asarray(value) for name, value in features.items()})
+
+    return call
+
+
+def limits_ms(bert_config, models):
+    """{model: {length: ms}}: batch-1 encoder matmul FLOPs (the model's layers) over the measured
+    float32 matmul rate (int8 rows are held to it too)."""
+    import dataclasses
+
+    rate = machine.matmul_rates(("float32",))["float32"]
+    limits = {}
+    for model in models:
+        base = model.removesuffix("_int8")
+        layers = bert_config.num_hidden_layers if base == "teacher" else int(base.split("_")[1])
+        config = dataclasses.replace(bert_config, num_hidden_layers=layers)
+        limits[model] = {
+            int(n): 1e3 * machine.encoder_flops(config, int(n)) / rate / 1e9 for n in FLAGS.lengths
+        }
+    return limits
+
+
+def run_one(name, train_size, seed, model_dir, work_dir):
+    """Every model of one set, size and seed: its accuracies (JSON lines) and its exports."""
+    folder = os.path.join(work_dir, name, f"{train_size}_seed{seed}")
+    train, dev, test, transfer = split_set(name, train_size, seed)
+    labels = sorted({label for label, _ in train})
+    data_dir = os.path.join(folder, "data")
+    write_data(data_dir, train, dev, test, transfer)
+    teacher_dir = os.path.join(folder, "teacher")
+    outcome = teacher_run(model_dir, data_dir, teacher_dir, seed, labels)
+    accuracies = {"teacher": _accuracy(teacher_dir, labels, test)}
+    exports = {"teacher": outcome["export"]}
+    for layers in (int(n) for n in FLAGS.layers):
+        student_dir = os.path.join(folder, f"student_{layers}")
+        outcome = student_run(teacher_dir, data_dir, student_dir, seed, labels, layers)
+        accuracies[f"student_{layers}"] = _accuracy(student_dir, labels, test)
+        exports[f"student_{layers}"] = outcome["export"]
+        shallow = shallow_minilm(model_dir, layers, os.path.join(work_dir, f"minilm_{layers}"))
+        alone_dir = os.path.join(folder, f"alone_{layers}")
+        teacher_run(shallow, data_dir, alone_dir, seed, labels)
+        accuracies[f"alone_{layers}"] = _accuracy(alone_dir, labels, test)
+    accuracies["tfidf_svm"] = tfidf_svm(train, test)
+    row = {"set": name, "train": train_size, "seed": seed, "transfer": len(transfer),
+           "test": len(test), "accuracy": accuracies}  # fmt: skip
+    print(json.dumps(row), flush=True)
+    return row, exports
+
+
+def print_tables(rows, times, limits):
+    print("\nTest accuracy, mean ± standard error over the seeds (%)")
+    for (name, size), group in _grouped(rows).items():
+        cells = []
+        for model in group[0]["accuracy"]:
+            values = [row["accuracy"][model] for row in group]
+            cells.append(f"{model} {stats.format_mean(values, digits=1, scale=100)}")
+        print(f"  {name} {size}: " + ", ".join(cells))
+    print("\nBatch-1 p50 of the exports (ms; share of the machine's limit in brackets)")
+    for model, by_length in times.items():
+        shown = [f"{n}: {ms:.2f} ({limits[model][n] / ms:.0%})" for n, ms in by_length.items()]
+        print(f"  {model:<18} " + ", ".join(shown))
+
+
+def _grouped(rows):
+    groups = {}
+    for row in rows:
+        groups.setdefault((row["set"], row["train"]), []).append(row)
+    return groups
+
+
+def plot(rows, times, path):
+    """Mean accuracy (all sets) against the 32-piece p50 (or the longest timed), one point a model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    length = 32 if 32 in next(iter(times.values())) else max(next(iter(times.values())))
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for model, by_length in times.items():
+        base = model.removesuffix("_int8")
+        values = [row["accuracy"][base] for row in rows if base in row["accuracy"]]
+        axes.scatter(by_length[length], 100 * np.mean(values))
+        axes.annotate(model, (by_length[length], 100 * np.mean(values)), fontsize=8)
+    axes.set(xlabel=f"batch-1 p50 at {length} word pieces (ms)", ylabel="test accuracy (%)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main(argv):
+    del argv
+    if FLAGS.quick:
+        for name, value in QUICK.items():
+            setattr(FLAGS, name, value)
+    machine.set_threads(FLAGS.threads)
+    print(machine.header())
+    model_dir = minilm.converted(FLAGS.work_dir)
+    rows, exports = [], {}
+    for name in FLAGS.distillation_sets:
+        for size in (int(n) for n in FLAGS.train_sizes):
+            for seed in (int(s) for s in FLAGS.seeds):
+                row, exports = run_one(name, size, seed, model_dir, FLAGS.work_dir)
+                rows.append(row)
+    # The latency of the last run's exports (every run's models have the same shapes).
+    from bert_tf.modeling import BertConfig
+
+    times = latency(exports)
+    config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
+    limits = limits_ms(config, times)
+    print_tables(rows, times, limits)
+    if FLAGS.plot:
+        plot(rows, times, FLAGS.plot)
+        print(f"plot: {FLAGS.plot}")
+
+
+if __name__ == "__main__":
+    app.run(main)
