@@ -368,7 +368,7 @@ def _readme_demo_rest():
 
 
 # What `python scripts/demo.py --rest_reply` printed after the full-size run README's demo section
-# reports (`python scripts/demo.py`, 2026-11-28, commit 88ea195, bench/RESULTS.md's record): the
+# reports (`python scripts/demo.py`, 2026-11-28, commit 88ea195, its record in bench/results/readme_figures.md): the
 # README's reply must be this text. The CI size cannot reproduce these figures (another model).
 FULL_SIZE_REST_REPLY = """\
 {"predictions": [{"label": "original", "probabilities": [0.829949, 0.170051]},
