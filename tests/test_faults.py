@@ -94,3 +94,62 @@ def test_a_resume_where_every_checkpoint_is_damaged_is_one_line(tmp_path):
         DamagedCheckpoint, match=r"every checkpoint in .* is damaged, the newest .*model\.ckpt-4"
     ):
         _trainer(tmp_path)
+
+
+def test_a_run_removes_the_leftovers_of_killed_saves_and_nothing_else(tmp_path):
+    ours = [
+        "checkpoint.tmp" + "0123456789abcdef" * 2,  # TensorFlow's temporary checkpoint list
+        "model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001",  # a save's temporary folder
+        ".train.tf_record.tmp-0123456789ab",  # bert_tf.file_io.temporary_name's
+        "input_state/worker0of1-4_temp/part-00000-of-00001.index",  # this worker's input state's
+    ]
+    users = [
+        "checkpoint.tmp-notes",
+        "model.ckpt-best_temp",
+        "train.tf_record.tmp-0123456789ab",  # not hidden
+        "input_state/worker1of2-4_temp/x",  # another worker's
+        "notes/.a.tmp-0123456789ab",  # not in the run's folder itself
+    ]
+    for name in ours + users:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    _trainer(tmp_path)
+    left = sorted(
+        os.path.relpath(os.path.join(root, name), tmp_path)
+        for root, _, names in os.walk(tmp_path)
+        for name in names
+        if "events" not in name
+    )
+    assert left == sorted(users)
+
+
+def _pretraining_file(path, input_ids):
+    from bert_tf.data.pretraining import encoding, instances
+
+    encoder = encoding.ExampleEncoder(8, 2, max_id=50000)
+    records = [
+        encoder.encode(instances.TrainingInstance(ids, [0] * len(ids), [1], [ids[1]], False))
+        for ids in input_ids
+    ]
+    path.write_bytes(b"".join(encoding.frame_records(records)))
+    return str(path)
+
+
+def test_an_id_past_the_vocab_in_a_later_record_is_one_line_naming_file_and_record(tmp_path):
+    from bert_tf.data.pretraining.reader import _check_ids, check_records
+    from bert_tf.errors import InputError
+
+    good = [101, 7592, 102, 2088, 102]
+    first = _pretraining_file(tmp_path / "a.tfrecord", [good] * 3)
+    second = _pretraining_file(tmp_path / "b.tfrecord", [good, good, [101, 31000, 102]])
+    check_records([first], 8, 2, 30522, "bert_config.json")
+    expected = (
+        f"--input_file: {second} holds token id 31000 in record 2, but bert_config.json has "
+        "vocab_size=30522: written with another vocab?"
+    )
+    with pytest.raises(InputError) as error:
+        check_records([first, second], 8, 2, 30522, "bert_config.json")
+    assert str(error.value) == expected
+    with pytest.raises(InputError) as error:  # record 2 is the first of the second batch of 2
+        _check_ids(second, 8, 30522, "bert_config.json", batch_size=2)
+    assert str(error.value) == expected

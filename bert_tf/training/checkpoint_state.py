@@ -31,6 +31,13 @@ from bert_tf.checkpoint_reading import verify_checkpoint
 from bert_tf.errors import DamagedCheckpoint, InputError
 from bert_tf.training.preemption import error_reason
 
+# What killed saves leave in model_dir, by their writers' exact names: TensorFlow's temporary
+# `checkpoint` file (`checkpoint.tmp<uuid hex>`) and a save's `<prefix>_temp` folder, and the hidden
+# `.<name>.tmp-<12 hex>` files and folders of bert_tf.file_io.temporary_name.
+_LEFTOVERS = re.compile(
+    r"^(checkpoint\.tmp[0-9a-f]{32}|model\.ckpt-\d+_temp|\..+\.tmp-[0-9a-f]{12})$"
+)
+
 # Checkpoints are <model_dir>/model.ckpt-<step>, as the original's (users' scripts name them so).
 CHECKPOINT_NAME = "model.ckpt"
 INPUT_STATE_DIR = "input_state"
@@ -69,6 +76,7 @@ class CheckpointState:
         self.manager = self._make_manager()
         name = f"worker{worker.input_pipeline_id}of{worker.num_input_pipelines}-"
         self._input_prefix = os.path.join(self.model_dir, INPUT_STATE_DIR, name)
+        remove_leftovers(self.model_dir if chief else None, self._input_prefix)
         self.resumed_from = None
         self._input_saveable = True
 
@@ -238,3 +246,37 @@ class CheckpointState:
         for step in steps[: -self.keep]:
             for path in tf.io.gfile.glob(self._input_prefix + f"{step}.*"):
                 tf.io.gfile.remove(path)
+
+
+def remove_leftovers(model_dir, input_prefix):
+    """Removes what killed saves of this run left (their writers' exact names, never a user's file).
+
+    Args:
+      model_dir: the chief's folder, whose leftovers it removes (_LEFTOVERS); None on other workers.
+      input_prefix: this worker's input-state prefix: its `<prefix><step>_temp` folders go too.
+
+    Returns:
+      the paths removed.
+    """
+    found = []
+    if model_dir and tf.io.gfile.isdir(model_dir):
+        names = tf.io.gfile.listdir(model_dir)
+        found += [
+            os.path.join(model_dir, n.rstrip("/")) for n in names if _LEFTOVERS.match(n.rstrip("/"))
+        ]
+    folder, name = os.path.split(input_prefix)
+    if tf.io.gfile.isdir(folder):
+        own = re.compile(re.escape(name) + r"\d+_temp$")
+        found += [
+            os.path.join(folder, n.rstrip("/"))
+            for n in tf.io.gfile.listdir(folder)
+            if own.match(n.rstrip("/"))
+        ]
+    for path in found:
+        if tf.io.gfile.isdir(path):
+            tf.io.gfile.rmtree(path)
+        else:
+            tf.io.gfile.remove(path)
+    if found:
+        logging.info("Removed %d leftover(s) of killed saves: %s", len(found), ", ".join(found))
+    return found

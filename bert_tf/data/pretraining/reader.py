@@ -10,6 +10,7 @@ Example:
     features = next(iter(dataset))  # features["input_ids"]: [32, 128] int32
 """
 
+import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
@@ -17,6 +18,7 @@ from bert_tf.data.pretraining import masking as dynamic_masking
 from bert_tf.data.records import decode_record, detect_compression
 from bert_tf.errors import InputError
 from bert_tf.file_io import expand_globs
+from bert_tf.progress_log import ProgressLog
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
@@ -37,12 +39,12 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
 def check_records(
     input_files, max_seq_length, max_predictions_per_seq, vocab_size, config_name, dynamic=False
 ):
-    """Reads the first record of each file: its kind and lengths must be the flags', its ids within
-    vocab_size.
+    """Reads the first record of each file: its kind and lengths must be the flags'; then the ids of
+    every record, which must be within vocab_size (`_check_ids`).
 
-    Cheap (one record a file) and before any work: records of another --max_seq_length (phase 1's
-    128 read by phase 2's 512) fail to parse only once training has started, and ids past the
-    embedding table are zeros on a GPU, not an error.
+    Before any work: records of another --max_seq_length (phase 1's 128 read by phase 2's 512) fail
+    to parse only once training has started, and ids past the embedding table are zeros on a GPU,
+    an InvalidArgumentError at some later step on a CPU.
 
     Args:
       dynamic: --dynamic_masking: the files must hold unmasked records (dynamic.py), not masked ones.
@@ -67,11 +69,7 @@ def check_records(
                 f"{max_seq_length} --max_predictions_per_seq={max_predictions_per_seq}: pass the "
                 "lengths it was written with"
             )
-        if ids and max(ids) >= vocab_size:
-            raise InputError(
-                f"--input_file: {path} holds token id {max(ids)} in its first record, but "
-                f"{config_name} has vocab_size={vocab_size}: written with another vocab?"
-            )
+        _check_ids(path, max_seq_length, vocab_size, config_name)
         # Dynamic masking draws random replacements below the record's vocab_size.
         written = feature["vocab_size"].int64_list.value[0] if dynamic else 0
         if written > vocab_size:
@@ -79,6 +77,39 @@ def check_records(
                 f"--input_file: {path} was written with a vocab of {written} tokens, but "
                 f"{config_name} has vocab_size={vocab_size}: written with another vocab?"
             )
+
+
+def _check_ids(path, max_seq_length, vocab_size, config_name, batch_size=4096):
+    """Every record's input_ids must be below vocab_size; one line names the first that is not.
+
+    One pass over the file in the graph (input_ids parsed alone, batch_size records at a time), with
+    a progress line every 30 s: a few seconds a GB.
+
+    Raises:
+      InputError: naming the file, the record (0-based) and its id.
+    """
+    spec = {"input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
+    records = tf.data.TFRecordDataset(path, compression_type=detect_compression(path))
+    maxima = records.batch(batch_size).map(
+        lambda batch: tf.reduce_max(tf.io.parse_example(batch, spec)["input_ids"], axis=1),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    progress = ProgressLog(f"ids checked in {path}:", every=None, unit="records", first=False)
+    try:
+        for batch in maxima.prefetch(2):
+            batch = batch.numpy()
+            past = np.flatnonzero(batch >= vocab_size)
+            if past.size:
+                raise InputError(
+                    f"--input_file: {path} holds token id {batch[past[0]]} in record "
+                    f"{progress.done + past[0]}, but {config_name} has vocab_size={vocab_size}: "
+                    "written with another vocab?"
+                )
+            progress.add(len(batch))
+    except tf.errors.OpError:
+        return  # a record that does not parse: the reader names it when it gets there
+    progress.finish()
 
 
 def _check_kind(path, feature, dynamic):
