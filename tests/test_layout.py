@@ -3,6 +3,7 @@ of a few screens, one registry, one name for each class, the path flags several 
 
 import ast
 import re
+from importlib import import_module
 
 import pytest
 
@@ -195,18 +196,21 @@ def test_every_function_fits_on_a_screen():
 def test_every_registered_task_builds_a_model_whose_head_has_its_google_names():
     from bert_tf.checkpoints import google_variable_names
     from bert_tf.modeling import BertConfig
+    from bert_tf.models.networks.network_registry import NETWORKS
     from bert_tf.models.networks.task_info import TaskInfo
     from bert_tf.tasks import TASKS
 
     config = BertConfig.from_preset("bert_tiny", vocab_size=50)
-    # Every task module's SPEC is in the registry: a new task cannot be left out of TASKS.
+    # Every task module's SPEC is in the registry: a new task cannot be left out of TASKS; and
+    # every network is a task's.
     declared = {
         _module_name(path)
         for path in (PACKAGE / "tasks").rglob("*.py")
-        if "\nSPEC = TaskSpec(" in path.read_text(encoding="utf-8")
+        if "\nSPEC = TaskSpec" in path.read_text(encoding="utf-8")
     }
-    registered = {spec.build_model.__module__ for spec in TASKS.values()}
-    assert declared and declared <= registered, declared - registered
+    registered = {name for name in declared if import_module(name).SPEC in TASKS.values()}
+    assert len(declared) == len(TASKS) and registered == declared, declared - registered
+    assert set(NETWORKS) <= set(TASKS)
     for name, spec in TASKS.items():
         info = TaskInfo(model_type=name, labels=["a", "b", "c"])
         model = spec.build_model(config, info)
