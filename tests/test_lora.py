@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import BertTextClassifier, BertTextEmbedder, BertTokenClassifier
+from bert_tf import BertPreprocessor, BertTextClassifier, BertTextEmbedder, BertTokenClassifier
 from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.modeling import BertConfig, BertModel
 from bert_tf.models.task import LORA_LEARNING_RATE
@@ -258,10 +258,10 @@ def test_every_task_model_takes_adapters(base, tmp_path):
 
     models = {
         "tagger": BertTokenClassifier.from_preset(base, ["O", "X"]),
-        "squad": BertQuestionAnswerer.from_preset(base),
+        "squad": BertQuestionAnswerer.from_preset(base, max_query_length=16),
         "swag": BertMultipleChoice.from_preset(base),
         "embedder": BertTextEmbedder.from_preset(base),
-        "masked_lm": BertMaskedLM.from_preset(base),
+        "masked_lm": BertMaskedLM(BertPreprocessor(str(SAMPLE_DIR / "vocab.txt")), TINY),
     }
     for name, model in models.items():
         model.backbone.enable_lora(rank=2)
