@@ -106,7 +106,7 @@ class SelfAttention(keras.layers.Layer):
         if self.compute_dtype == "bfloat16" and not training:
             # oneDNN's bfloat16 softmax keeps its maximum and sum in float32 and rounds once at the
             # end, as the float32 softmax's result is rounded here: this skips two casts and the
-            # float32 element-wise ops around it (issue 44). Training keeps float32, whose softmax
+            # float32 element-wise ops around it. Training keeps float32, whose softmax
             # gradient runs element-wise ops, each slower in bfloat16 on CPU.
             scores = scores * tf.constant(scale, tf.bfloat16) + tf.cast(adder, tf.bfloat16)
             probs = tf.nn.softmax(scores, axis=-1)
