@@ -26,7 +26,8 @@ WARMUP_PROPORTION = 0.1
 DEFAULT_BATCH_SIZE = 32
 # The default compile's peak learning rate once LoRA adapters are on (backbone.enable_lora): only
 # the adapters and the head train, which takes a larger rate than full fine-tuning (the LoRA paper
-# used 4e-4 to 5e-4 on RoBERTa-base). See docs/python_api.md for how it was chosen.
+# used 4e-4 to 5e-4 on RoBERTa-base). Chosen among 5e-4, 1e-3 and 2e-3 on MiniLM with
+# bench/bench_lora.py (its figures are in bench/RESULTS.md).
 LORA_LEARNING_RATE = 1e-3
 QUANTIZATION_MODES = ("int8",)
 
