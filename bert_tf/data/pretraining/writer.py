@@ -33,9 +33,8 @@ from bert_tf.data.pretraining import chunks, encoding, instances
 from bert_tf.data.pretraining.dynamic import DynamicMaskingSetting
 from bert_tf.errors import InputError
 from bert_tf.file_io import expand_globs, read_lines
-from bert_tf.objectives import ObjectiveSetting
 from bert_tf.settings import changed, setting
-from bert_tf.shared_settings import VocabFileSetting
+from bert_tf.shared_settings import ObjectiveSetting, VocabFileSetting
 from bert_tf.sigterm import doing
 
 
