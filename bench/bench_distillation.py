@@ -11,7 +11,7 @@ TREC's, with --questions_file as `label<TAB>question` lines), each training size
 Then batch-1 p50 of each model's export at 8, 32 and 128 word pieces (raw text in, back to back, in
 this process), in float32 and as LiteRT int8 (when ai-edge-litert is installed), with each figure's
 share of the machine's limit (bench_latency.py's: matmul FLOPs over the measured matmul rate). The
-accuracy against latency plot is written to --plot (a PNG).
+accuracy against latency plot is written to --plot (a PNG, one point a model).
 
 Prints one JSON line per run, then the tables.
 
@@ -268,22 +268,43 @@ def _grouped(rows):
 
 
 def plot(rows, times, path):
-    """Mean accuracy (all sets) against the 32-piece p50 (or the longest timed), one point a model."""
-    import matplotlib
+    """Mean test accuracy (all sets and seeds) against the 32-piece p50 (else the longest timed),
+    one labelled point a model, as a PNG drawn with Pillow (matplotlib is not installed here)."""
+    from PIL import Image, ImageDraw, ImageFont
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    lengths = next(iter(times.values()))
+    length = 32 if 32 in lengths else max(lengths)
+    points = {
+        model: (by_length[length], 100 * float(np.mean(
+            [row["accuracy"][model.removesuffix("_int8")] for row in rows]
+        )))
+        for model, by_length in times.items()
+    }  # fmt: skip
+    xs, ys = [x for x, _ in points.values()], [y for _, y in points.values()]
+    x_range, y_range = (0.0, 1.1 * max(xs)), (min(ys) - 2, max(ys) + 2)
+    left, top, right, bottom = 70, 30, 560, 330
+    image = Image.new("RGB", (600, 380), "white")
+    draw, font = ImageDraw.Draw(image), ImageFont.load_default()
 
-    length = 32 if 32 in next(iter(times.values())) else max(next(iter(times.values())))
-    figure, axes = plt.subplots(figsize=(6, 4))
-    for model, by_length in times.items():
-        base = model.removesuffix("_int8")
-        values = [row["accuracy"][base] for row in rows if base in row["accuracy"]]
-        axes.scatter(by_length[length], 100 * np.mean(values))
-        axes.annotate(model, (by_length[length], 100 * np.mean(values)), fontsize=8)
-    axes.set(xlabel=f"batch-1 p50 at {length} word pieces (ms)", ylabel="test accuracy (%)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    def to_pixel(x, y):
+        fx = (x - x_range[0]) / (x_range[1] - x_range[0])
+        fy = (y - y_range[0]) / (y_range[1] - y_range[0])
+        return left + fx * (right - left), bottom - fy * (bottom - top)
+
+    draw.rectangle([left, top, right, bottom], outline=(0, 0, 0))
+    for fraction in (0, 0.25, 0.5, 0.75, 1):
+        x = x_range[0] + fraction * (x_range[1] - x_range[0])
+        y = y_range[0] + fraction * (y_range[1] - y_range[0])
+        draw.text((to_pixel(x, y_range[0])[0] - 10, bottom + 6), f"{x:.1f}", fill=0, font=font)
+        draw.text((8, to_pixel(x_range[0], y)[1] - 6), f"{y:.1f}", fill=0, font=font)
+    draw.text((left + 120, bottom + 28), f"batch-1 p50 at {length} word pieces (ms)", fill=0)
+    draw.text((left, 10), "test accuracy (%) against latency", fill=0, font=font)
+    for model, (x, y) in points.items():
+        px, py = to_pixel(x, y)
+        color = (214, 39, 40) if model.endswith("_int8") else (31, 119, 180)
+        draw.ellipse([px - 4, py - 4, px + 4, py + 4], fill=color)
+        draw.text((px + 6, py - 6), model, fill=color, font=font)
+    image.save(path)
 
 
 def main(argv):
