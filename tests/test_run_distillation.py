@@ -316,6 +316,26 @@ def test_export_saved_model_script_takes_the_student_s_folder(distilled, tmp_pat
     )
 
 
+def test_convert_checkpoint_takes_the_student_s_folder_to_hugging_face(distilled, tmp_path):
+    from safetensors.numpy import load_file
+
+    from bert_tf.checkpoints import google_variable_names
+    from bert_tf.formats.convert import ConvertConfig, run
+    from bert_tf.models import BertTextClassifier
+
+    out = distilled["root"] / "student"
+    run(ConvertConfig(init_checkpoint=str(out), output_dir=str(tmp_path / "hf")))
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["num_hidden_layers"] == 1
+    tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
+    weights = google_variable_names(BertTextClassifier.from_preset(str(out)).task_model)
+    query = weights["bert/encoder/layer_0/attention/self/query/kernel"].numpy()
+    # Hugging Face's Linear keeps [out, in]: Google's kernel transposed.
+    np.testing.assert_array_equal(
+        tensors["bert.encoder.layer.0.attention.self.query.weight"], query.T
+    )
+    assert "bert.encoder.layer.1.attention.self.query.weight" not in tensors
+
+
 # ------------------------------------------------------------------------ the teacher's logits
 
 
