@@ -269,7 +269,8 @@ def _grouped(rows):
 
 def plot(rows, times, path):
     """Mean test accuracy (all sets and seeds) against the 32-piece p50 (else the longest timed),
-    one labelled point a model, as a PNG drawn with Pillow (matplotlib is not installed here)."""
+    one labelled point a model (an int8 point at its float32 model's accuracy: int8's own is not
+    measured), as a PNG drawn with Pillow (matplotlib is not installed here)."""
     from PIL import Image, ImageDraw, ImageFont
 
     lengths = next(iter(times.values()))
