@@ -30,6 +30,7 @@ setup(
         "run_swag",
         "run_embedding",
         "batch_predict",
+        "run_distillation",
     ],
     install_requires=[
         "tensorflow==2.21.*",
@@ -81,6 +82,7 @@ setup(
             "bert-run-pretraining=run_pretraining:cli_main",
             "bert-convert-checkpoint=convert_checkpoint:cli_main",
             "bert-run-classifier=run_classifier:cli_main",
+            "bert-run-distillation=run_distillation:cli_main",
             "bert-extract-features=extract_features:cli_main",
             "bert-export-saved-model=export_saved_model:cli_main",
             "bert-evaluate-squad=evaluate_squad:cli",
