@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import tempfile
 
 import keras
 import numpy as np
@@ -247,3 +248,35 @@ def check_lora_file(backbone, path, metadata):
             "from this encoder's (load it into from_preset of the folder the adapters were trained "
             "from, before any fit or quantize)"
         )
+
+
+def head_variables(task_model, backbone):
+    """The variables of `task_model` outside its encoder `backbone` (its head), in a fixed order."""
+    encoder = {id(variable) for variable in backbone.weights}
+    return [v for v in task_model.weights if id(v) not in encoder]
+
+
+def load_task_lora_file(path, backbone, head):
+    """Loads a file's adapters into `backbone` and, if the file keeps a head, into `head` (a list
+    of variables, head_variables' order); one ValueError line on any mismatch, before any change."""
+    arrays, metadata = read_lora_file(path)
+    if "head" in metadata:
+        mine = [[head_name(v), list(v.shape)] for v in head]
+        if mine != metadata["head"]:
+            raise ValueError(
+                f"load_lora_weights: {path} holds a head {metadata['head']}, but this model's "
+                f"head is {mine}"
+            )
+    backbone.load_lora_weights(path)
+    for i, variable in enumerate(head if "head" in metadata else []):
+        variable.assign(arrays[f"head/{i}"])
+
+
+def merge_weights(source, plain):
+    """Gives `plain` (the same model built without adapters, quantized alike) the weights of
+    `source` with each adapter merged into its kernel: W + A @ B * alpha / rank, as Keras' save
+    writes it (an int8 kernel: that sum quantized again)."""
+    with tempfile.TemporaryDirectory() as folder:
+        weights = os.path.join(folder, "merged.weights.h5")
+        source.save_weights(weights)
+        plain.load_weights(weights)

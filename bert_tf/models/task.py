@@ -177,8 +177,7 @@ class BertTask(keras.Model):
 
     def head_variables(self):
         """The task model's variables outside the encoder (its head), in a fixed order."""
-        encoder = {id(variable) for variable in self.backbone.weights}
-        return [v for v in self.task_model.weights if id(v) not in encoder]
+        return adapters.head_variables(self.task_model, self.backbone)
 
     def save_lora_weights(self, path):
         """Writes the encoder's LoRA adapters and the task's head to `path` (.npz, atomically):
@@ -193,29 +192,14 @@ class BertTask(keras.Model):
           ValueError: one line naming the mismatch (base, rank, targets or head), before any
             weight changes.
         """
-        arrays, metadata = adapters.read_lora_file(path)
-        head = self.head_variables()
-        if "head" in metadata:
-            mine = [[adapters.head_name(v), list(v.shape)] for v in head]
-            if mine != metadata["head"]:
-                raise ValueError(
-                    f"load_lora_weights: {path} holds a head {metadata['head']}, but this model's "
-                    f"head is {mine}"
-                )
-        self.backbone.load_lora_weights(path)
-        for i, variable in enumerate(head if "head" in metadata else []):
-            variable.assign(arrays[f"head/{i}"])
+        adapters.load_task_lora_file(path, self.backbone, self.head_variables())
 
     def _merged_copy(self):
-        """A model of the same config and weights without adapters: each adapted kernel holds
-        W + A @ B * alpha / rank (int8: that sum quantized again), as Keras' save merges them."""
+        """A model of the same config and weights without adapters (adapters.merge_weights)."""
         config = self.get_config()
         config["lora"] = None
         merged = self.__class__.from_config(config)
-        with tempfile.TemporaryDirectory() as folder:
-            weights = os.path.join(folder, "merged.weights.h5")
-            self.task_model.save_weights(weights)
-            merged.task_model.load_weights(weights)
+        adapters.merge_weights(self.task_model, merged.task_model)
         return merged
 
     # ------------------------------------------------------------------ data
