@@ -286,7 +286,7 @@ CASES = [
             "--max_predictions_per_seq=2",
             "--do_train",
         ],  # fmt: skip
-        r"error: --input_file: .*wide\.tfrecord holds token id 40000 in its first record, but "
+        r"error: --input_file: .*wide\.tfrecord holds token id 40000 in record 0, but "
         r"--bert_config_file=.*bert_config_tiny\.json has vocab_size=30522",
     ),
     (
