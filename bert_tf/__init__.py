@@ -8,17 +8,21 @@ a saved `.keras` file names: `import keras, bert_tf` then `keras.saving.load_mod
 one. It loads TensorFlow, but none of the scripts' runs, settings or training loop.
 """
 
-from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint
-from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel, pretraining_loss
-from bert_tf.models.masked_lm import BertMaskedLM
-from bert_tf.models.multiple_choice import BertMultipleChoice
-from bert_tf.models.networks import network_registry  # every task's network: registered too
-from bert_tf.models.preprocessor import BertPreprocessor
-from bert_tf.models.question_answerer import BertQuestionAnswerer
-from bert_tf.models.text_classifier import BertTextClassifier
-from bert_tf.models.text_embedder import BertTextEmbedder
-from bert_tf.models.token_classifier import BertTokenClassifier
-from bert_tf.tokenization import FullTokenizer
+from bert_tf import cli
+
+cli.import_tensorflow_quietly()  # before the models: without TensorFlow's CUDA lines on a CPU machine
+
+from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint  # noqa: E402
+from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel, pretraining_loss  # noqa: E402
+from bert_tf.models.masked_lm import BertMaskedLM  # noqa: E402
+from bert_tf.models.multiple_choice import BertMultipleChoice  # noqa: E402
+from bert_tf.models.networks import network_registry  # noqa: E402 every task's network: registered too
+from bert_tf.models.preprocessor import BertPreprocessor  # noqa: E402
+from bert_tf.models.question_answerer import BertQuestionAnswerer  # noqa: E402
+from bert_tf.models.text_classifier import BertTextClassifier  # noqa: E402
+from bert_tf.models.text_embedder import BertTextEmbedder  # noqa: E402
+from bert_tf.models.token_classifier import BertTokenClassifier  # noqa: E402
+from bert_tf.tokenization import FullTokenizer  # noqa: E402
 
 __version__ = "0.1.0"
 

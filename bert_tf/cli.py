@@ -10,6 +10,7 @@ at any point, a lost multi-worker peer: `RunStopped`) ends with one `stopped: ..
 exit status (143 for SIGTERM).
 """
 
+import contextlib
 import os
 import re
 import sys
@@ -26,6 +27,9 @@ def _has_nvidia_device():
     return any(os.path.exists(path) for path in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg"))
 
 
+_probed = []  # [True] once load_tensorflow_quietly has listed the devices
+
+
 def load_tensorflow_quietly():
     """Imports TensorFlow and lets it probe for GPUs, without its CUDA errors on a machine with none.
 
@@ -33,10 +37,30 @@ def load_tensorflow_quietly():
     "failed call to cuInit" and similar lines. For that window only, stderr (file descriptor 2)
     passes through a filter that drops those lines; everything else goes through unchanged, and the
     filter is gone before the script's work starts. A machine with a GPU is left alone. Scripts call
-    this before their other imports.
+    this before their other imports (`import bert_tf` has imported TensorFlow by then, quietly:
+    import_tensorflow_quietly).
     """
+    if _probed or _has_nvidia_device():
+        return
+    _probed.append(True)
+    with _cuda_probe_lines_dropped():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices("GPU")
+
+
+def import_tensorflow_quietly():
+    """Imports TensorFlow with the CUDA lines of its import dropped, and no device probe (a program
+    may still configure its devices): what `import bert_tf` does first."""
     if "tensorflow" in sys.modules or _has_nvidia_device():
         return
+    with _cuda_probe_lines_dropped():
+        import tensorflow  # noqa: F401
+
+
+@contextlib.contextmanager
+def _cuda_probe_lines_dropped():
+    """stderr (file descriptor 2) without _CUDA_PROBE_LINES, inside the block."""
     sys.stderr.flush()
     read_end, write_end = os.pipe()
     saved_stderr = os.dup(2)
@@ -52,9 +76,7 @@ def load_tensorflow_quietly():
     forwarder = threading.Thread(target=forward, daemon=True)
     forwarder.start()
     try:
-        import tensorflow as tf
-
-        tf.config.list_physical_devices("GPU")
+        yield
     finally:
         sys.stderr.flush()
         os.dup2(saved_stderr, 2)  # closes the pipe's last write end: the forwarder drains and ends
