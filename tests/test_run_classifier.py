@@ -552,3 +552,64 @@ def test_a_corrupt_cached_feature_file_is_one_line_naming_it(trained, tmp_path):
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and "eval.tf_record: corrupt or truncated TFRecord" in last
     assert "Traceback" not in result.stderr
+
+
+def _write_labelled_test(data_dir, size, seed):
+    """test.tsv with `sentence<TAB>label` lines, as train.tsv; returns the labels."""
+    rng = random.Random(seed)
+    labels = [rng.choice(["pos", "neg"]) for _ in range(size)]
+    lines = [f"{_sentence(rng, label)}\t{label}\n" for label in labels]
+    (data_dir / "test.tsv").write_text("".join(lines), encoding="utf-8")
+    return labels
+
+
+def test_a_labelled_test_file_is_scored_in_test_results_txt_like_dev(trained, tmp_path, caplog):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text((trained["root"] / "data" / "train.tsv").read_text())
+    gold = _write_labelled_test(data, 20, seed=3)
+    config = tsv_config(
+        data, tmp_path / "out", do_predict=True, init_checkpoint=str(trained["root"] / "out")
+    )
+    with caplog.at_level(logging.INFO, logger="absl"):
+        run(config)
+    out = tmp_path / "out"
+    results = _read_results(out / "test_results.txt")
+    assert set(results) == set(_read_results(trained["root"] / "out" / "eval_results.txt"))
+    # The reference: test_results.tsv's argmax in labels.txt's column order, against test.tsv.
+    columns = (out / "labels.txt").read_text().split()
+    rows = [line.split("\t") for line in (out / "test_results.tsv").read_text().splitlines()]
+    probabilities = np.array(rows, dtype=np.float64)
+    predicted = [columns[i] for i in probabilities.argmax(axis=1)]
+    accuracy = np.mean([p == g for p, g in zip(predicted, gold, strict=True)])
+    assert float(results["eval_accuracy"]) == pytest.approx(accuracy, abs=1e-9)
+    gold_probabilities = probabilities[np.arange(len(gold)), [columns.index(g) for g in gold]]
+    # test_results.tsv's probabilities have 6 decimals: their log is within 1e-3 of the model's.
+    loss = -np.mean(np.log(gold_probabilities))
+    assert float(results["eval_loss"]) == pytest.approx(loss, abs=1e-3)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.strip() == f"eval_accuracy = {results['eval_accuracy']}" for m in messages)
+
+
+def test_a_test_file_without_labels_writes_no_test_results_and_says_so(trained, tmp_path, caplog):
+    config = tsv_config(
+        trained["root"] / "data", tmp_path / "out", do_predict=True,
+        init_checkpoint=str(trained["root"] / "out"),
+    )  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="absl"):
+        run(config)
+    assert (tmp_path / "out" / "test_results.tsv").exists()
+    assert not (tmp_path / "out" / "test_results.txt").exists()
+    assert not (trained["root"] / "out" / "test_results.txt").exists()
+    said = [r.getMessage() for r in caplog.records if "holds no labels" in r.getMessage()]
+    assert len(said) == 1 and "test.tsv" in said[0], said
+
+
+def test_a_test_label_outside_the_training_labels_is_one_line_before_any_step(tmp_path):
+    write_sentiment_tsv(tmp_path / "data", sizes=(("train", 8), ("dev", 4), ("test", 2)))
+    (tmp_path / "data" / "test.tsv").write_text("a fine sentence\tpos\nanother one\tmaybe\n")
+    config = tsv_config(tmp_path / "data", tmp_path / "out", do_train=True, do_predict=True)
+    with pytest.raises(InputError, match=r"test\.tsv:2: label 'maybe' is not one of") as error:
+        run(config)
+    assert "\n" not in str(error.value)
+    assert not [name for name in os.listdir(tmp_path / "out") if name.endswith(".tf_record")]

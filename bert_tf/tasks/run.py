@@ -22,6 +22,9 @@ from bert_tf.modeling import BertConfig
 from bert_tf.models.networks.task_info import TASK_FILE, read_task_info
 from bert_tf.training import TrainConfig, Trainer, check_batch_sizes, write_eval_results
 
+# The metrics of --do_predict's test data, when it holds labels (eval_results.txt's format).
+TEST_RESULTS_FILE = "test_results.txt"
+
 
 def recorded_bert_config(checkpoint_path):
     """(BertConfig, the file it is read from) that a checkpoint was trained with, or (None, None).
@@ -262,3 +265,15 @@ class Run:
         """Writes output_dir/eval_results.txt (the original's `key = value` lines), on the chief only."""
         if self.is_chief:
             write_eval_results(os.path.join(self.config.output_dir, "eval_results.txt"), results)
+
+    def write_test_results(self, results, source):
+        """Writes output_dir/test_results.txt: eval_results.txt's metrics, of the labelled test data
+        at `source` (a file, or a TFDS split), in its format, on the chief only; logs them."""
+        if self.is_chief:
+            path = os.path.join(self.config.output_dir, TEST_RESULTS_FILE)
+            logging.info("test results of %s (%s):", source, path)
+            write_eval_results(path, results)
+
+    def no_test_labels(self, source):
+        """Logs that the test data at `source` holds no labels, so no test_results.txt is written."""
+        logging.info("%s holds no labels: predictions only, no %s", source, TEST_RESULTS_FILE)

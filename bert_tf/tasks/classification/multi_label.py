@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import metrics
+from bert_tf.errors import InputError
 from bert_tf.models.networks import classifier_network
 from bert_tf.models.networks.classifier_network import DEFAULT_THRESHOLD, thresholds_of
 from bert_tf.models.networks.task_info import write_task_info
@@ -175,6 +176,10 @@ class MultiLabelRun(classification.ClassifierRun):
         return weights
 
     def label_value(self, example):
+        for label in example.label or ():
+            if label not in self.label_map:
+                where = example.source or example.guid
+                raise InputError(f"{where}: label {label!r} is not one of {self.labels}")
         return multi_hot_labels.multi_hot(example.label, self.label_map)
 
     def example_features(self, example, index):
@@ -245,6 +250,13 @@ class MultiLabelRun(classification.ClassifierRun):
         separator = self.config.label_separator
         lines = [separator.join(self._labels_over(row)) for row in probabilities]
         self.write_output("test_labels.tsv", "".join(f"{line}\n" for line in lines))
+        gold = self.test_label_ids()
+        if gold is None:
+            self.no_test_labels(self.test_source())
+        else:
+            results = evaluation_results(probabilities, gold, self.thresholds, self.labels)
+            results["global_step"] = self.trainer().global_step
+            self.write_test_results(results, self.test_source())
         return probabilities
 
 

@@ -175,10 +175,22 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         return examples
 
     def check_split(self, step, examples):
-        """The labels of the training and dev examples must be in the label set."""
-        if step != "predict":
-            for example in examples:
-                self.label_value(example)
+        """The labels of the examples (a test file's too, when it has them) must be in the label set."""
+        for example in examples:
+            self.label_value(example)
+
+    def test_label_ids(self):
+        """The test examples' label ids (scores for regression), or None when they hold no labels."""
+        examples = self.step_data("predict")
+        if any(example.label is None for example in examples):
+            return None
+        return [self.label_value(example) for example in examples]
+
+    def test_source(self):
+        """Where the test examples come from, for messages: the file(s), or the TFDS split."""
+        if self.config.tfds_name:
+            return f"--tfds_name={self.config.tfds_name}'s test split"
+        return ", ".join(map(str, self.processor.test_source(self.config.data_dir)))
 
     def label_value(self, example):
         """The label_ids of an example's features: its label's id (its score for regression)."""
@@ -293,6 +305,15 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         else:
             rows = ["\t".join(f"{p:.6f}" for p in row) for row in metrics.softmax(logits)]
         self.write_output("test_results.tsv", "".join(f"{row}\n" for row in rows))
+        label_ids = self.test_label_ids()
+        if label_ids is None:
+            self.no_test_labels(self.test_source())
+        else:
+            results = evaluation_results(
+                logits, label_ids, self.processor.task_name, self.is_regression
+            )
+            results["global_step"] = self.trainer().global_step
+            self.write_test_results(results, self.test_source())
         return logits
 
 

@@ -1,6 +1,7 @@
 """Users' own train / dev / test tables (.tsv or .csv), read by chosen columns."""
 
 import functools
+import itertools
 import os
 
 import numpy as np
@@ -113,14 +114,38 @@ class ColumnsProcessor(TableProcessor):
         if self.has_header:
             _, header = next(data_rows, (0, None))
             header = [name.strip() for name in header or []]
-        columns = self._columns(path, header, with_label=split != "test")
+        with_label = True
+        if split == "test":  # a test file may have the label column: then the run scores it
+            first = next(data_rows, None)
+            data_rows = itertools.chain([first] if first else [], data_rows)
+            with_label = first is not None and self._has_label_column(path, header, first[1])
+        columns = self._columns(path, header, with_label=with_label)
         finding_labels = split == "train" and self._given_labels is None
-        allowed = None if finding_labels or split == "test" else self.get_labels()
+        allowed = None if finding_labels or not with_label else self._known_labels()
         check_label = functools.partial(self._check_label, allowed=allowed)
         examples = self._read_examples(path, data_rows, columns, split, check_label)
         if finding_labels:
             self._found_labels = _sorted_labels(self._label_set(examples))
         return examples
+
+    def _has_label_column(self, path, header, fields):
+        """Whether a test file's rows (`fields`: its first) hold the --label_column."""
+        if self.column_specs["label_column"] is None:
+            return False
+        try:
+            columns = self._columns(path, header, with_label=True)
+        except InputError:  # a header without the label's name
+            return False
+        return not columns.missing(len(fields))
+
+    def _known_labels(self):
+        """The label set, or None when neither --labels nor the training file gives it (a run
+        without training data checks a test file's labels against its model's)."""
+        if self._given_labels is None and self._found_labels is None and self.data_dir is not None:
+            (train_path,) = self._source(self.data_dir, "train")
+            if not file_io.exists(train_path):
+                return None
+        return self.get_labels()
 
     def _label_set(self, examples):
         """The labels that examples of the training file have."""
