@@ -128,6 +128,7 @@ def _absl_main(config_class, run_function=None, make_run=None):
     `make_run(config).run()`; one line for bad input or a stop from outside."""
     from absl import app
 
+    from bert_tf import log_filter
     from bert_tf.errors import InputError, RunStopped
     from bert_tf.settings import from_flags
     from bert_tf.sigterm import stopping_on_sigterm
@@ -136,6 +137,7 @@ def _absl_main(config_class, run_function=None, make_run=None):
         if len(argv) > 1:
             raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
         try:
+            log_filter.shorten_long_lines()
             with stopping_on_sigterm():
                 config = from_flags(config_class)
                 if make_run is None:

@@ -126,3 +126,31 @@ def test_no_cuda_errors_are_printed_on_a_machine_without_a_gpu(helpshort):
         assert "cuInit" not in stderr and "cuda" not in stderr.lower(), (
             f"{script}: {stderr[-2000:]}"
         )
+
+
+@pytest.mark.parametrize("verbosity", [None, 1])
+def test_a_script_prints_no_line_over_300_characters_unless_verbosity_asks(tmp_path, verbosity):
+    # An export logs TensorFlow's signature_serialization lines, each listing every input name.
+    from conftest import REPO_DIR, SAMPLE_DIR
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = str(REPO_DIR)
+    command = [
+        sys.executable, str(REPO_DIR / "run_classifier.py"), "--task_name=tsv", "--has_header",
+        f"--data_dir={SAMPLE_DIR / 'word_order'}", "--text_a_column=sentence",
+        "--label_column=label", f"--vocab_file={SAMPLE_DIR / 'vocab.txt'}",
+        f"--bert_config_file={SAMPLE_DIR / 'bert_config_tiny.json'}", "--do_train=True",
+        "--max_seq_length=16", "--num_train_epochs=0.02", "--train_batch_size=32",
+        f"--output_dir={tmp_path / 'out'}", f"--export_dir={tmp_path / 'export'}",
+    ]  # fmt: skip
+    if verbosity is not None:
+        command.append(f"--verbosity={verbosity}")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = (result.stdout + result.stderr).splitlines()
+    long_lines = [line for line in lines if len(line) > 300]
+    if verbosity is None:
+        assert not long_lines, long_lines[0][:400]
+        assert any(line.endswith("--verbosity=1 shows them]") for line in lines)
+    else:
+        assert any("signature_serialization" in line for line in long_lines)
