@@ -25,7 +25,7 @@ def vocab_file(tmp_path_factory):
     """A 101-entry vocab for the fixture checkpoint (vocab_size 101): specials, words, pieces."""
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
     tokens += [f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"]
-    tokens += list("abcdefghijklmnopqrstuvwxyz")
+    tokens += [c for c in "abcdefghijklmnopqrstuvwxyz" if c not in tokens]  # "a" is a word
     tokens += [f"w{i}" for i in range(101 - len(tokens))]
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(tokens) + "\n")

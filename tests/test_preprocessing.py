@@ -204,15 +204,16 @@ def test_invalid_utf8_is_skipped_as_full_tokenizer_does_for_bytes(uncased, fixtu
     ] == []
 
 
-def test_repeated_and_empty_vocab_lines_keep_full_tokenizer_ids(tmp_path):
+def test_empty_and_odd_vocab_lines_keep_full_tokenizer_ids(tmp_path):
     vocab = tmp_path / "vocab.txt"
-    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "run", "", "##ning", "run", "a b", "##", "!"]
+    # Each token once (a vocabulary with a token twice is refused: test_tokenization.py).
+    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "runs", "", "##ning", "run", "a b", "##", "!"]
     vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
     texts = ["running run!", "## a b", "", "runrun"]
     reference = FullTokenizer(str(vocab), do_lower_case=True)
     got = _ids(GraphPreprocessor(str(vocab)), texts)
     assert got == [_reference_ids(reference, text) for text in texts]
-    assert got[0] == [7, 6, 7, 10]  # "run" has the id of its last line
+    assert got[0] == [7, 6, 7, 10]  # "run" has the id of its line, the empty line counted
 
 
 def test_vocab_tokens_that_never_match_are_accepted_and_too_long_ones_refused(tmp_path):
