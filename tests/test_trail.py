@@ -86,6 +86,20 @@ def _common(output_dir, **values):
     )  # fmt: skip
 
 
+def _tiny_teacher(output_dir, data_dir):
+    """A run_classifier.py folder of one training step: run_distillation.py's teacher."""
+    from bert_tf.tasks import run_script
+    from bert_tf.tasks.classification.task import SPEC, ClassifierConfig
+
+    config = ClassifierConfig(
+        bert_config_file=TINY_CONFIG, vocab_file=VOCAB, output_dir=str(output_dir),
+        task_name="tsv", data_dir=str(data_dir), text_a_column="0", label_column="1",
+        max_seq_length=32, train_batch_size=16, num_train_epochs=1.0, do_train=True,
+    )  # fmt: skip
+    run_script(SPEC, config)
+    return output_dir
+
+
 def _commands(root, austen_sentences_path):
     """{script: its command line's flags}: every training script on tiny data in `root`."""
     import numpy as np
@@ -97,8 +111,10 @@ def _commands(root, austen_sentences_path):
     squad = squad_file(root / "squad.json", version_2=False)
     with np.load(FIXTURES_DIR / "google_ckpt_tiny" / "reference.npz") as npz:
         records = write_original_records(root / "pretraining.tfrecord", dict(npz))
+    teacher = _tiny_teacher(root / "teacher", root / "tsv")
     out = {
-        name: str(root / f"out_{name}") for name in ("cls", "ner", "squad", "swag", "emb", "pre")
+        name: str(root / f"out_{name}")
+        for name in ("cls", "ner", "squad", "swag", "emb", "pre", "distil")
     }
     return {
         "run_classifier.py": _common(
@@ -109,6 +125,20 @@ def _commands(root, austen_sentences_path):
             out["squad"], train_file=squad, doc_stride=16, max_query_length=8, num_train_epochs=8
         ),
         "run_swag.py": _common(out["swag"], data_dir=root / "swag"),
+        # The student's encoder, vocab and config come from the teacher's run folder.
+        "run_distillation.py": _flags(
+            teacher_dir=teacher,
+            student_layers=1,
+            output_dir=out["distil"],
+            do_train=True,
+            task_name="tsv",
+            data_dir=root / "tsv",
+            text_a_column=0,
+            label_column=1,
+            max_seq_length=32,
+            train_batch_size=8,
+            num_train_epochs=1,
+        ),  # fmt: skip
         "run_embedding.py": _common(out["emb"], data_dir=root / "pairs"),
         "run_pretraining.py": _flags(
             bert_config_file=FIXTURES_DIR / "google_ckpt_tiny" / "bert_config.json",
@@ -150,7 +180,7 @@ def trails(tmp_path_factory, austen_sentences_path):
 
 SCRIPTS = [
     "run_classifier.py", "run_ner.py", "run_squad.py", "run_swag.py", "run_embedding.py",
-    "run_pretraining.py",
+    "run_pretraining.py", "run_distillation.py",
 ]  # fmt: skip
 
 
