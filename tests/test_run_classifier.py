@@ -613,3 +613,15 @@ def test_a_test_label_outside_the_training_labels_is_one_line_before_any_step(tm
         run(config)
     assert "\n" not in str(error.value)
     assert not [name for name in os.listdir(tmp_path / "out") if name.endswith(".tf_record")]
+
+
+@pytest.mark.parametrize("labels", [None, "neg,pos"])
+def test_a_wrong_data_dir_is_one_line_naming_the_folder_with_or_without_labels(tmp_path, labels):
+    missing = tmp_path / "no_such_data"
+    config = tsv_config(missing, tmp_path / "out", do_train=True, labels=labels)
+    with pytest.raises(InputError) as error:
+        run(config)
+    assert str(error.value) == (
+        f"--data_dir={missing}: no such folder; pass the folder that holds the task's train, dev "
+        "and test files"
+    )

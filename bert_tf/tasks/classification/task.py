@@ -72,6 +72,8 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         super().__init__(config)
         config, stride_source = self._with_checkpoint_windows(config)
         self.config = config
+        if not config.tfds_name:
+            data.check_data_dir(config.data_dir)
         self.processor = self.make_processor(config)
         self.windows = config.doc_stride is not None
         if self.windows and self.processor.is_pair:

@@ -13,6 +13,8 @@ One module per job:
 Bad data raises `InputError` naming the file and line (or the TFDS split and index).
 """
 
+import tensorflow as tf
+
 from bert_tf.errors import InputError
 from bert_tf.tasks.classification.data.glue import GLUE_TASKS, GlueProcessor
 from bert_tf.tasks.classification.data.tables import ColumnsProcessor
@@ -20,6 +22,23 @@ from bert_tf.tasks.classification.data.tfds import MNLI_MISMATCHED, TFDS_GLUE, T
 
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b"}
 TASK_NAMES = (*GLUE_TASKS, *_ALIASES, "tsv", "csv", "tfds")
+
+
+def check_data_dir(data_dir):
+    """--data_dir is a folder, or InputError naming it and what it must hold (before the files'
+    own messages, which would name a file in a folder that is not there)."""
+    if not data_dir:
+        return
+    if not tf.io.gfile.exists(data_dir):
+        raise InputError(
+            f"--data_dir={data_dir}: no such folder; pass the folder that holds the task's "
+            "train, dev and test files"
+        )
+    if not tf.io.gfile.isdir(data_dir):
+        raise InputError(
+            f"--data_dir={data_dir} is a file; pass the folder that holds the task's train, dev "
+            "and test files"
+        )
 
 
 def get_processor(source):
