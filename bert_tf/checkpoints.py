@@ -19,6 +19,7 @@ from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import file_io
+from bert_tf.checkpoint_adapters import adapter_restores, encoder_dense_layers, stored_adapters
 from bert_tf.checkpoint_reading import open_checkpoint, read_tensor
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel, BertPretrainingModel
@@ -34,7 +35,9 @@ POSITION_EMBEDDINGS = "bert/embeddings/position_embeddings"
 
 
 def _dense(prefix, layer):
-    return {f"{prefix}/kernel": layer.kernel, f"{prefix}/bias": layer.bias}
+    # With LoRA on, Dense.kernel is the merged tensor; the checkpoint's kernel is the frozen base.
+    kernel = layer._kernel if getattr(layer, "lora_enabled", False) else layer.kernel
+    return {f"{prefix}/kernel": kernel, f"{prefix}/bias": layer.bias}
 
 
 def _layer_norm(prefix, layer):
@@ -52,10 +55,11 @@ def encoder_variable_names(bert):
         POSITION_EMBEDDINGS: embeddings.position_embeddings,
         **_layer_norm("bert/embeddings/LayerNorm", embeddings.layer_norm),
     }
+    dense_layers = encoder_dense_layers(bert)
     for i, block in enumerate(bert.encoder_layers):
         prefix = f"bert/encoder/layer_{i}"
-        for part in ("query", "key", "value"):
-            names.update(_dense(f"{prefix}/attention/self/{part}", getattr(block.attention, part)))
+        for name in ("attention/self/query", "attention/self/key", "attention/self/value"):
+            names.update(_dense(f"{prefix}/{name}", dense_layers[f"{prefix}/{name}"]))
         names.update(_dense(f"{prefix}/attention/output/dense", block.attention_output))
         names.update(
             _layer_norm(f"{prefix}/attention/output/LayerNorm", block.attention_layer_norm)
@@ -208,6 +212,7 @@ class _Checkpoint:
             # A run's own checkpoint holds its own model; another's task is in its task.json.
             self.task = getattr(model, "task_name", None) if resuming else _checkpoint_task(prefix)
         self.keys = {}
+        self.adapter_keys = {}  # {Google prefix of a Dense: (key of A, key of B)}: LoRA adapters
         if self.is_google:
             self.keys = {name: name for name in google_variable_names(model) if name in self.shapes}
         else:
@@ -217,6 +222,7 @@ class _Checkpoint:
         stored = _checkpoint_paths(self.reader, self.prefix)
         parts = _parts(model)  # builds the model: its object paths then lead to every weight
         paths = _object_paths(model)
+        self.adapter_keys = stored_adapters(model, stored, paths)
         for part in parts:
             for name, variable in part.variables.items():
                 for path in paths[id(variable)]:
@@ -337,13 +343,17 @@ def restore_init_checkpoint(model, path, heads="optional", dry_run=False, resumi
                 )
             values[name] = (variable, key)
         restored.append(part.name)
+    merges = adapter_restores(model, checkpoint, values, restored, new, resuming)
     report = RestoreReport(prefix, restored, new, checkpoint.unused(model))
     if dry_run:  # the values are read too, one at a time: a damaged file is found before any work
-        for _, key in values.values():
+        for key in [key for _, key in values.values()] + [k for m in merges for k in m[1:]]:
             read_tensor(checkpoint.reader, prefix, key)
         return report
     for variable, key in values.values():
         variable.assign(read_tensor(checkpoint.reader, prefix, key))
+    for kernel, key_a, key_b in merges:  # W + A @ B * alpha / rank, alpha = rank (adapters.py)
+        a, b = (read_tensor(checkpoint.reader, prefix, key) for key in (key_a, key_b))
+        kernel.assign(kernel + tf.cast(tf.matmul(a, b), kernel.dtype))
     unused_encoder = [name for name in report.unused if name.startswith("bert/")]
     if unused_encoder:
         # Unused heads are normal (a BertModel from a pretraining checkpoint); unused encoder

@@ -13,8 +13,8 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import file_io, metrics
-from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint
+from bert_tf import adapters, file_io, metrics
+from bert_tf.checkpoints import copy_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.data.feature_cache import (
     cached_records,
     file_identity,
@@ -33,7 +33,7 @@ from bert_tf.models.networks.task_info import (
     write_vocab,
 )
 from bert_tf.optimization import create_optimizer
-from bert_tf.precision import store_in_compute_dtype
+from bert_tf.precision import build_with_policy, store_in_compute_dtype
 from bert_tf.settings import recorded_fields, recorded_settings
 from bert_tf.sigterm import doing
 from bert_tf.tasks.hooks import TaskHooks
@@ -45,6 +45,8 @@ from bert_tf.training import Trainable
 BEST_CHECKPOINT = "best_checkpoint"
 BEST_METRIC_FILE = "dev_metric.json"
 EVAL_RESULTS_FILES = ("eval_results.txt", "eval_results.json")
+# --lora_rank: the adapters and the head, beside the checkpoints (bert_tf.adapters' file format).
+LORA_FILE = "lora_weights.npz"
 
 
 def num_train_steps(config, num_train_examples):
@@ -86,8 +88,23 @@ class FineTuningRun(Run, TaskHooks):
     def checkpoint_heads(self):
         return "optional" if self.config.restore_head else "skip"
 
-    def build_model(self):
-        return self.spec.build_model(self.bert_config, self.task_info())
+    def build_model(self, lora=True):
+        """The task's model; with --lora_rank (and `lora`), its encoder frozen under adapters."""
+        model = self.spec.build_model(self.bert_config, self.task_info())
+        targets = self.config.lora_targets() if lora else None
+        if targets is not None:
+            model(model.dummy_inputs(), training=False)
+            model.bert.enable_lora(*targets)
+        return model
+
+    def write_lora_file(self):
+        """Writes output_dir/lora_weights.npz (the adapters and the head), on the chief only: with
+        the base (--init_checkpoint), all the trained model needs (bert_tf.adapters)."""
+        model = self.trainer().model
+        if self.is_chief and model.bert.lora_rank is not None:
+            path = os.path.join(self.config.output_dir, LORA_FILE)
+            head = adapters.head_variables(model, model.bert)
+            adapters.write_lora_file(path, model.bert, head=head)
 
     def task_info(self):
         """What rebuilds this run's model and export: task.json's content, the task's part being
@@ -172,8 +189,20 @@ class FineTuningRun(Run, TaskHooks):
     def validate(self):
         """Everything the run will read, checked before its first step."""
         self.check_checkpoint()
+        self.check_resumed_adapters()
         self.check_data()
         self.check_init_checkpoint(needs_head=not self.config.do_train)
+
+    def check_resumed_adapters(self):
+        """A LoRA run resumes with its --lora_rank and --lora_target_names (and a full fine-tuning
+        run without): InputError naming the flags otherwise, before any work."""
+        config = self.config
+        lora_file = os.path.join(config.output_dir, LORA_FILE)
+        if self.resumes() and (config.lora_rank or file_io.exists(lora_file)):
+            latest = tf.train.latest_checkpoint(config.output_dir)
+            restore_init_checkpoint(
+                self.build_model(), latest, "required", dry_run=True, resuming=True
+            )
 
     def trainable(self, train_path=None):
         """What the loop trains (a training.Trainable), over the training features at `train_path`."""
@@ -224,12 +253,15 @@ class FineTuningRun(Run, TaskHooks):
         every, end = self.config.eval_every_steps, trainer.config.num_train_steps
         if every <= 0:
             with reading_cached_records([path]):
-                return trainer.train()
+                outcome = trainer.train()
+            self.write_lora_file()
+            return outcome
         best = self.best_checkpoint_metric()
         outcome = None
         while trainer.global_step < end:
             with reading_cached_records([path]):
                 outcome = trainer.train(until=(trainer.global_step // every + 1) * every)
+            self.write_lora_file()
             name, value = self.dev_metric(self.evaluate())
             logging.info("step %d: %s = %.4f", trainer.global_step, name, value)
             if best is None or value > best["value"]:
@@ -254,7 +286,7 @@ class FineTuningRun(Run, TaskHooks):
             path
             for path in (
                 os.path.join(folder, name)
-                for name in (*EVAL_RESULTS_FILES, TASK_FILE, LABELS_FILE, VOCAB_FILE)
+                for name in (*EVAL_RESULTS_FILES, TASK_FILE, LABELS_FILE, VOCAB_FILE, LORA_FILE)
             )
             if file_io.exists(path)
         ]
@@ -303,6 +335,11 @@ class FineTuningRun(Run, TaskHooks):
         no longer train afterwards.
         """
         config, model = self.config, self.trainer().model
+        if model.bert.lora_rank is not None:  # a plain model of the merged kernels
+            plain = build_with_policy(lambda: self.build_model(lora=False), config.mixed_precision)
+            plain(plain.dummy_inputs(), training=False)
+            adapters.merge_weights(model, plain)
+            model = plain
         if config.mixed_precision != "float32":
             store_in_compute_dtype(model)
         return self.spec.export_model(model, self.task_info(), config.vocab_file, config.export_dir)

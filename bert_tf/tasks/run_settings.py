@@ -10,8 +10,10 @@ so the tasks run the same from flags, from tests and from bench/ without absl.
 import dataclasses
 
 from bert_tf import file_io
+from bert_tf.adapters import DEFAULT_LORA_TARGETS, LORA_TARGETS, check_lora_arguments
 from bert_tf.distribute import STRATEGIES
 from bert_tf.errors import InputError
+from bert_tf.models.task import LORA_LEARNING_RATE
 from bert_tf.precision import MIXED_PRECISION_POLICIES
 from bert_tf.settings import changed, setting
 from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
@@ -151,6 +153,19 @@ class FineTuningConfig(RunConfig, VocabFileSetting):
         "Train nothing: write sweep_results.tsv and best/ from the finished combinations (the "
         "sub-folders of --output_dir), e.g. after --sweep_shard runs on several machines.",
     )
+    lora_rank: int = setting(
+        0,
+        "Train rank-r LoRA adapters on the encoder's --lora_target_names and the task's head, the "
+        "rest of the encoder frozen (its biases too); 0: fine-tune every weight. The run keeps "
+        "lora_weights.npz (the adapters and the head) beside its checkpoints; exports merge the "
+        "adapters into the kernels. --learning_rate stays the flag's: the recipe measured for "
+        f"LoRA is --learning_rate={LORA_LEARNING_RATE:g}.",
+    )
+    lora_target_names: str = setting(
+        ",".join(DEFAULT_LORA_TARGETS),
+        "With --lora_rank: the projections of every block that take adapters, comma-separated, "
+        f"of {', '.join(LORA_TARGETS)}.",
+    )
     # Where the features are written and read: a sweep's runs share those of its --output_dir.
     feature_dir: str | None = None
 
@@ -172,6 +187,26 @@ class FineTuningConfig(RunConfig, VocabFileSetting):
             raise InputError(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
         if self.num_train_epochs <= 0:
             raise InputError(f"--num_train_epochs must be positive, got {self.num_train_epochs}")
+        self.lora_targets()
+
+    def lora_targets(self):
+        """(rank, target names) of --lora_rank and --lora_target_names, or None (LoRA off).
+
+        Raises:
+          InputError: naming the flag, for a negative rank or an unknown target name.
+        """
+        rank = self.lora_rank
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise InputError(f"--lora_rank must be 0 (off) or a positive integer, got {rank!r}")
+        names = [name.strip() for name in (self.lora_target_names or "").split(",")]
+        try:
+            targets = check_lora_arguments(max(rank, 1), [name for name in names if name])
+        except ValueError:
+            raise InputError(
+                f"--lora_target_names={self.lora_target_names}: give names of "
+                f"{', '.join(LORA_TARGETS)}, comma-separated"
+            ) from None
+        return targets if rank else None
 
     def asked_steps(self):
         """The steps the --do_* flags ask for, of "train", "eval" and "predict"."""
