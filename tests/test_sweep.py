@@ -2,10 +2,12 @@
 seeds, on run_classifier.py's small sentiment task."""
 
 import json
+import logging
 import os
 import shutil
 import statistics
 
+import numpy as np
 import pytest
 from test_run_classifier import tsv_config, write_sentiment_tsv
 
@@ -229,3 +231,43 @@ def test_eval_every_steps_keeps_the_runs_best_checkpoint_beside_the_last(
     best = read_task_info(str(tmp_path / "best_checkpoint"))
     assert best is not None and best.to_json() == read_task_info(str(tmp_path)).to_json()
     assert read_labels(str(tmp_path / "best_checkpoint")) == ["neg", "pos"]
+
+
+def test_each_seed_is_scored_on_labelled_test_data_and_the_final_prediction_says_no_resume(
+    data_dir, tmp_path, caplog
+):
+    from test_run_classifier import _write_labelled_test
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.tsv", "dev.tsv"):
+        shutil.copy(data_dir / name, data / name)
+    gold = _write_labelled_test(data, 16, seed=5)
+    init = tmp_path / "init"  # a model to start from: one step of a classifier run
+    run_script(classification.SPEC, tsv_config(data, init, do_train=True, num_train_epochs=0.25))
+    config = grid_config(
+        data, tmp_path / "sweep", learning_rate=1e-3, train_batch_size=16, seed=(2, 3),
+        do_predict=True, init_checkpoint=str(init),
+    )  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="absl"):
+        run_script(classification.SPEC, config)
+    header, row = [
+        line.split("\t")
+        for line in (tmp_path / "sweep" / "sweep_results.tsv").read_text().splitlines()
+    ]
+    assert header[-4:] == ["test seed=2", "test seed=3", "test_mean", "test_std"]
+    accuracies = []
+    for seed in (2, 3):  # the reference: each run's test_results.tsv argmax against test.tsv
+        folder = tmp_path / "sweep" / f"lr0.001_batch16_epochs1_seed{seed}"
+        columns = (folder / "labels.txt").read_text().split()
+        rows = (folder / "test_results.tsv").read_text().splitlines()
+        predicted = [columns[int(np.argmax([float(p) for p in r.split("\t")]))] for r in rows]
+        accuracies.append(float(np.mean([p == g for p, g in zip(predicted, gold, strict=True)])))
+    assert row[-4:] == [
+        f"{accuracies[0]:.4f}", f"{accuracies[1]:.4f}", f"{statistics.fmean(accuracies):.4f}",
+        f"{statistics.stdev(accuracies):.4f}",
+    ]  # fmt: skip
+    assert (tmp_path / "sweep" / "best" / "test_results.txt").exists()
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [m for m in messages if "resuming" in m]  # the final prediction trains nothing
+    assert any("--output_dir holds a checkpoint: using it" in m for m in messages)

@@ -124,6 +124,14 @@ def make_strategy(config):
     return strategy
 
 
+def read_test_results(folder):
+    """{name: value as text} of the test_results.txt in `folder`, or None when there is none."""
+    path = os.path.join(folder, TEST_RESULTS_FILE)
+    if not file_io.exists(path):
+        return None
+    return dict(line.split(" = ", 1) for line in file_io.read_text(path).splitlines() if line)
+
+
 class Run:
     """One run of a training script: its settings checked, its strategy, its Trainer.
 
@@ -195,8 +203,9 @@ class Run:
         config = self.config
         if self.resumes():
             if config.init_checkpoint:
+                use = "resuming" if getattr(config, "do_train", True) else "using it"
                 logging.info(
-                    "--output_dir holds a checkpoint: resuming, not reading --init_checkpoint"
+                    "--output_dir holds a checkpoint: %s, not reading --init_checkpoint", use
                 )
             return
         if not config.init_checkpoint:

@@ -14,7 +14,8 @@ Every fine-tuning script does this when --learning_rate, --train_batch_size, --n
     becomes best/, and a rerun skips it (the same settings would diverge again);
   * --output_dir/sweep_results.tsv gets one row per combination of learning rate, batch size and
     epochs: the metric of each seed ("diverged" for one that did), the mean and standard deviation
-    of the others;
+    of the others; with --do_predict on labelled test data, each seed's test score (of its run's
+    last model: every combination predicts), their mean and standard deviation as well;
   * --output_dir/best/ gets the best run's checkpoint (by the task's official dev metric),
     eval results and task.json; --do_predict and --export_dir then use it, and
     export_saved_model.py --init_checkpoint=<output_dir> exports it;
@@ -39,6 +40,7 @@ from bert_tf.errors import Diverged, InputError
 from bert_tf.models.networks.task_info import LABELS_FILE, TASK_FILE, VOCAB_FILE, write_vocab
 from bert_tf.sigterm import doing
 from bert_tf.tasks.finetuning import BEST_CHECKPOINT, EVAL_RESULTS_FILES
+from bert_tf.tasks.run import read_test_results
 
 SWEEP_FIELDS = ("learning_rate", "train_batch_size", "num_train_epochs", "seed")
 RESULTS_FILE = "sweep_results.tsv"
@@ -156,7 +158,7 @@ def _settings(config, combination, output_dir):
         **combination,
         output_dir=output_dir,
         feature_dir=config.output_dir,
-        do_predict=False,
+        do_predict=config.do_predict,
         export_dir=None,
         sweep_shard=None,
         sweep_collect=False,
@@ -198,6 +200,9 @@ def _outcome(task_run, combination, results):
         metric, value, checkpoint = best["metric"], best["value"], BEST_CHECKPOINT
     done = {"settings": combination, "metric": metric, "value": value, "checkpoint": checkpoint}
     done["collapsed"] = task_run.collapsed  # every dev prediction one value, or None
+    test = read_test_results(task_run.config.output_dir)  # --do_predict on labelled test data
+    if test is not None:
+        done["test_metric"], done["test_value"] = task_run.dev_metric(test)
     return done
 
 
@@ -259,6 +264,9 @@ def results_table(grid, finished):
     metric = next((done["metric"] for done in finished.values() if done["metric"]), "")
     header = [*SWEEP_FIELDS[:3], *(f"seed={seed}" for seed in seeds), "mean", "std", "metric"]
     header.append("collapsed_seeds")
+    tested = any(done.get("test_value") is not None for done in finished.values())
+    if tested:  # --do_predict on labelled test data: each seed's test score, of its last model
+        header += [*(f"test seed={seed}" for seed in seeds), "test_mean", "test_std"]
     rows = ["\t".join(header)]
     settings = list(dict.fromkeys(tuple(c[name] for name in SWEEP_FIELDS[:3]) for c in grid))
     for values in settings:
@@ -273,8 +281,25 @@ def results_table(grid, finished):
         known = [score for score in scores if score is not None]
         mean = f"{statistics.fmean(known):.4f}" if known else ""
         std = f"{statistics.stdev(known):.4f}" if len(known) > 1 else ""
-        rows.append("\t".join([*cells, mean, std, metric, ",".join(collapsed)]))
+        row = [*cells, mean, std, metric, ",".join(collapsed)]
+        if tested:
+            row += _test_cells(values, seeds, finished)
+        rows.append("\t".join(row))
     return "\n".join(rows) + "\n"
+
+
+def _test_cells(values, seeds, finished):
+    """The test score of each seed of one setting (empty when it has none), their mean and std."""
+    scores = []
+    for seed in seeds:
+        combination = dict(zip(SWEEP_FIELDS, (*values, seed), strict=True))
+        done = finished.get(run_name(combination)) or {}
+        scores.append(done.get("test_value"))
+    known = [score for score in scores if score is not None]
+    cells = ["" if score is None else f"{score:.4f}" for score in scores]
+    cells.append(f"{statistics.fmean(known):.4f}" if known else "")
+    cells.append(f"{statistics.stdev(known):.4f}" if len(known) > 1 else "")
+    return cells
 
 
 def _score_cell(done):
