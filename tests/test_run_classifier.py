@@ -596,6 +596,8 @@ def test_a_test_file_without_labels_writes_no_test_results_and_says_so(trained, 
         trained["root"] / "data", tmp_path / "out", do_predict=True,
         init_checkpoint=str(trained["root"] / "out"),
     )  # fmt: skip
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "test_results.txt").write_text("eval_accuracy = 0.5\n")  # of other data
     with caplog.at_level(logging.INFO, logger="absl"):
         run(config)
     assert (tmp_path / "out" / "test_results.tsv").exists()

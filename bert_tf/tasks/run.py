@@ -284,5 +284,9 @@ class Run:
             write_eval_results(path, results)
 
     def no_test_labels(self, source):
-        """Logs that the test data at `source` holds no labels, so no test_results.txt is written."""
+        """Logs that the test data at `source` holds no labels, so no test_results.txt is written
+        (and an earlier run's in --output_dir, of other test data, is removed)."""
+        path = os.path.join(self.config.output_dir, TEST_RESULTS_FILE)
+        if self.is_chief and file_io.exists(path):
+            tf.io.gfile.remove(path)
         logging.info("%s holds no labels: predictions only, no %s", source, TEST_RESULTS_FILE)
