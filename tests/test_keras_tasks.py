@@ -225,7 +225,7 @@ def test_tagger_bad_input_is_one_line_naming_the_argument(tagger):
         model.fit(SENTENCES[:2], [TAGS[0], [3, 0, 0, 0]])
     with pytest.raises(ValueError, match=r"^x\[0\]\[1\] = 'two words' is not one word$"):
         model.predict([["one", "two words"]])
-    with pytest.raises(ValueError, match=r"^labels: give the label strings"):
+    with pytest.raises(ValueError, match=r"^labels must be a list of at least 2 strings"):
         BertTokenClassifier(model.preprocessor, _tiny_config(), ["O"])
 
 

@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import google_variable_names
 from bert_tf.errors import InputError
+from bert_tf.models import arguments
 from bert_tf.models.text_classifier import BertTextClassifier
 
 # ---------------------------------------------------------------------------------- the loss
@@ -323,12 +324,21 @@ def distil(teacher, student_layers=None, layer_map=None, temperature=2.0, hard_l
       ValueError: one line naming the argument (more layers than the teacher's, an index out of
         range, a windowed teacher).
     """
+    if not isinstance(teacher, BertTextClassifier):
+        raise ValueError(f"teacher must be a BertTextClassifier, got {type(teacher).__name__}")
     if teacher.doc_stride is not None:
         raise ValueError("teacher: distil a teacher that reads texts whole (no doc_stride)")
     if student_layers is None and layer_map is None:
         raise ValueError("give student_layers or layer_map")
+    student_layers = arguments.integer("student_layers", student_layers, 1, optional=True)
+    if layer_map is not None:
+        if not isinstance(layer_map, list | tuple) or not layer_map:
+            raise ValueError(f"layer_map must be a list of layer indexes, got {layer_map!r}")
+        layer_map = [arguments.integer(f"layer_map[{i}]", j, 0) for i, j in enumerate(layer_map)]
+    temperature = arguments.number("temperature", temperature, 0, low_inclusive=False)
+    hard_label_weight = arguments.number("hard_label_weight", hard_label_weight, 0)
     num_teacher_layers = teacher.task_model.config.num_hidden_layers
-    mapped = None if layer_map is None else ",".join(str(int(i)) for i in layer_map)
+    mapped = None if layer_map is None else ",".join(str(i) for i in layer_map)
     try:
         layers = choose_layers(num_teacher_layers, student_layers, mapped)
     except ValueError as error:  # named as run_distillation.py's flags: name the arguments

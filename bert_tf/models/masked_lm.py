@@ -14,18 +14,26 @@ next-sentence head is not trained.
 B = texts, P = [MASK]s of a text (padded to the batch's most), V = vocabulary, K = k best.
 """
 
+import inspect
 import math
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.modeling import BertConfig, BertPretrainingModel
-from bert_tf.models import masked_lm_data, presets
-from bert_tf.models.preprocessor import BertPreprocessor
+from bert_tf.modeling import BertPretrainingModel
+from bert_tf.models import arguments, masked_lm_data, presets
+from bert_tf.models.preprocessor import BertPreprocessor, preprocessor_argument
 from bert_tf.models.task import BertTask
 
 MASK = "[MASK]"
+# The constructor's masking arguments (run_pretraining.py's flags of these names).
+MASKING_ARGUMENTS = (
+    "max_predictions_per_seq",
+    "masked_lm_prob",
+    "do_whole_word_mask",
+    "masking_seed",
+)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -59,10 +67,8 @@ class BertMaskedLM(BertTask):
             run_pretraining.py's flags of these names (defaults the original's).
           masking_seed: the seed of fit's and evaluate's masks and of fit's order of texts.
         """
-        if isinstance(preprocessor, dict):
-            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        if isinstance(bert_config, dict):
-            bert_config = BertConfig.from_dict(bert_config)
+        preprocessor = preprocessor_argument(preprocessor)
+        bert_config = arguments.bert_config(bert_config)
         for token in (MASK, "[CLS]", "[SEP]"):
             if token not in preprocessor.vocabulary:
                 raise ValueError(f"vocabulary: no {token} token")
@@ -90,6 +96,10 @@ class BertMaskedLM(BertTask):
           ValueError: one line naming the folder, when it holds no checkpoint, vocabulary or
             masked-LM head.
         """
+        arguments.known_keywords("BertMaskedLM.from_preset", masking, MASKING_ARGUMENTS)
+        parameters = inspect.signature(cls.__init__).parameters
+        defaults = {name: parameters[name].default for name in MASKING_ARGUMENTS}
+        masked_lm_data.check_masking(**{**defaults, **masking})
         preset = presets.read_preset(folder, vocabulary, do_lower_case, max_seq_length)
         if preset.kind == "keras_hub":
             raise ValueError(
@@ -202,8 +212,7 @@ class BertMaskedLM(BertTask):
           For each text, for each mark in order, a list of k (word piece, log-probability),
           best first. A mark past max_seq_length (cut off) is left out.
         """
-        if not isinstance(k, int) or k <= 0:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        arguments.integer("k", k, 1)
         features, counts = self.masked_features(texts)
         log_probs = self(features, training=False).numpy()  # [B, P, V]
         best = np.argsort(-log_probs, axis=-1, kind="stable")[..., :k]  # [B, P, K]

@@ -17,6 +17,8 @@ B = batch, S = sequence length, P = max_predictions_per_seq.
 
 import tensorflow as tf
 
+from bert_tf.models import arguments
+
 MASK, CLS, SEP = "[MASK]", "[CLS]", "[SEP]"
 
 
@@ -28,21 +30,17 @@ def _masking():
     return masking
 
 
-def check_masking(max_predictions_per_seq, masked_lm_prob, do_whole_word_mask, seed):
+def check_masking(max_predictions_per_seq, masked_lm_prob, do_whole_word_mask, masking_seed):
     """A MaskingOptions of run_pretraining.py's flags' values; ValueError naming a bad one."""
-    if not isinstance(max_predictions_per_seq, int) or max_predictions_per_seq <= 0:
-        raise ValueError(
-            f"max_predictions_per_seq must be a positive integer, got {max_predictions_per_seq!r}"
-        )
-    if not 0 < masked_lm_prob <= 1:
-        raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob!r}")
-    if not isinstance(seed, int):
-        raise ValueError(f"masking_seed must be an integer, got {seed!r}")
     return _masking().MaskingOptions(
-        max_predictions_per_seq=max_predictions_per_seq,
-        masked_lm_prob=float(masked_lm_prob),
-        do_whole_word_mask=bool(do_whole_word_mask),
-        seed=seed,
+        max_predictions_per_seq=arguments.integer(
+            "max_predictions_per_seq", max_predictions_per_seq, 1
+        ),
+        masked_lm_prob=arguments.number(
+            "masked_lm_prob", masked_lm_prob, 0, 1, low_inclusive=False
+        ),
+        do_whole_word_mask=arguments.boolean("do_whole_word_mask", do_whole_word_mask),
+        seed=arguments.integer("masking_seed", masking_seed),
     )
 
 

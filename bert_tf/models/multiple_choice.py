@@ -12,11 +12,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.modeling import BertConfig
-from bert_tf.models import presets
+from bert_tf.models import arguments, presets
 from bert_tf.models.networks import multiple_choice_network
 from bert_tf.models.networks.task_info import TaskInfo
-from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
+from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch, preprocessor_argument
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask, integer_labels
 
 # The paper's SWAG recipe: learning rate 2e-5 (BERT paper, section 4.4), 3 epochs, batch 16.
@@ -50,10 +49,8 @@ class BertMultipleChoice(BertTask):
           preprocessor: a BertPreprocessor (or its config).
           bert_config: a BertConfig, or a dict of bert_config.json keys.
         """
-        if isinstance(preprocessor, dict):
-            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        if isinstance(bert_config, dict):
-            bert_config = BertConfig.from_dict(bert_config)
+        preprocessor = preprocessor_argument(preprocessor)
+        bert_config = arguments.bert_config(bert_config)
         kwargs.setdefault("name", "bert_multiple_choice")
         super().__init__(
             preprocessor, multiple_choice_network.MultipleChoiceNetwork(bert_config), **kwargs
@@ -109,8 +106,7 @@ class BertMultipleChoice(BertTask):
 
     def dataset(self, columns, labels=None, batch_size=DEFAULT_BATCH_SIZE, shuffle=False):
         """Batches of {"input_ids", "input_mask", "segment_ids"} [N, C, S] (and labels)."""
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        arguments.integer("batch_size", batch_size, 1)
         texts = tuple(tf.constant(column.tolist(), tf.string) for column in columns)
         tokenizer = self.preprocessor.tokenizer
 

@@ -17,18 +17,32 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import preprocessing
-from bert_tf.models import presets
+from bert_tf.models import arguments, presets
 from bert_tf.tokenization import load_vocab
 
 
 def _vocabulary_tokens(vocabulary):
     """The tokens in id order, from a vocab.txt path or a list of tokens."""
-    if isinstance(vocabulary, str | os.PathLike):
-        return list(load_vocab(os.fspath(vocabulary)))
-    tokens = [str(token) for token in vocabulary]
-    if not tokens:
-        raise ValueError("vocabulary: the list of tokens is empty")
-    return tokens
+    vocabulary = arguments.vocabulary(vocabulary)
+    if isinstance(vocabulary, str):
+        return list(load_vocab(vocabulary))
+    return vocabulary
+
+
+def preprocessor_argument(preprocessor):
+    """A task model's `preprocessor` argument: a BertPreprocessor, or its config (a saved model's).
+
+    Raises:
+      ValueError: naming the argument, for anything else (a saved file's config that names
+        another class, e.g. one tampered with, included).
+    """
+    if isinstance(preprocessor, dict):
+        preprocessor = keras.saving.deserialize_keras_object(preprocessor)
+    if not isinstance(preprocessor, BertPreprocessor):
+        raise ValueError(
+            f"preprocessor must be a BertPreprocessor (or its config), got {preprocessor!r}"
+        )
+    return preprocessor
 
 
 def as_text_batch(texts, argument):
@@ -67,10 +81,12 @@ class BertPreprocessor(keras.layers.Layer):
           max_seq_length: longest packed row; longer texts are cut.
         """
         kwargs.setdefault("trainable", False)
+        tokens = _vocabulary_tokens(vocabulary)
+        do_lower_case = arguments.boolean("do_lower_case", do_lower_case)
+        max_seq_length = arguments.integer("max_seq_length", max_seq_length, 2)
         super().__init__(**kwargs)
-        self.vocabulary = _vocabulary_tokens(vocabulary)
-        self.do_lower_case = bool(do_lower_case)
-        self.max_seq_length = int(max_seq_length)
+        self.vocabulary, self.do_lower_case = tokens, do_lower_case
+        self.max_seq_length = max_seq_length
         # The in-graph tokenizer and an export's assets/ read a file: this layer's own copy.
         self._folder = tempfile.mkdtemp(prefix="bert_tf_vocab_")
         weakref.finalize(self, shutil.rmtree, self._folder, True)
@@ -88,6 +104,19 @@ class BertPreprocessor(keras.layers.Layer):
             tf.function(self.tokenizer.__call__, input_signature=[spec] * 2, autograph=False),
         ]
         self.built = True
+
+    @classmethod
+    def from_config(cls, config):
+        """The layer of a saved config, whose vocabulary is the list of tokens get_config writes:
+        a path there (which would read a file of the loading machine) is refused, as any config
+        bert_tf's save does not write (arguments.from_saved_config)."""
+
+        def build(vocabulary=None, **settings):
+            if not isinstance(vocabulary, list):
+                raise ValueError(f"vocabulary must be the list of tokens, got {vocabulary!r:.80}")
+            return cls(vocabulary, **settings)
+
+        return arguments.from_saved_config(cls, config, build)
 
     def features(self, *texts):
         """text_a (and text_b): tf.string [B] -> {"input_ids", "input_mask", "segment_ids"}: int32

@@ -33,6 +33,7 @@ from bert_tf.errors import InputError
 from bert_tf.formats import keras_hub_preset
 from bert_tf.formats.sentence_transformers_folder import EMBEDDING_FILE
 from bert_tf.modeling import BertConfig, BertModel
+from bert_tf.models import arguments
 from bert_tf.models.networks.task_info import POOLINGS, TASK_FILE, read_task_info
 from bert_tf.tokenization import REQUIRED_TOKENS, load_vocab, validate_case_matches_checkpoint
 
@@ -97,14 +98,18 @@ def read_preset(folder, vocabulary=None, do_lower_case=None, max_seq_length=None
     override what the folder says.
 
     Raises:
-      ValueError: one line naming the folder or file: no checkpoint, no vocabulary, a bad
-        bert_config.json or task.json, a max_seq_length over the model's positions.
+      ValueError: one line naming the argument (bert_tf.models.arguments), before the folder is
+        read; or naming the folder or file: no checkpoint, no vocabulary, a bad bert_config.json
+        or task.json, a max_seq_length over the model's positions.
     """
-    folder = os.fspath(folder)
+    folder = arguments.path("folder", folder)
+    vocabulary = arguments.path("vocabulary", vocabulary, optional=True)
+    do_lower_case = arguments.boolean("do_lower_case", do_lower_case, optional=True)
+    max_seq_length = arguments.integer("max_seq_length", max_seq_length, 2, optional=True)
     kind = folder_kind(folder)
     readers = {"run": _read_run, "release": _read_release, "keras_hub": _read_keras_hub}
     values = readers[kind](folder)
-    vocab_file = os.fspath(vocabulary) if vocabulary is not None else values.pop("vocab_file")
+    vocab_file = vocabulary if vocabulary is not None else values.pop("vocab_file")
     values.pop("vocab_file", None)
     _check_vocab(vocab_file, folder, values["bert_config"].vocab_size)
     checkpoint = None
@@ -114,9 +119,9 @@ def read_preset(folder, vocabulary=None, do_lower_case=None, max_seq_length=None
         except FileNotFoundError as error:
             raise ValueError(f"preset folder {folder}: {error}") from None
     if do_lower_case is not None:
-        values["do_lower_case"] = bool(do_lower_case)
+        values["do_lower_case"] = do_lower_case
     if max_seq_length is not None:
-        values["max_seq_length"] = int(max_seq_length)
+        values["max_seq_length"] = max_seq_length
     positions = values["bert_config"].max_position_embeddings
     if values["max_seq_length"] > positions:
         raise ValueError(

@@ -16,11 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import InputError
-from bert_tf.modeling import BertConfig
-from bert_tf.models import presets
+from bert_tf.models import arguments, presets
 from bert_tf.models.networks import squad_network, squad_serving
 from bert_tf.models.networks.task_info import TaskInfo
-from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
+from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch, preprocessor_argument
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask
 
 # The paper's SQuAD 1.1 recipe: 3e-5 for 2 epochs (BERT paper, section 4.2).
@@ -64,10 +63,8 @@ class BertQuestionAnswerer(BertTask):
           **settings: run_squad.py's doc_stride, max_query_length, n_best_size,
             max_answer_length (its defaults), and Keras' name, etc.
         """
-        if isinstance(preprocessor, dict):
-            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        if isinstance(bert_config, dict):
-            bert_config = BertConfig.from_dict(bert_config)
+        preprocessor = preprocessor_argument(preprocessor)
+        bert_config = arguments.bert_config(bert_config)
         given = {name: settings.pop(name) for name in _SETTINGS if name in settings}
         self.settings = _qa_settings(preprocessor.max_seq_length, given)
         settings.setdefault("name", "bert_question_answerer")
@@ -84,9 +81,9 @@ class BertQuestionAnswerer(BertTask):
         Raises:
           ValueError: one line naming the folder or the argument, before any model is built.
         """
-        unknown = sorted(set(settings) - set(_SETTINGS))
-        if unknown:
-            raise ValueError(f"unknown arguments {unknown} (settings: {list(_SETTINGS)})")
+        arguments.known_keywords("BertQuestionAnswerer.from_preset", settings, _SETTINGS)
+        for name, value in settings.items():
+            arguments.integer(name, value, 1)
         preset = presets.read_preset(folder, vocabulary, do_lower_case, max_seq_length)
         heads = "optional"
         if preset.kind == "run":
@@ -149,8 +146,7 @@ class BertQuestionAnswerer(BertTask):
     def dataset(self, columns, labels=None, batch_size=DEFAULT_BATCH_SIZE, shuffle=False):
         """Batches of windows [W, T] with their (start, end) positions; without labels, of
         (questions, contexts)."""
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        arguments.integer("batch_size", batch_size, 1)
         texts = tuple(tf.constant(column.tolist(), tf.string) for column in columns)
         if labels is None:
             return tf.data.Dataset.from_tensor_slices(texts).batch(batch_size)
@@ -232,8 +228,7 @@ class BertQuestionAnswerer(BertTask):
 def _qa_settings(max_seq_length, settings):
     """QaSettings of the arguments; ValueError naming the argument."""
     for name, value in settings.items():
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        arguments.integer(name, value, 1)
     try:
         return squad_serving.QaSettings(max_seq_length=max_seq_length, **settings)
     except InputError as error:

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import adapters, file_io
+from bert_tf.models import arguments
 from bert_tf.models.preprocessor import as_text_batch
 from bert_tf.optimization import AdamWeightDecay, WarmupLinearDecay, create_optimizer
 
@@ -64,6 +65,12 @@ class BertTask(keras.Model):
             self.backbone.enable_lora(lora["rank"], lora["target_names"])
         self.compile()
 
+    @classmethod
+    def from_config(cls, config):
+        """The model of a saved config (keras.saving.load_model's); one ValueError saying the
+        config was refused when it is not one bert_tf's save writes (arguments.from_saved_config)."""
+        return arguments.from_saved_config(cls, config, cls)
+
     @property
     def backbone(self):
         """The encoder, a bert_tf.modeling.BertModel (the task model itself for the embedder)."""
@@ -104,23 +111,26 @@ class BertTask(keras.Model):
         kwargs.setdefault("jit_compile", False)
         self._recipe = None
         if optimizer == "auto":
-            rate = None if learning_rate is None else float(learning_rate)
-            if not 0 <= warmup_proportion < 1:
-                raise ValueError(f"warmup_proportion must be in [0, 1), got {warmup_proportion}")
-            self._recipe = {"learning_rate": rate, "warmup_proportion": float(warmup_proportion)}
+            rate = None
+            if learning_rate is not None:
+                rate = arguments.number("learning_rate", learning_rate, 0, low_inclusive=False)
+            warmup = arguments.number(
+                "warmup_proportion", warmup_proportion, 0, 1, high_inclusive=False
+            )
+            self._recipe = {"learning_rate": rate, "warmup_proportion": warmup}
             optimizer = AdamWeightDecay(WarmupLinearDecay(self._recipe_rate(), None, 0))
         elif learning_rate is not None:
             raise ValueError("learning_rate: set it on the optimizer, or use optimizer='auto'")
         if metrics == "auto":
             kwargs.setdefault("weighted_metrics", self.default_weighted_metrics())
-        arguments = {
+        compile_arguments = {
             "loss": self.default_loss() if loss == "auto" else loss,
             "metrics": self.default_metrics() if metrics == "auto" else metrics,
             **kwargs,
         }
         # Kept out of Keras' state tracking (compile tracks the metrics itself): after quantize,
         # Keras locks the model's tracker, and a tracked new metric would be refused.
-        object.__setattr__(self, "_compile_arguments", arguments)
+        object.__setattr__(self, "_compile_arguments", compile_arguments)
         super().compile(optimizer=optimizer, **self._compile_arguments)
 
     def get_compile_config(self):
@@ -232,8 +242,7 @@ class BertTask(keras.Model):
 
     def dataset(self, columns, labels=None, batch_size=DEFAULT_BATCH_SIZE, shuffle=False):
         """A tf.data.Dataset of (features, labels) batches (features alone without labels)."""
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        arguments.integer("batch_size", batch_size, 1)
         texts = tuple(tf.constant(list(column), tf.string) for column in columns)
         tokenizer = self.preprocessor.features
         if labels is None:
@@ -366,7 +375,12 @@ def labels_array(y, num_examples, argument):
         raise ValueError(f"{argument}: labels are required")
     labels = np.asarray(y)
     if labels.dtype == object or labels.dtype.kind in "USb":
-        raise ValueError(f"{argument}: labels must be numbers, got {labels.dtype}")
+        flat = np.asarray(y, dtype=object).reshape(-1)
+        first = next((item for item in flat if not isinstance(item, int | float)), None)
+        raise ValueError(
+            f"{argument}: labels must be numbers here, got {type(first).__name__} values such as "
+            f"{first!r}"
+        )
     if len(labels) != num_examples:
         raise ValueError(f"{argument}: {len(labels)} labels for {num_examples} texts")
     return labels
@@ -378,8 +392,4 @@ def doc_stride_argument(doc_stride):
     Raises:
       ValueError: one line, for anything but a positive integer (a bool included).
     """
-    if doc_stride is None:
-        return None
-    if isinstance(doc_stride, bool) or not isinstance(doc_stride, int) or doc_stride <= 0:
-        raise ValueError(f"doc_stride must be a positive integer, got {doc_stride!r}")
-    return int(doc_stride)
+    return arguments.integer("doc_stride", doc_stride, 1, optional=True)

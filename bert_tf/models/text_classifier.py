@@ -11,12 +11,11 @@ N = texts, L = labels (1 for regression).
 import keras
 import numpy as np
 
-from bert_tf.modeling import BertConfig
-from bert_tf.models import classifier_windows, presets
+from bert_tf.models import arguments, classifier_windows, presets
 from bert_tf.models.networks import classifier_network
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.models.networks.text_windows import WINDOW_COMBINATIONS
-from bert_tf.models.preprocessor import BertPreprocessor
+from bert_tf.models.preprocessor import BertPreprocessor, preprocessor_argument
 from bert_tf.models.task import BertTask, doc_stride_argument, integer_labels, labels_array
 
 # The peak learning rate of the default compile: the paper's 5e-5 (it picks among 5e-5, 3e-5 and
@@ -74,24 +73,26 @@ class BertTextClassifier(BertTask):
             with its text's label (a batch is batch_size texts' windows), predict and evaluate
             combine a text's windows by `window_combination` (weighted_mean, mean or max).
         """
-        if isinstance(preprocessor, dict):
-            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        self.multi_label, self.regression = bool(multi_label), bool(regression)
+        preprocessor = preprocessor_argument(preprocessor)
+        bert_config = arguments.bert_config(bert_config)
+        settings = _checked_settings(
+            num_classes, multi_label, regression, text_pairs, doc_stride, window_combination
+        )
+        self.multi_label, self.regression = settings["multi_label"], settings["regression"]
         self.num_classes = _check_num_classes(num_classes, self.multi_label, self.regression)
-        if labels is None:
-            labels = [] if self.regression else [str(i) for i in range(self.num_classes)]
-        if not self.regression and len(labels) != self.num_classes:
-            raise ValueError(f"labels: {len(labels)} strings for num_classes={self.num_classes}")
-        self.labels = [str(label) for label in labels]
-        self.text_pairs = None if text_pairs is None else bool(text_pairs)
+        self.labels = _checked_labels(labels, self.num_classes, self.regression)
+        self.text_pairs = settings["text_pairs"]
         self.doc_stride, self.window_combination = _check_windows(
-            doc_stride, window_combination, self.text_pairs
+            settings["doc_stride"], window_combination, self.text_pairs
+        )
+        arguments.at_most(
+            "doc_stride",
+            self.doc_stride,
+            preprocessor.max_seq_length - 2,
+            "max_seq_length - 2 (a window's wordpieces)",
         )
         if self.doc_stride is not None:
             self.text_pairs = False
-        bert_config = (
-            BertConfig.from_dict(bert_config) if isinstance(bert_config, dict) else bert_config
-        )
         if self.multi_label:
             task_model = classifier_network.BertMultiLabelClassifier(bert_config, self.num_classes)
         else:
@@ -124,37 +125,54 @@ class BertTextClassifier(BertTask):
         Raises:
           ValueError: one line naming the folder or the argument, before any model is built.
         """
+        given = _checked_settings(
+            num_classes,
+            multi_label,
+            regression,
+            text_pairs,
+            doc_stride,
+            window_combination,
+            optional=True,
+        )
+        if labels is not None:
+            arguments.string_list("labels", labels, 0)
         preset = presets.read_preset(folder, vocabulary, do_lower_case, max_seq_length)
         if preset.kind == "run":
-            given = (
-                num_classes,
-                multi_label,
-                regression,
-                text_pairs,
-                doc_stride,
-                window_combination,
-            )
-            settings = _run_settings(preset, *given)
+            settings = _run_settings(preset, **given)
             labels = settings.pop("labels") if labels is None else labels
             heads = "required"
         else:
             settings = {
-                "num_classes": num_classes,
+                **given,
                 "multi_label": bool(multi_label),
                 "regression": bool(regression),
-                "text_pairs": text_pairs,
-                "doc_stride": doc_stride,
                 "window_combination": window_combination or "weighted_mean",
             }
             heads = "optional"
         # The arguments are checked before the preprocessor's tables are built.
         _check_num_classes(settings["num_classes"], settings["multi_label"], settings["regression"])
+        _checked_labels(labels, settings["num_classes"], settings["regression"])
         _check_windows(settings["doc_stride"], settings["window_combination"], text_pairs)
+        arguments.at_most(
+            "doc_stride",
+            settings["doc_stride"],
+            preset.max_seq_length - 2,
+            "max_seq_length - 2 (a window's wordpieces)",
+        )
         model = cls(
             BertPreprocessor.of_preset(preset), preset.bert_config, labels=labels, **settings
         )
         presets.restore(model.task_model, preset, heads=heads)
         return model
+
+    @classmethod
+    def distil(cls, teacher, student_layers=None, **kwargs):
+        """A shallower student of `teacher` whose fit(x=texts) learns the teacher's probabilities
+        (bert_tf.models.distillation.distil: layer_map, temperature, hard_label_weight)."""
+        # Imported here: distillation's student class derives from this one.
+        from bert_tf.models import distillation
+
+        return distillation.distil(teacher, student_layers, **kwargs)
 
     def call(self, inputs, training=None):
         """{"input_ids", "input_mask", "segment_ids"}: int32 [N, S] -> logits float32 [N, L]."""
@@ -203,9 +221,17 @@ class BertTextClassifier(BertTask):
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
     def check_labels(self, y, num_examples, argument="y"):
-        """int32 [N] labels in [0, L); float32 [N, L] of 0 and 1 (multi_label); float32 [N] scores."""
+        """int32 [N] labels in [0, L); float32 [N, L] of 0 and 1 (multi_label); float32 [N] scores.
+
+        y may name the labels instead: a label string of `labels` per text, or (multi_label) a
+        list of them per text.
+        """
+        default = self.labels == [str(i) for i in range(self.num_classes)]
         if not self.regression and not self.multi_label:
+            y = arguments.label_ids(y, self.labels, default, argument)
             return integer_labels(y, num_examples, self.num_classes, argument)
+        if self.multi_label:
+            y = arguments.label_rows(y, self.labels, default, argument)
         labels = labels_array(y, num_examples, argument).astype(np.float32)
         if self.regression:
             if labels.ndim != 1:
@@ -258,6 +284,24 @@ class BertTextClassifier(BertTask):
         }
 
 
+def _checked_settings(
+    num_classes, multi_label, regression, text_pairs, doc_stride, window_combination,
+    optional=False,
+):  # fmt: skip
+    """The classifier's settings, each checked by type (None passes for those not given when
+    `optional`, as from_preset takes them)."""
+    return {
+        "num_classes": arguments.integer("num_classes", num_classes, 1, optional=True),
+        "multi_label": arguments.boolean("multi_label", multi_label, optional=optional),
+        "regression": arguments.boolean("regression", regression, optional=optional),
+        "text_pairs": arguments.boolean("text_pairs", text_pairs, optional=True),
+        "doc_stride": doc_stride_argument(doc_stride),
+        "window_combination": arguments.choice(
+            "window_combination", window_combination, WINDOW_COMBINATIONS, optional=optional
+        ),
+    }
+
+
 def _check_num_classes(num_classes, multi_label, regression):
     if regression:
         if multi_label:
@@ -267,25 +311,37 @@ def _check_num_classes(num_classes, multi_label, regression):
         return 1
     if num_classes is None:
         raise ValueError("num_classes is required (or regression=True)")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
-        raise ValueError(f"num_classes must be an integer, got {num_classes!r}")
-    if num_classes < 1 or (num_classes < 2 and not multi_label):
-        raise ValueError(f"num_classes must be at least 2, got {num_classes}")
-    return int(num_classes)
+    minimum = 1 if multi_label else 2
+    return arguments.integer("num_classes", num_classes, minimum)
+
+
+def _checked_labels(labels, num_classes, regression):
+    """The label strings: those given (one per class), else "0", "1", ...; none for regression."""
+    if labels is None:
+        return [] if regression else [str(i) for i in range(num_classes)]
+    labels = arguments.string_list("labels", labels, 0)
+    if regression and labels:
+        raise ValueError(f"labels={labels} with regression: a score has no labels")
+    if not regression and len(labels) != num_classes:
+        raise ValueError(
+            f"labels: {len(labels)} strings for num_classes={num_classes}; give one per class"
+        )
+    return labels
 
 
 def _check_windows(doc_stride, window_combination, text_pairs):
-    if window_combination not in WINDOW_COMBINATIONS:
-        raise ValueError(
-            f"window_combination must be one of {WINDOW_COMBINATIONS}, got {window_combination!r}"
-        )
+    window_combination = arguments.choice(
+        "window_combination", window_combination, WINDOW_COMBINATIONS
+    )
     doc_stride = doc_stride_argument(doc_stride)
     if doc_stride is not None and text_pairs:
         raise ValueError("doc_stride reads single texts in windows, not text pairs")
     return doc_stride, window_combination
 
 
-def _run_settings(preset, num_classes, multi_label, regression, text_pairs, stride, combination):
+def _run_settings(
+    preset, num_classes, multi_label, regression, text_pairs, doc_stride, window_combination
+):
     """The classifier settings of a run's task.json, checked against the arguments given."""
     info, where = preset.task_info, f"the run in {preset.folder}"
     if info.model_type not in (
@@ -300,8 +356,8 @@ def _run_settings(preset, num_classes, multi_label, regression, text_pairs, stri
         ("multi_label", multi_label, is_multi_label),
         ("regression", regression, info.settings.is_regression),
         ("text_pairs", text_pairs, info.settings.is_pair),
-        ("doc_stride", stride, info.settings.doc_stride),
-        ("window_combination", combination, info.settings.window_combination),
+        ("doc_stride", doc_stride, info.settings.doc_stride),
+        ("window_combination", window_combination, info.settings.window_combination),
     ):
         if given is not None and given != recorded:
             raise ValueError(f"{name}={given}, but {where} has {name}={recorded}")

@@ -15,11 +15,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.modeling import BertConfig
-from bert_tf.models import presets
+from bert_tf.models import arguments, presets
 from bert_tf.models.networks import embedder_network
 from bert_tf.models.networks.task_info import POOLINGS, TaskInfo
-from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
+from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch, preprocessor_argument
 from bert_tf.models.task import BertTask
 
 
@@ -61,15 +60,11 @@ class BertTextEmbedder(BertTask):
           similarity_scale: the loss's multiplier of cosine similarities (run_embedding.py
             --similarity_scale; sentence-transformers' 20).
         """
-        if isinstance(preprocessor, dict):
-            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        if not similarity_scale > 0:
-            raise ValueError(f"similarity_scale must be positive, got {similarity_scale!r}")
-        self.similarity_scale = float(similarity_scale)
-        if isinstance(bert_config, dict):
-            bert_config = BertConfig.from_dict(bert_config)
+        preprocessor = preprocessor_argument(preprocessor)
+        bert_config = arguments.bert_config(bert_config)
+        pooling = arguments.choice("pooling", pooling, POOLINGS)
+        normalize = arguments.boolean("normalize", normalize)
+        self.similarity_scale = _checked_scale(similarity_scale)
         task_model = embedder_network.BertEmbedder(
             bert_config, pooling=pooling, normalize=normalize
         )
@@ -95,6 +90,9 @@ class BertTextEmbedder(BertTask):
         Raises:
           ValueError: one line naming the folder or the argument, before any model is built.
         """
+        arguments.choice("pooling", pooling, POOLINGS, optional=True)
+        arguments.boolean("normalize", normalize, optional=True)
+        _checked_scale(similarity_scale)
         preset = presets.read_preset(folder, vocabulary, do_lower_case, max_seq_length)
         recorded = {"pooling": "mean", "normalize": True}
         if preset.kind == "run":
@@ -107,7 +105,7 @@ class BertTextEmbedder(BertTask):
         elif preset.embedding is not None:
             recorded = {key: preset.embedding[key] for key in recorded}
         pooling = recorded["pooling"] if pooling is None else pooling
-        normalize = recorded["normalize"] if normalize is None else bool(normalize)
+        normalize = recorded["normalize"] if normalize is None else normalize
         model = cls(
             BertPreprocessor.of_preset(preset),
             preset.bert_config,
@@ -159,8 +157,7 @@ class BertTextEmbedder(BertTask):
         """Texts [N] (predict) or, with labels, rows: ({"input_ids", ...} int32 [B, T, S], [B])."""
         if labels is None:
             return super().dataset(columns, labels, batch_size, shuffle)
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        arguments.integer("batch_size", batch_size, 1)
         texts = tuple(tf.constant(list(column), tf.string) for column in columns)
         dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
         if shuffle:
@@ -220,6 +217,10 @@ class BertTextEmbedder(BertTask):
             "normalize": self.task_model.normalize,
             "similarity_scale": self.similarity_scale,
         }
+
+
+def _checked_scale(similarity_scale):
+    return arguments.number("similarity_scale", similarity_scale, 0, low_inclusive=False)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -14,11 +14,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.modeling import BertConfig
-from bert_tf.models import presets
+from bert_tf.models import arguments, presets
 from bert_tf.models.networks import tagger_network, tagging_serving
 from bert_tf.models.networks.task_info import TaskInfo
-from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch
+from bert_tf.models.preprocessor import BertPreprocessor, as_text_batch, preprocessor_argument
 from bert_tf.models.task import DEFAULT_BATCH_SIZE, BertTask, doc_stride_argument
 
 # The paper's CoNLL-2003 recipe picks among 5e-5, 3e-5 and 2e-5 (as for the classifier).
@@ -84,12 +83,16 @@ class BertTokenClassifier(BertTask):
           doc_stride: the windows of a long text start this many pieces apart (run_ner.py
             --doc_stride; default (max_seq_length - 2) // 2).
         """
-        if isinstance(preprocessor, dict):
-            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        if isinstance(bert_config, dict):
-            bert_config = BertConfig.from_dict(bert_config)
+        preprocessor = preprocessor_argument(preprocessor)
+        bert_config = arguments.bert_config(bert_config)
         self.labels = _check_labels(labels)
         self.doc_stride = doc_stride_argument(doc_stride)
+        arguments.at_most(
+            "doc_stride",
+            self.doc_stride,
+            preprocessor.max_seq_length - 2,
+            "max_seq_length - 2 (a window's wordpieces)",
+        )
         self.windows = tagging_serving.TaggingPreprocessor(preprocessor.tokenizer, self.doc_stride)
         kwargs.setdefault("name", "bert_token_classifier")
         task_model = tagger_network.BertTagger(bert_config, len(self.labels))
@@ -113,6 +116,9 @@ class BertTokenClassifier(BertTask):
         Raises:
           ValueError: one line naming the folder or the argument, before any model is built.
         """
+        if labels is not None:
+            _check_labels(labels)
+        doc_stride_argument(doc_stride)
         preset = presets.read_preset(folder, vocabulary, do_lower_case, max_seq_length)
         heads = "optional"
         if preset.kind == "run":
@@ -129,7 +135,12 @@ class BertTokenClassifier(BertTask):
                     raise ValueError(f"{name}={given}, but {where} has {name}={recorded}")
             labels, doc_stride, heads = info.labels, info.settings.doc_stride, "required"
         _check_labels(labels)
-        doc_stride_argument(doc_stride)
+        arguments.at_most(
+            "doc_stride",
+            doc_stride,
+            preset.max_seq_length - 2,
+            "max_seq_length - 2 (a window's wordpieces)",
+        )
         model = cls(BertPreprocessor.of_preset(preset), preset.bert_config, labels, doc_stride)
         presets.restore(model.task_model, preset, heads=heads)
         return model
@@ -190,8 +201,7 @@ class BertTokenClassifier(BertTask):
 
     def dataset(self, columns, labels=None, batch_size=DEFAULT_BATCH_SIZE, shuffle=False):
         """Batches of the windows (and the word labels [N, W], -1 past a text's words)."""
-        if not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        arguments.integer("batch_size", batch_size, 1)
         texts = tf.constant(columns[0].tolist(), tf.string)
 
         def windows(text):
@@ -266,9 +276,7 @@ class BertTokenClassifier(BertTask):
 
 
 def _check_labels(labels):
-    if labels is None or isinstance(labels, str | bytes) or len(labels) < 2:
-        raise ValueError(f"labels: give the label strings in id order (at least 2), got {labels!r}")
-    return [str(label) for label in labels]
+    return arguments.string_list("labels", labels, 2)
 
 
 def _joined_words(words, argument):
