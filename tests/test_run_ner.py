@@ -7,6 +7,7 @@ scores entity F1 0.
 """
 
 import json
+import logging
 import os
 import random
 import re
@@ -195,6 +196,41 @@ def test_test_predictions_keep_every_line_and_append_the_predicted_label(trained
         [[c[3] for c in s] for s in sentences], [[c[4] for c in s] for s in sentences]
     )
     assert scores["f1"] >= 0.8
+
+
+def test_a_labelled_test_file_is_scored_in_test_results_txt_as_seqeval_scores_it(trained):
+    import seqeval.metrics
+
+    out = trained["root"] / "out"
+    results = _read_results(out / "test_results.txt")
+    assert set(results) == set(_read_results(out / "eval_results.txt"))
+    # The reference: seqeval (conlleval's rules) on test_predictions.txt's gold and predicted columns.
+    sentences = _predicted_sentences(out / "test_predictions.txt")
+    gold, predicted = [[c[3] for c in s] for s in sentences], [[c[4] for c in s] for s in sentences]
+    assert results["eval_f1"] == pytest.approx(seqeval.metrics.f1_score(gold, predicted), abs=1e-9)
+    assert results["eval_precision"] == pytest.approx(
+        seqeval.metrics.precision_score(gold, predicted), abs=1e-9
+    )
+
+
+def test_a_test_file_without_labels_writes_no_test_results_and_says_so(trained, tmp_path, caplog):
+    data = tmp_path / "data"
+    data.mkdir()
+    words = [
+        line.split()[0] if line.strip() else ""
+        for line in (trained["root"] / "data" / "test.txt").read_text(encoding="utf-8").split("\n")
+    ]
+    (data / "test.txt").write_text("\n".join(words), encoding="utf-8")
+    checkpoint = str(trained["root"] / "out")
+    with caplog.at_level(logging.INFO, logger="absl"):
+        run_script(
+            tagging.SPEC,
+            ner_config(data, tmp_path / "out", do_predict=True, init_checkpoint=checkpoint),
+        )
+    assert (tmp_path / "out" / "test_predictions.txt").exists()
+    assert not (tmp_path / "out" / "test_results.txt").exists()
+    said = [r.getMessage() for r in caplog.records if "holds no labels" in r.getMessage()]
+    assert len(said) == 1 and "test.txt" in said[0], said
 
 
 # ---------------------------------------------------------------------------------------- export
@@ -399,6 +435,7 @@ def test_run_ner_py_resumes_from_the_checkpoint_and_evaluates_the_same(trained, 
         ("test_column_count", r"test\.txt:4: 2 columns, but the first word line \(3\) has 4"),
         ("no_dev_file", r"no dev file \(expected one of dev\.txt, valid\.txt, eng\.testa\)"),
         ("unlabelled_dev", r"dev\.txt: the dev file has no label column"),
+        ("unseen_test_label", r"test\.txt:4: label 'B-MISC' does not occur in the training data"),
     ],
 )
 def test_bad_input_names_the_file_and_line(tmp_path, case, message):
@@ -414,11 +451,15 @@ def test_bad_input_names_the_file_and_line(tmp_path, case, message):
         (data / "dev.txt").write_text(good.replace("walked VBD I-VP O", "walked VBD I-VP B-MISC"))
     elif case == "test_column_count":
         (data / "test.txt").write_text(good.replace("walked VBD I-VP O", "walked O"))
+    elif case == "unseen_test_label":
+        (data / "test.txt").write_text(good.replace("walked VBD I-VP O", "walked VBD I-VP B-MISC"))
     elif case == "no_dev_file":
         (data / "dev.txt").unlink()
     else:
         (data / "dev.txt").write_text("Emma\nwalked\n")
-    steps = {"test_column_count": {"do_predict": True}}.get(case, {"do_eval": True})
+    predicting = {"do_train": True, "do_predict": True}  # the test file is checked before training
+    steps = {"test_column_count": {"do_predict": True}, "unseen_test_label": predicting}
+    steps = steps.get(case, {"do_eval": True})
     config = ner_config(data, tmp_path / "out", **steps)
     with pytest.raises(InputError, match=message):
         run_script(tagging.SPEC, config)

@@ -90,14 +90,18 @@ class TaggerRun(FineTuningRun):
         return labels
 
     def check_split(self, step, data):
-        """The dev labels must be among the training labels."""
-        if step == "eval":
+        """The dev labels, and the test file's when it has them, must be among the training labels."""
+        if step in ("eval", "predict"):
             conll.check_labels(data[1], self.labels, data[0])
+
+    def test_is_labelled(self):
+        """Whether the test file has a label column (then --do_predict scores it)."""
+        return all(sentence.labels is not None for sentence in self.step_data("predict")[1])
 
     def feature_settings(self, step):
         config = self.config
         return {
-            "format": "bert_tf tagging features 1",
+            "format": "bert_tf tagging features 2",
             "input": file_identity(self.step_data(step)[0]),
             "label_column": config.label_column,
             "doc_stride": config.doc_stride,
@@ -106,8 +110,7 @@ class TaggerRun(FineTuningRun):
 
     def make_records(self, step):
         input_path, sentences = self.step_data(step)
-        if step == "predict":
-            # Gold labels of the test file are not needed to predict; unseen ones are no error.
+        if step == "predict" and not self.test_is_labelled():
             sentences = [dataclasses.replace(s, labels=None) for s in sentences]
         else:
             conll.check_labels(sentences, self.labels, input_path)
@@ -137,7 +140,7 @@ class TaggerRun(FineTuningRun):
 
         Returns:
           (labels, loss): one list of label strings per sentence; the mean cross-entropy of the gold
-          labels (None for the test split).
+          labels (None for a test file without labels).
         """
         path, info = self.features(split)
         result = self.predict_features(
@@ -157,7 +160,7 @@ class TaggerRun(FineTuningRun):
             self.labels,
         )
         loss = None
-        if split == "eval":
+        if split == "eval" or self.test_is_labelled():
             log_probs = metrics.log_softmax(logits[label_mask])  # [words, L]
             gold = result["label_ids"][label_mask]
             loss = float(-np.mean(log_probs[np.arange(len(gold)), gold]))
@@ -173,9 +176,16 @@ class TaggerRun(FineTuningRun):
         return self.evaluation_done(results, [tag for tags in predicted for tag in tags], "tag")
 
     def predict_test(self):
-        predicted, _ = self.predict_words("predict", self.config.predict_batch_size)
+        predicted, loss = self.predict_words("predict", self.config.predict_batch_size)
+        test_path, sentences = self.step_data("predict")
+        if not self.test_is_labelled():
+            self.no_test_labels(test_path)
+        else:
+            gold = [sentence.labels for sentence in sentences]
+            results = evaluation_results(gold, predicted, self.labels)
+            results.update(eval_loss=loss, loss=loss, global_step=self.trainer().global_step)
+            self.write_test_results(results, test_path)
         if self.is_chief:
-            test_path, sentences = self.step_data("predict")
             conll.write_conll_predictions(
                 test_path,
                 sentences,
