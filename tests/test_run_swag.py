@@ -195,6 +195,28 @@ def test_predicting_from_the_fine_tuned_checkpoint_in_a_new_output_dir_gives_the
     np.testing.assert_allclose(predicted, _test_results(trained), rtol=0, atol=1e-5)
 
 
+def test_a_labelled_test_file_is_scored_in_test_results_txt_and_an_unlabelled_one_is_not(
+    trained, tmp_path
+):
+    assert not (trained["root"] / "out" / "test_results.txt").exists()  # test.csv: no labels
+    data = tmp_path / "data"
+    data.mkdir()
+    rows, labels = _rows(random.Random(5), 24)
+    with open(data / "test.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([HEADER, *rows])
+    checkpoint = str(trained["root"] / "out")
+    run_script(
+        multiple_choice.SPEC,
+        swag_config(data, tmp_path / "out", do_predict=True, init_checkpoint=checkpoint),
+    )
+    results = _read_results(tmp_path / "out" / "test_results.txt")
+    assert set(results) == set(_read_results(trained["root"] / "out" / "eval_results.txt"))
+    lines = (tmp_path / "out" / "test_results.tsv").read_text().splitlines()
+    probabilities = np.array([[float(p) for p in line.split("\t")] for line in lines])
+    accuracy = np.mean(probabilities.argmax(axis=1) == np.array(labels))
+    assert results["eval_accuracy"] == pytest.approx(accuracy, abs=1e-9)
+
+
 @pytest.fixture(scope="module")
 def started(trained, tmp_path_factory):
     """The two checks that run in a new process, started together: their imports of TensorFlow

@@ -107,6 +107,13 @@ class MultipleChoiceRun(FineTuningRun):
         probabilities = metrics.softmax(logits)
         rows = ("\t".join(f"{p:.6f}" for p in row) + "\n" for row in probabilities)
         self.write_output("test_results.tsv", "".join(rows))
+        path, examples = self.step_data("predict")
+        if any(example.label is None for example in examples):
+            self.no_test_labels(path)
+        else:
+            results = evaluation_results(logits, [example.label for example in examples])
+            results["global_step"] = self.trainer().global_step
+            self.write_test_results(results, path)
         return probabilities
 
 
