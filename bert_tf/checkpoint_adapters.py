@@ -58,8 +58,9 @@ def adapter_restores(model, checkpoint, values, restored, new, resuming):
             f"has them on {len(adapted)}: resume with the --lora_rank and --lora_target_names "
             "it was trained with"
         )
-    if adapted and not stored:
-        new.append("LoRA adapters (the checkpoint has none)")
+    if not stored:
+        if adapted:
+            new.append("LoRA adapters (the checkpoint has none)")
         return []
     merges = []
     for name, keys in stored.items():

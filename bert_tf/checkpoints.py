@@ -11,6 +11,7 @@ kind (a task head of the same task, or the pretraining heads).
 
 import collections
 import dataclasses
+import functools
 import os
 
 import numpy as np
@@ -19,7 +20,7 @@ from absl import logging
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import file_io
-from bert_tf.checkpoint_adapters import adapter_restores, encoder_dense_layers, stored_adapters
+from bert_tf.checkpoint_adapters import adapter_restores, stored_adapters
 from bert_tf.checkpoint_reading import open_checkpoint, read_tensor
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertModel, BertPretrainingModel
@@ -55,11 +56,10 @@ def encoder_variable_names(bert):
         POSITION_EMBEDDINGS: embeddings.position_embeddings,
         **_layer_norm("bert/embeddings/LayerNorm", embeddings.layer_norm),
     }
-    dense_layers = encoder_dense_layers(bert)
     for i, block in enumerate(bert.encoder_layers):
         prefix = f"bert/encoder/layer_{i}"
-        for name in ("attention/self/query", "attention/self/key", "attention/self/value"):
-            names.update(_dense(f"{prefix}/{name}", dense_layers[f"{prefix}/{name}"]))
+        for part in ("query", "key", "value"):
+            names.update(_dense(f"{prefix}/attention/self/{part}", getattr(block.attention, part)))
         names.update(_dense(f"{prefix}/attention/output/dense", block.attention_output))
         names.update(
             _layer_norm(f"{prefix}/attention/output/LayerNorm", block.attention_layer_norm)
@@ -345,15 +345,9 @@ def restore_init_checkpoint(model, path, heads="optional", dry_run=False, resumi
         restored.append(part.name)
     merges = adapter_restores(model, checkpoint, values, restored, new, resuming)
     report = RestoreReport(prefix, restored, new, checkpoint.unused(model))
-    if dry_run:  # the values are read too, one at a time: a damaged file is found before any work
-        for key in [key for _, key in values.values()] + [k for m in merges for k in m[1:]]:
-            read_tensor(checkpoint.reader, prefix, key)
+    _assign(checkpoint, values, merges, dry_run)
+    if dry_run:
         return report
-    for variable, key in values.values():
-        variable.assign(read_tensor(checkpoint.reader, prefix, key))
-    for kernel, key_a, key_b in merges:  # W + A @ B * alpha / rank, alpha = rank (adapters.py)
-        a, b = (read_tensor(checkpoint.reader, prefix, key) for key in (key_a, key_b))
-        kernel.assign(kernel + tf.cast(tf.matmul(a, b), kernel.dtype))
     unused_encoder = [name for name in report.unused if name.startswith("bert/")]
     if unused_encoder:
         # Unused heads are normal (a BertModel from a pretraining checkpoint); unused encoder
@@ -367,6 +361,20 @@ def restore_init_checkpoint(model, path, heads="optional", dry_run=False, resumi
         )
     logging.info(report.summary())
     return report
+
+
+def _assign(checkpoint, values, merges, dry_run):
+    """Assigns `values`, then adds each merge's A @ B to its kernel (alpha = rank, adapters.py);
+    a dry run reads each value and assigns none (a damaged file is found before any work)."""
+    read = functools.partial(read_tensor, checkpoint.reader, checkpoint.prefix)
+    if dry_run:
+        for key in [key for _, key in values.values()] + [k for m in merges for k in m[1:]]:
+            read(key)
+        return
+    for variable, key in values.values():
+        variable.assign(read(key))
+    for kernel, key_a, key_b in merges:
+        kernel.assign(kernel + tf.cast(tf.matmul(read(key_a), read(key_b)), kernel.dtype))
 
 
 def load_google_checkpoint(model, ckpt_prefix, allow_missing_heads=False):

@@ -24,6 +24,7 @@ from absl import logging
 from tensorflow.python.framework import convert_to_constants
 
 from bert_tf import file_io
+from bert_tf.atomic_folder import remove_leftovers
 from bert_tf.errors import InputError
 
 ID_FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -202,6 +203,29 @@ def next_version(export_dir):
     return max(versions, default=0) + 1
 
 
+# The hidden folder a killed export of version N leaves in export_dir (bert_tf.file_io.atomic_path).
+_VERSION_LEFTOVER = re.compile(r"^\.(\d+)\.tmp-[0-9a-f]{12}$")
+
+
+def check_export_dir(export_dir):
+    """InputError naming --export_dir when it is a file: it must be a folder, or not exist yet."""
+    if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
+        raise InputError(f"--export_dir={export_dir} is a file; give a folder (new or existing)")
+
+
+def remove_export_leftovers(export_dir):
+    """Removes the hidden `.<version>.tmp-<12 hex>` folders of killed exports in a local
+    export_dir (nothing else); returns their paths."""
+    if file_io.is_url(export_dir) or not os.path.isdir(export_dir):
+        return []
+    removed = []
+    for entry in sorted(os.listdir(export_dir)):
+        found = _VERSION_LEFTOVER.match(entry)
+        if found:
+            removed += remove_leftovers(os.path.join(export_dir, found.group(1)))
+    return removed
+
+
 def write_saved_model(export_dir, module, signatures, version=None, assets=None, freeze=False):
     """Writes `module` as export_dir/<version>/, atomically.
 
@@ -219,10 +243,13 @@ def write_saved_model(export_dir, module, signatures, version=None, assets=None,
       The path of the finished version folder.
 
     Raises:
-      InputError: if the version folder already exists or version is not a positive integer.
+      InputError: if export_dir is a file, the version folder already exists or version is not
+        a positive integer.
     """
     if "serving_default" not in signatures:
         raise ValueError(f"an export needs a serving_default signature, got {sorted(signatures)}")
+    check_export_dir(export_dir)
+    remove_export_leftovers(export_dir)
     version = next_version(export_dir) if version is None else version
     if isinstance(version, bool) or not isinstance(version, int) or version <= 0:
         raise InputError(f"--version must be a positive integer, got {version!r}")

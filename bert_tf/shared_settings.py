@@ -18,10 +18,15 @@ flags of two scripts are declared the same way beside their code
 """
 
 import dataclasses
+import os
 
+from bert_tf import file_io
 from bert_tf.errors import InputError
 from bert_tf.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 from bert_tf.settings import Settings, setting
+
+# What every run_*.py writes beside its checkpoints (bert_tf.models.networks.task_info).
+RUN_TASK_FILE = "task.json"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -36,6 +41,31 @@ class InitCheckpointSetting(Settings):
     """--init_checkpoint: the weights a script starts from or reads."""
 
     init_checkpoint: str | None = setting(None, "Weights: a Google checkpoint or one of ours.")
+
+    def run_folder(self):
+        """The folder of --init_checkpoint (itself, or a prefix's) when it holds a run's task.json
+        (bert_tf.models.networks.task_info.TASK_FILE), else None."""
+        path = self.init_checkpoint
+        if not path:
+            return None
+        for folder in (path, os.path.dirname(path)):
+            if folder and file_io.exists(os.path.join(folder, RUN_TASK_FILE)):
+                return folder
+        return None
+
+    def take_run_files(self):
+        """A run dir is a whole model: --vocab_file and --bert_config_file, when absent, are the
+        vocab.txt and bert_config.json the run keeps beside its checkpoints (when it has them)."""
+        folder = self.run_folder()
+        if folder is None:
+            return
+        for name, file_name in (
+            ("vocab_file", "vocab.txt"),
+            ("bert_config_file", "bert_config.json"),
+        ):
+            path = os.path.join(folder, file_name)
+            if hasattr(self, name) and not getattr(self, name) and file_io.exists(path):
+                setattr(self, name, path)
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -28,7 +28,7 @@ from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.finetuning import LORA_FILE
 from bert_tf.training.checkpoint_state import CheckpointState
 
-from conftest import FIXTURES_DIR, PROBABILITY_ATOL, SUBPROCESS_ENV, W_WORDS
+from conftest import FIXTURES_DIR, PROBABILITY_ATOL, REPO_DIR, SUBPROCESS_ENV, W_WORDS
 
 BASE = str(FIXTURES_DIR / "google_ckpt_tiny" / "bert_model.ckpt")
 BASE_CONFIG = str(FIXTURES_DIR / "google_ckpt_tiny" / "bert_config.json")
@@ -253,3 +253,70 @@ def test_bad_lora_flags_are_one_line_naming_the_flag(tmp_path, w_vocab_file, fla
     with pytest.raises(InputError, match=message):
         run(_config(tmp_path, w_vocab_file, do_train=True, **flags))
     assert not (tmp_path / "out" / "train.tf_record").exists()
+
+
+def test_export_saved_model_py_given_only_the_run_dir_exports_the_run_quietly(lora_run, tmp_path):
+    """A run dir is a whole model: vocab.txt, bert_config.json and task.json come from it."""
+    result = subprocess.run(
+        [sys.executable, str(REPO_DIR / "export_saved_model.py"),
+         f"--init_checkpoint={lora_run['root'] / 'out'}", f"--export_dir={tmp_path / 'export'}"],
+        capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = (result.stdout + result.stderr).splitlines()
+    assert max(len(line) for line in lines) <= 300, max(lines, key=len)[:400]
+    assert result.stdout.strip().splitlines()[-1] == str(tmp_path / "export" / "1")
+    _assert_serves_the_run(tmp_path / "export" / "1", lora_run)
+
+
+def test_run_classifier_predicts_from_the_run_dir_alone(lora_run, tmp_path):
+    """--init_checkpoint=<run dir> without --vocab_file or --bert_config_file: the run's files,
+    and the LoRA run's checkpoint read into a plain model (adapters merged) predicts like the run."""
+    config = _config(
+        lora_run["root"], None, init_checkpoint=str(lora_run["root"] / "out"),
+        bert_config_file=None, output_dir=str(tmp_path / "predict"), do_predict=True, lora_rank=0,
+    )  # fmt: skip
+    run(config)
+    assert config.vocab_file == str(lora_run["root"] / "out" / "vocab.txt")
+    rows = (tmp_path / "predict" / "test_results.tsv").read_text().splitlines()
+    probabilities = np.array([[float(p) for p in row.split("\t")] for row in rows])
+    np.testing.assert_allclose(probabilities, lora_run["probabilities"], rtol=0, atol=2e-6)
+
+
+def test_extract_features_takes_the_run_dir_s_vocab_and_config(lora_run, tmp_path):
+    (tmp_path / "input.txt").write_text("w1 w2 w3\n")
+    result = subprocess.run(
+        [sys.executable, str(REPO_DIR / "extract_features.py"),
+         f"--input_file={tmp_path / 'input.txt'}", f"--output_file={tmp_path / 'out.jsonl'}",
+         f"--init_checkpoint={lora_run['root'] / 'out'}", "--max_seq_length=16", "--layers=-1"],
+        capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])
+    assert [f["token"] for f in line["features"]] == ["[CLS]", "w1", "w2", "w3", "[SEP]"]
+
+
+def test_an_export_dir_that_is_a_file_is_one_line_naming_it(lora_run, tmp_path):
+    (tmp_path / "export").write_text("not a folder")
+    config = ExportConfig(
+        init_checkpoint=str(lora_run["root"] / "out"), export_dir=str(tmp_path / "export")
+    )
+    with pytest.raises(InputError, match=r"--export_dir=.*export is a file"):
+        export_checkpoint(config)
+    with pytest.raises(InputError, match=r"--export_dir=.*export is a file"):
+        run(_config(lora_run["root"], None, init_checkpoint=str(lora_run["root"] / "out"),
+                    output_dir=str(tmp_path / "o"), do_predict=True, lora_rank=0,
+                    export_dir=str(tmp_path / "export")))  # fmt: skip
+    assert not (tmp_path / "o" / "predict.tf_record").exists()
+
+
+def test_an_export_removes_the_leftovers_of_killed_exports_and_nothing_else(lora_run, tmp_path):
+    export_dir = tmp_path / "export"
+    leftovers = [export_dir / ".1.tmp-0123456789ab", export_dir / ".7.tmp-abcdefabcdef"]
+    kept = [export_dir / ".x.tmp-0123456789ab", export_dir / ".1.tmp-0123", export_dir / "notes"]
+    for path in leftovers + kept:
+        (path / "variables").mkdir(parents=True)
+    config = ExportConfig(init_checkpoint=str(lora_run["root"] / "out"), export_dir=str(export_dir))
+    assert export_checkpoint(config) == str(export_dir / "1")
+    assert not any(path.exists() for path in leftovers)
+    assert all(path.exists() for path in kept)

@@ -20,6 +20,7 @@ from absl import logging
 from bert_tf import litert
 from bert_tf.checkpoints import is_google_checkpoint, resolve_checkpoint, restore_init_checkpoint
 from bert_tf.errors import InputError
+from bert_tf.export import check_export_dir
 from bert_tf.modeling import BertConfig
 from bert_tf.models.networks.network_registry import infer_from_google
 from bert_tf.models.networks.task_info import (
@@ -106,6 +107,7 @@ def _check_flags(config):
         )
     if not tf.io.gfile.exists(config.vocab_file):
         raise InputError(f"--vocab_file={config.vocab_file} does not exist")
+    check_export_dir(config.export_dir)
     if config.litert is not None:
         litert.check_litert(config.litert, config.model_type)
         if config.mixed_precision != "float32":
@@ -123,6 +125,7 @@ def export_checkpoint(config):
         default to the run's task.json, else bert_config.json beside the checkpoint, True and 128;
         model_type defaults to the checkpoint's (see the module docstring).
     """
+    config.take_run_files()
     _check_flags(config)
     try:
         prefix = resolve_checkpoint(config.init_checkpoint)

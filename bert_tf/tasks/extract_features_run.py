@@ -295,6 +295,7 @@ def run_extract_features(config):
             "--use_tpu: extract_features.py runs on this machine's first GPU, else its CPU, not on "
             "a TPU; run it without --use_tpu"
         )
+    config.take_run_files()  # a run dir: its vocab.txt and bert_config.json
     for name in ("input_file", "output_file", "bert_config_file", "init_checkpoint", "vocab_file"):
         if not getattr(config, name):
             raise InputError(f"--{name} is required")

@@ -47,6 +47,7 @@ BEST_METRIC_FILE = "dev_metric.json"
 EVAL_RESULTS_FILES = ("eval_results.txt", "eval_results.json")
 # --lora_rank: the adapters and the head, beside the checkpoints (bert_tf.adapters' file format).
 LORA_FILE = "lora_weights.npz"
+BERT_CONFIG_FILE = "bert_config.json"
 
 
 def num_train_steps(config, num_train_examples):
@@ -286,7 +287,14 @@ class FineTuningRun(Run, TaskHooks):
             path
             for path in (
                 os.path.join(folder, name)
-                for name in (*EVAL_RESULTS_FILES, TASK_FILE, LABELS_FILE, VOCAB_FILE, LORA_FILE)
+                for name in (
+                    *EVAL_RESULTS_FILES,
+                    TASK_FILE,
+                    LABELS_FILE,
+                    VOCAB_FILE,
+                    LORA_FILE,
+                    BERT_CONFIG_FILE,
+                )
             )
             if file_io.exists(path)
         ]
@@ -356,6 +364,9 @@ class FineTuningRun(Run, TaskHooks):
             info = self.task_info()
             write_task_info(config.output_dir, info)
             write_vocab(config.output_dir, config.vocab_file)
+            # With vocab.txt and task.json, a run dir is a whole model (--init_checkpoint=<run dir>).
+            bert_config = os.path.join(config.output_dir, BERT_CONFIG_FILE)
+            file_io.write_text(bert_config, self.bert_config.to_json_string())
             if info.labels:
                 write_labels(config.output_dir, info.labels)
         if config.do_train:

@@ -13,6 +13,7 @@ from bert_tf import file_io
 from bert_tf.adapters import DEFAULT_LORA_TARGETS, LORA_TARGETS, check_lora_arguments
 from bert_tf.distribute import STRATEGIES
 from bert_tf.errors import InputError
+from bert_tf.export import check_export_dir
 from bert_tf.models.task import LORA_LEARNING_RATE
 from bert_tf.precision import MIXED_PRECISION_POLICIES
 from bert_tf.settings import changed, setting
@@ -177,6 +178,7 @@ class FineTuningConfig(RunConfig, VocabFileSetting):
         Raises:
           InputError: naming the flag.
         """
+        self.take_run_files()
         if not self.vocab_file:
             raise InputError("--vocab_file is required")
         validate_case_matches_checkpoint(self.do_lower_case, self.init_checkpoint)
@@ -188,6 +190,8 @@ class FineTuningConfig(RunConfig, VocabFileSetting):
         if self.num_train_epochs <= 0:
             raise InputError(f"--num_train_epochs must be positive, got {self.num_train_epochs}")
         self.lora_targets()
+        if self.export_dir:
+            check_export_dir(self.export_dir)
 
     def lora_targets(self):
         """(rank, target names) of --lora_rank and --lora_target_names, or None (LoRA off).
