@@ -6,7 +6,9 @@ output files, the official evaluation of them, and an export that must give the 
 process that imports only tensorflow and tensorflow_text.
 """
 
+import dataclasses
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -381,6 +383,33 @@ def test_run_squad_script_predicts_from_a_fine_tuned_checkpoint(v1_run, tmp_path
             atol=1e-5,
         )
     assert read_json(tmp_path / "predict", "task.json")["max_seq_length"] == 64
+    # The predict file has answers: test_results.txt holds the official metrics of predictions.json.
+    expected = squad_evaluation.evaluate(squad_evaluation.load_json(v1_run["data_file"]), EXPECTED)
+    lines = (tmp_path / "predict" / "test_results.txt").read_text().splitlines()
+    assert dict(line.split(" = ") for line in lines) == {k: str(v) for k, v in expected.items()}
+    assert expected["exact_match"] == 100.0
+
+
+def test_a_predict_file_without_answers_writes_no_test_results_and_says_so(
+    v1_run, tmp_path, caplog
+):
+    dataset = squad_evaluation.load_json(v1_run["data_file"])
+    for article in dataset["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qa["answers"] = []
+    predict_file = tmp_path / "questions.json"
+    predict_file.write_text(json.dumps(dataset))
+    config = dataclasses.replace(
+        v1_run["config"], output_dir=str(tmp_path / "predict"), predict_file=str(predict_file),
+        init_checkpoint=v1_run["output_dir"], do_train=False, do_eval=False, export_dir=None,
+    )  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="absl"):
+        run_script(squad.SPEC, config)
+    assert read_json(tmp_path / "predict", "predictions.json") == EXPECTED
+    assert not (tmp_path / "predict" / "test_results.txt").exists()
+    said = [r.getMessage() for r in caplog.records if "holds no answers" in r.getMessage()]
+    assert len(said) == 1 and "questions.json" in said[0], said
 
 
 # ----------------------------------------------------------------------------------------------

@@ -283,10 +283,11 @@ class Run:
             logging.info("test results of %s (%s):", source, path)
             write_eval_results(path, results)
 
-    def no_test_labels(self, source):
-        """Logs that the test data at `source` holds no labels, so no test_results.txt is written
-        (and an earlier run's in --output_dir, of other test data, is removed)."""
+    def no_test_labels(self, source, what="labels"):
+        """Logs that the test data at `source` holds no labels (`what`: SQuAD's are answers), so no
+        test_results.txt is written (and an earlier run's in --output_dir, of other test data, is
+        removed)."""
         path = os.path.join(self.config.output_dir, TEST_RESULTS_FILE)
         if self.is_chief and file_io.exists(path):
             tf.io.gfile.remove(path)
-        logging.info("%s holds no labels: predictions only, no %s", source, TEST_RESULTS_FILE)
+        logging.info("%s holds no %s: predictions only, no %s", source, what, TEST_RESULTS_FILE)

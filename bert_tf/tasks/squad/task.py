@@ -77,6 +77,7 @@ class SquadRun(FineTuningRun):
     def __init__(self, config):
         super().__init__(config)
         self._predicted = None
+        self._test_scored = False  # test_results.txt written (or said to be without answers)
 
     # ------------------------------------------------------------------ data
 
@@ -206,7 +207,14 @@ class SquadRun(FineTuningRun):
         """
         if self._predicted is None:
             self._predicted = self._predict()
-        _, predictions, nbest, null_odds = self._predicted
+        examples, predictions, nbest, null_odds = self._predicted
+        if self.config.do_predict and not self._test_scored:
+            self._test_scored = True
+            if any(example.answer_texts or example.is_impossible for example in examples):
+                results = self.official_results(examples, predictions, null_odds)
+                self.write_test_results(results, self._source("predict"))
+            else:
+                self.no_test_labels(self._source("predict"), "answers")
         return {"predictions": predictions, "nbest": nbest, "null_odds": null_odds}
 
     def _predict(self):
@@ -255,17 +263,7 @@ class SquadRun(FineTuningRun):
         self.predict_test()
         examples, predictions, _, null_odds = self._predicted
         config = self.config
-        if config.tfds_name:
-            dataset_json = dataset_json_of(examples, config.version_2_with_negative)
-        else:
-            with tf.io.gfile.GFile(config.predict_file, "rb") as f:
-                dataset_json = json.loads(f.read().decode("utf-8"))
-        results = squad_evaluation.evaluate(
-            dataset_json,
-            predictions,
-            na_probs=null_odds if config.version_2_with_negative else None,
-            sources=(self._source("predict"), "predictions.json", "null_odds.json"),
-        )
+        results = self.official_results(examples, predictions, null_odds)
         self.write_output("eval_results.json", json.dumps(results, indent=2) + "\n")
         for name, value in results.items():
             logging.info("  %s = %s", name, value)
@@ -273,6 +271,22 @@ class SquadRun(FineTuningRun):
             list(predictions.values()), "answer", config.learning_rate
         )
         return results
+
+    def official_results(self, examples, predictions, null_odds):
+        """The official SQuAD metrics (bert_tf/squad_evaluation.py) of `predictions` against the
+        gold answers of the prediction data."""
+        config = self.config
+        if config.tfds_name:
+            dataset_json = dataset_json_of(examples, config.version_2_with_negative)
+        else:
+            with tf.io.gfile.GFile(config.predict_file, "rb") as f:
+                dataset_json = json.loads(f.read().decode("utf-8"))
+        return squad_evaluation.evaluate(
+            dataset_json,
+            predictions,
+            na_probs=null_odds if config.version_2_with_negative else None,
+            sources=(self._source("predict"), "predictions.json", "null_odds.json"),
+        )
 
     def add_to_outcome(self, outcome):
         """--do_eval scores the predictions of --predict_file: it made them, so they are also
