@@ -14,6 +14,7 @@ cli.import_tensorflow_quietly()  # before the models: without TensorFlow's CUDA 
 
 from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint  # noqa: E402
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel, pretraining_loss  # noqa: E402
+from bert_tf.models import distillation  # noqa: E402 registers DistilledTextClassifier too
 from bert_tf.models.masked_lm import BertMaskedLM  # noqa: E402
 from bert_tf.models.multiple_choice import BertMultipleChoice  # noqa: E402
 from bert_tf.models.networks import network_registry  # noqa: E402 every task's network: registered too
@@ -43,4 +44,4 @@ __all__ = [
     "save_google_checkpoint",
 ]
 
-del network_registry
+del distillation, network_registry

@@ -17,6 +17,8 @@ Modules:
   question_answerer: `BertQuestionAnswerer`.
   token_classifier: `BertTokenClassifier`.
   classifier_windows: long texts in windows for the classifier.
+  distillation: `distil`, `DistilledTextClassifier`, the distillation loss (run_distillation.py's too).
+  arguments: the checks of every public argument, and label names to ids.
   networks/: the id-level networks, their serving graphs and exports, and task.json (TaskInfo).
 """
 
