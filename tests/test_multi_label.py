@@ -219,6 +219,27 @@ def test_prediction_in_a_fresh_dir_restores_the_head(trained, tmp_path):
     ).read_text()
 
 
+def test_a_labelled_test_file_is_scored_in_test_results_txt_as_scikit_learn_scores_it(
+    trained, tmp_path
+):
+    root, data = trained["root"], tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text((root / "data" / "train.tsv").read_text())
+    (data / "test.tsv").write_text((root / "data" / "dev.tsv").read_text())  # with its labels
+    config = ml_config(data, tmp_path / "out", do_predict=True, init_checkpoint=str(root / "out"))
+    run_script(classification.SPEC, config)
+    lines = (tmp_path / "out" / "test_results.txt").read_text().splitlines()
+    results = {key: float(value) for key, value in (line.split(" = ") for line in lines)}
+    assert set(results) == set(_eval_results(root / "out"))
+    _, probabilities = _test_results(tmp_path / "out")
+    gold, predicted = _gold(trained["splits"]["dev"]), probabilities > 0.5
+    expected = sklearn.metrics.f1_score(gold, predicted, average="micro", zero_division=0)
+    assert results["eval_micro_f1"] == pytest.approx(expected, abs=1e-9)
+    assert results["eval_subset_accuracy"] == pytest.approx(
+        sklearn.metrics.accuracy_score(gold, predicted), abs=1e-9
+    )
+
+
 def test_tuned_thresholds_go_to_task_json_prediction_and_the_export(trained, tmp_path):
     root = trained["root"]
     tuned = tmp_path / "tuned"  # the run's folder, evaluated again there with --tune_thresholds
