@@ -320,3 +320,77 @@ def test_an_export_removes_the_leftovers_of_killed_exports_and_nothing_else(lora
     assert export_checkpoint(config) == str(export_dir / "1")
     assert not any(path.exists() for path in leftovers)
     assert all(path.exists() for path in kept)
+
+
+_SERVE_INT8 = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
+    assert "bert_tf" not in sys.modules
+    outputs, loaded = [], []
+    for path in sys.argv[1:3]:
+        loaded.append(tf.saved_model.load(path))
+        signature = loaded[-1].signatures["serving_default"]
+        out = signature(text_a=tf.constant(json.loads(sys.argv[3])))
+        outputs.append({
+            "int8": sum(v.dtype == tf.int8 for v in signature.variables),
+            "outputs": {k: v.numpy().tolist() for k, v in out.items() if v.dtype != tf.string},
+        })
+    print(json.dumps(outputs))
+    """
+)
+
+
+@pytest.mark.parametrize("model_type", ["classifier", "encoder"])
+def test_quantize_int8_exports_int8_weights_that_answer_like_float32(
+    lora_run, tmp_path, model_type
+):
+    paths = []
+    for quantize in (None, "int8"):
+        config = ExportConfig(
+            init_checkpoint=str(lora_run["root"] / "out"), model_type=model_type,
+            export_dir=str(tmp_path / str(quantize)), quantize=quantize,
+        )  # fmt: skip
+        paths.append(export_checkpoint(config))
+    sentences = lora_run["sentences"]["test"] + lora_run["sentences"]["train"][:40]
+    result = subprocess.run(
+        [sys.executable, "-c", _SERVE_INT8, *paths, json.dumps(sentences)],
+        capture_output=True, text=True, timeout=300, env=SUBPROCESS_ENV,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    plain, int8 = json.loads(result.stdout.strip().splitlines()[-1])
+    assert plain["int8"] == 0
+    assert int8["int8"] == 2 * 6 + 1  # the 6 Dense kernels of each block, the pooler's
+    if model_type == "classifier":
+        expected = np.array(plain["outputs"]["probabilities"])
+        served = np.array(int8["outputs"]["probabilities"])
+        assert (served.argmax(-1) == expected.argmax(-1)).mean() >= 0.98
+        # A 48-wide model rounds coarser than BERT-base: int8 moves a probability by up to ~0.06.
+        np.testing.assert_allclose(served, expected, rtol=0, atol=0.1)
+    else:
+        expected = np.array(plain["outputs"]["pooled_output"])
+        served = np.array(int8["outputs"]["pooled_output"])
+        cosine = (
+            (served * expected).sum(-1)
+            / np.linalg.norm(served, axis=-1)
+            / np.linalg.norm(expected, axis=-1)
+        )
+        assert cosine.min() > 0.95 and np.median(cosine) > 0.99
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ({"mixed_precision": "mixed_bfloat16"}, "drop --mixed_precision"),
+        ({"freeze_weights": True}, "drop --freeze_weights"),
+    ],
+)
+def test_quantize_int8_refuses_what_it_cannot_take_in_one_line(lora_run, tmp_path, flags, message):
+    config = ExportConfig(
+        init_checkpoint=str(lora_run["root"] / "out"), export_dir=str(tmp_path / "e"),
+        quantize="int8", **flags,
+    )  # fmt: skip
+    with pytest.raises(InputError, match=message):
+        export_checkpoint(config)
+    assert not (tmp_path / "e").exists()

@@ -14,6 +14,7 @@ inputs and their float32 outputs are those of the float32 export.
 import dataclasses
 import os
 
+import keras
 import tensorflow as tf
 from absl import logging
 
@@ -27,6 +28,7 @@ from bert_tf.models.networks.task_info import (
     TaskInfo,
     read_task_info,
 )
+from bert_tf.models.task import QUANTIZATION_MODES
 from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy, store_in_compute_dtype
 from bert_tf.settings import changed, setting
 from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
@@ -73,6 +75,14 @@ class ExportConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSettin
         "takes about 25 s; TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 in the server gives the same kernels "
         "without it. See docs/serving.md. Default: weights as variables.",
     )
+    quantize: str | None = setting(
+        None,
+        "int8: store every Dense kernel (the encoder's projections, the pooler, a head's "
+        "transform) in int8 with one float32 scale per output column, as Keras' "
+        'model.quantize("int8"); embeddings, LayerNorms, biases and the output layer stay '
+        "float32. A float32 export only. Default: float32 weights.",
+        choices=QUANTIZATION_MODES,
+    )
     litert: str | None = setting(
         None,
         "Also write serve_ids (ids in) as a LiteRT model beside the version folder: "
@@ -108,12 +118,53 @@ def _check_flags(config):
     if not tf.io.gfile.exists(config.vocab_file):
         raise InputError(f"--vocab_file={config.vocab_file} does not exist")
     check_export_dir(config.export_dir)
+    if config.quantize is not None:
+        _check_quantize(config)
     if config.litert is not None:
         litert.check_litert(config.litert, config.model_type)
         if config.mixed_precision != "float32":
             raise InputError(
                 f"--litert converts a float32 export, not --mixed_precision={config.mixed_precision}"
             )
+
+
+def _check_quantize(config):
+    """--quantize: a mode Keras has, on a float32 export whose weights stay variables."""
+    if config.quantize not in QUANTIZATION_MODES:
+        raise InputError(f"--quantize must be one of {', '.join(QUANTIZATION_MODES)}")
+    others = {
+        "--mixed_precision": config.mixed_precision != "float32",
+        "--freeze_weights": config.freeze_weights,  # folds the weights into float32 constants
+        "--litert": config.litert is not None,  # LiteRT has its own int8 (--litert=int8)
+    }
+    for flag, given in others.items():
+        if given:
+            raise InputError(f"--quantize={config.quantize} takes a float32 export; drop {flag}")
+
+
+def quantize_dense_kernels(model, mode):
+    """Keras' model.quantize(mode) of every keras.layers.Dense in `model` (BertTask.quantize's)."""
+    model.quantize(mode, filters=lambda layer: isinstance(layer, keras.layers.Dense))
+
+
+def _restored_model(config, spec, info, prefix):
+    """The task's model of `info` filled from `prefix` (a LoRA run's adapters merged by the
+    restore), in --mixed_precision's compute dtype or with --quantize's kernels."""
+    # The layers keep the policy they were built under; the process's global policy is left as it was.
+    model = build_with_policy(
+        lambda: spec.build_model(info.bert_config, info), config.mixed_precision
+    )
+    try:
+        # An encoder takes the encoder of any checkpoint; a task model needs its head there too.
+        restore_init_checkpoint(model, prefix, heads="required")
+    except InputError as error:
+        raise InputError(f"--init_checkpoint: {error}") from None
+    if config.mixed_precision != "float32":  # the same rounding, once here instead of every call
+        stored = store_in_compute_dtype(model)
+        logging.info("Stored %d kernels and embedding tables in the compute dtype", stored)
+    if config.quantize is not None:
+        quantize_dense_kernels(model, config.quantize)
+    return model
 
 
 def export_checkpoint(config):
@@ -166,19 +217,8 @@ def export_checkpoint(config):
             f"--max_seq_length={info.max_seq_length} exceeds max_position_embeddings="
             f"{info.bert_config.max_position_embeddings}"
         )
-    # The layers keep the policy they were built under; the process's global policy is left as it was.
-    model = build_with_policy(
-        lambda: spec.build_model(info.bert_config, info), config.mixed_precision
-    )
-    try:
-        # An encoder takes the encoder of any checkpoint; a task model needs its head there too.
-        restore_init_checkpoint(model, prefix, heads="required")
-    except InputError as error:
-        raise InputError(f"--init_checkpoint: {error}") from None
-    if config.mixed_precision != "float32":  # the same rounding, once here instead of every call
-        stored = store_in_compute_dtype(model)
-        logging.info("Stored %d kernels and embedding tables in the compute dtype", stored)
-    logging.info("Exporting %s as a %s model (%s)", prefix, model_type, config.mixed_precision)
+    model = _restored_model(config, spec, info, prefix)
+    logging.info("Exporting %s as a %s model", prefix, model_type)
     path = spec.export_model(
         model, info, config.vocab_file, config.export_dir, config.version, **options
     )
