@@ -82,9 +82,14 @@ class DataDirSetting(Settings):
     data_dir: str | None = setting(None, "Folder with the task's train, dev and test files.")
 
     def check_data_dir(self):
-        """Raises InputError when --data_dir is not given."""
+        """Raises InputError when --data_dir is not given, does not exist or is a file."""
         if not self.data_dir:
             raise InputError("--data_dir is required")
+        holds = "pass the folder that holds the task's train, dev and test files"
+        if not file_io.exists(self.data_dir):
+            raise InputError(f"--data_dir={self.data_dir}: no such folder; {holds}")
+        if not file_io.is_url(self.data_dir) and not os.path.isdir(self.data_dir):
+            raise InputError(f"--data_dir={self.data_dir} is a file; {holds}")
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -394,3 +394,20 @@ def test_quantize_int8_refuses_what_it_cannot_take_in_one_line(lora_run, tmp_pat
     with pytest.raises(InputError, match=message):
         export_checkpoint(config)
     assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize("make", ["missing", "file"])
+def test_a_data_dir_that_is_no_folder_is_one_line_naming_it(tmp_path, make):
+    from bert_tf.tasks.task_configs import MultipleChoiceConfig, TaggerConfig
+
+    data_dir = tmp_path / "data"
+    if make == "file":
+        data_dir.write_text("x")
+    for config_class in (TaggerConfig, MultipleChoiceConfig):
+        config = config_class(
+            bert_config_file=BASE_CONFIG, vocab_file=BASE_CONFIG, output_dir=str(tmp_path / "o"),
+            data_dir=str(data_dir), do_train=True,
+        )  # fmt: skip
+        message = "no such folder" if make == "missing" else "is a file"
+        with pytest.raises(InputError, match=rf"--data_dir=.*data(: | ){message}"):
+            config.check()
