@@ -3,8 +3,10 @@
 The original run_classifier.py's flags, plus --distribution_strategy, --mixed_precision, --jit_compile,
 --seed, --export_dir (a SavedModel that serves raw text) and the data-source flags. Writes
 train/eval/predict.tf_record (reused while their settings match), checkpoints (model.ckpt-<step>),
-eval_results.txt, test_results.tsv, labels.txt and task.json to --output_dir. Restarting with the same
---output_dir resumes training; --init_checkpoint of a fine-tuned classifier predicts with its head.
+eval_results.txt, test_results.tsv, labels.txt and task.json to --output_dir; when the test file has
+the label column, test_results.txt too (eval_results.txt's metrics, on the test set). Restarting with
+the same --output_dir resumes training; --init_checkpoint of a fine-tuned classifier predicts with its
+head.
 """
 
 from bert_tf import cli

@@ -5,8 +5,9 @@ The original run_classifier.py's flags, plus --distribution_strategy, --mixed_pr
 train.txt, dev.txt (or valid.txt) and test.txt from --data_dir; writes train/eval/predict.tf_record
 (reused while their settings match), checkpoints (model.ckpt-<step>), labels.txt, task.json,
 eval_results.txt (entity precision, recall and F1 as conlleval counts them) and test_predictions.txt
-(the test file with a predicted label column) to --output_dir. Restarting with the same --output_dir
-resumes training.
+(the test file with a predicted label column) to --output_dir; when test.txt has labels, test_results.txt
+too (eval_results.txt's scores, on the test set). Restarting with the same --output_dir resumes
+training.
 
 --feature_layers switches to the BERT paper's feature-based approach (section 5.3): the encoder is
 frozen, the chosen layers are computed once and cached (--encoder_features_dir), and a two-layer

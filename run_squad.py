@@ -5,7 +5,8 @@ The original run_squad.py's flags, plus --distribution_strategy, --num_gpus, --m
 --export_dir (a SavedModel answering raw question and context strings) and --tfds_name. Writes
 train.tf_record / eval.tf_record (reused while their settings match), checkpoints (model.ckpt-<step>),
 task.json, predictions.json, nbest_predictions.json and, for SQuAD 2.0, null_odds.json to
---output_dir. Restarting with the same --output_dir resumes training.
+--output_dir; when --predict_file has answers, --do_predict writes their official metrics to
+test_results.txt too. Restarting with the same --output_dir resumes training.
 """
 
 from bert_tf import cli

@@ -5,7 +5,8 @@ The original run_classifier.py's flags, plus --distribution_strategy, --mixed_pr
 val.csv and test.csv (or train.jsonl, dev.jsonl, test.jsonl) from --data_dir; writes
 train/eval/predict.tf_record (reused while their settings match), checkpoints (model.ckpt-<step>),
 task.json, eval_results.txt (eval_accuracy, eval_loss) and test_results.tsv (one line of choice
-probabilities per test example) to --output_dir. Restarting with the same --output_dir resumes
+probabilities per test example) to --output_dir; when the test file has labels, test_results.txt too
+(eval_results.txt's metrics, on the test set). Restarting with the same --output_dir resumes
 training.
 """
 
