@@ -28,7 +28,7 @@ def test_the_python_api_page_runs(tmp_path, google_ckpt_dir, w_vocab_file, monke
     monkeypatch.chdir(tmp_path)
     namespace = {}
     blocks = _blocks()
-    assert len(blocks) == 10
+    assert len(blocks) == 11
     for block in blocks:
         for release in RELEASES:
             block = block.replace(f'"{release}"', repr(str(preset)))
@@ -51,3 +51,9 @@ def test_the_python_api_page_runs(tmp_path, google_ckpt_dir, w_vocab_file, monke
     assert 0 <= namespace["history"].history["masked_lm_accuracy"][0] <= 1
     assert namespace["features"]["input_ids"].shape == (1, 8)
     assert namespace["encoded"]["pooled_output"].shape == (1, 48)
+    student = namespace["student"]
+    assert student.task_model.config.num_hidden_layers == 2 and set(namespace["scores"]) == {
+        "loss",
+        "accuracy",
+    }
+    assert (tmp_path / "models" / "student" / "1" / "saved_model.pb").is_file()

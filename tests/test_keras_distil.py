@@ -108,3 +108,13 @@ def test_a_saved_student_loads_after_import_keras_and_bert_tf_alone(teacher, tmp
     name, logits = json.loads(result.stdout.strip().splitlines()[-1])
     assert name == "DistilledTextClassifier"
     np.testing.assert_allclose(logits, student.predict(TEXTS[:3], verbose=0), rtol=0, atol=1e-5)
+
+
+def test_the_student_class_checks_its_own_arguments(teacher):
+    config = teacher.task_model.config
+    with pytest.raises(ValueError, match=r"^temperature must be a number above 0, got 'hot'$"):
+        DistilledTextClassifier(teacher.preprocessor, config, num_classes=2, temperature="hot")
+    with pytest.raises(ValueError, match=r"^hard_label_weight must be a number of at least 0"):
+        DistilledTextClassifier(teacher.preprocessor, config, num_classes=2, hard_label_weight=-1)
+    with pytest.raises(ValueError, match=r"^teacher must be a BertTextClassifier, got dict$"):
+        DistilledTextClassifier(teacher.preprocessor, config, num_classes=2, teacher={})

@@ -194,7 +194,7 @@ def test_bad_fit_input_is_one_line_before_any_step(fitted, call, message):
 @pytest.mark.parametrize(
     "masking, message",
     [
-        ({"masked_lm_prob": 0.0}, r"masked_lm_prob must be in \(0, 1\]"),
+        ({"masked_lm_prob": 0.0}, r"masked_lm_prob must be a number in \(0, 1\], got 0.0"),
         ({"max_predictions_per_seq": 0}, r"max_predictions_per_seq must be a positive integer"),
     ],
 )

@@ -222,8 +222,11 @@ class DistilledTextClassifier(BertTextClassifier):
     reloaded, it is a plain classifier (the teacher is not saved with it)."""
 
     def __init__(self, *args, teacher=None, temperature=2.0, hard_label_weight=0.0, **kwargs):
+        if teacher is not None and not isinstance(teacher, BertTextClassifier):
+            raise ValueError(f"teacher must be a BertTextClassifier, got {type(teacher).__name__}")
         self._teacher = _Untracked(teacher)  # not the student's weights: Keras must not track it
-        self.temperature, self.hard_label_weight = float(temperature), float(hard_label_weight)
+        self.temperature = arguments.number("temperature", temperature, 0, low_inclusive=False)
+        self.hard_label_weight = arguments.number("hard_label_weight", hard_label_weight, 0)
         super().__init__(*args, **kwargs)
 
     @property
