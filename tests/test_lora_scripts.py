@@ -411,3 +411,19 @@ def test_a_data_dir_that_is_no_folder_is_one_line_naming_it(tmp_path, make):
         message = "no such folder" if make == "missing" else "is a file"
         with pytest.raises(InputError, match=rf"--data_dir=.*data(: | ){message}"):
             config.check()
+
+
+@pytest.mark.parametrize("rates", [-1e-3, 0.0, float("nan"), (2e-5, -3e-5)])
+def test_a_learning_rate_that_cannot_train_is_one_line_before_any_work(
+    tmp_path, w_vocab_file, rates
+):
+    _write_data(tmp_path / "data", sizes=(("train", 16), ("dev", 8), ("test", 4)))
+    config = _config(
+        tmp_path, w_vocab_file, do_train=True, do_eval=True, learning_rate=rates, lora_rank=0
+    )
+    with pytest.raises(InputError, match="--learning_rate must be a positive, finite number"):
+        config.check()
+    with pytest.raises(InputError, match="--learning_rate must be a positive, finite number"):
+        run(config)
+    if not isinstance(rates, tuple):  # a sweep writes its shared features first (tasks/sweep.py)
+        assert not (tmp_path / "out" / "train.tf_record").exists()

@@ -21,6 +21,7 @@ from bert_tf.data.feature_cache import (
     reading_cached_records,
 )
 from bert_tf.errors import InputError
+from bert_tf.modeling import BertModel
 from bert_tf.models.networks.task_info import (
     LABELS_FILE,
     TASK_FILE,
@@ -48,6 +49,11 @@ EVAL_RESULTS_FILES = ("eval_results.txt", "eval_results.json")
 # --lora_rank: the adapters and the head, beside the checkpoints (bert_tf.adapters' file format).
 LORA_FILE = "lora_weights.npz"
 BERT_CONFIG_FILE = "bert_config.json"
+
+
+def encoder_of(model):
+    """The BertModel of a task's network: the network itself (an embedder) or its `.bert`."""
+    return model if isinstance(model, BertModel) else model.bert
 
 
 def num_train_steps(config, num_train_examples):
@@ -95,17 +101,18 @@ class FineTuningRun(Run, TaskHooks):
         targets = self.config.lora_targets() if lora else None
         if targets is not None:
             model(model.dummy_inputs(), training=False)
-            model.bert.enable_lora(*targets)
+            encoder_of(model).enable_lora(*targets)
         return model
 
     def write_lora_file(self):
         """Writes output_dir/lora_weights.npz (the adapters and the head), on the chief only: with
         the base (--init_checkpoint), all the trained model needs (bert_tf.adapters)."""
         model = self.trainer().model
-        if self.is_chief and model.bert.lora_rank is not None:
+        encoder = encoder_of(model)
+        if self.is_chief and encoder.lora_rank is not None:
             path = os.path.join(self.config.output_dir, LORA_FILE)
-            head = adapters.head_variables(model, model.bert)
-            adapters.write_lora_file(path, model.bert, head=head)
+            head = adapters.head_variables(model, encoder)
+            adapters.write_lora_file(path, encoder, head=head)
 
     def task_info(self):
         """What rebuilds this run's model and export: task.json's content, the task's part being
@@ -343,7 +350,7 @@ class FineTuningRun(Run, TaskHooks):
         no longer train afterwards.
         """
         config, model = self.config, self.trainer().model
-        if model.bert.lora_rank is not None:  # a plain model of the merged kernels
+        if encoder_of(model).lora_rank is not None:  # a plain model of the merged kernels
             plain = build_with_policy(lambda: self.build_model(lora=False), config.mixed_precision)
             plain(plain.dummy_inputs(), training=False)
             adapters.merge_weights(model, plain)

@@ -19,6 +19,12 @@ from bert_tf.precision import MIXED_PRECISION_POLICIES
 from bert_tf.settings import changed, setting
 from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
 from bert_tf.tokenization import validate_case_matches_checkpoint
+from bert_tf.training.config import check_learning_rate_value
+
+
+def _values(value):
+    """A flag's values: each of a sweep's list (a tuple), else the one value."""
+    return value if isinstance(value, tuple) else (value,)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -85,10 +91,12 @@ class RunConfig(BertConfigFileSetting, InitCheckpointSetting):
         if not self.bert_config_file:
             raise InputError("--bert_config_file is required")
         self.check_output_dir()
+        for rate in _values(self.learning_rate):
+            check_learning_rate_value(rate)
         for name in self.positive:
-            value = getattr(self, name)
-            if value <= 0:
-                raise InputError(f"--{name} must be positive, got {value}")
+            for value in _values(getattr(self, name)):
+                if value <= 0:
+                    raise InputError(f"--{name} must be positive, got {value}")
 
     def check_output_dir(self):
         """--output_dir is given and a folder that can be written (created if need be)."""
