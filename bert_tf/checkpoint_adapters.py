@@ -33,8 +33,9 @@ def stored_adapters(model, stored, paths):
     bert = model if isinstance(model, BertModel) else model.bert
     keys = {}
     for name, dense in encoder_dense_layers(bert).items():
-        for path in paths[id(dense)]:
-            path = path if path.startswith("bert/") else f"bert/{path}"
+        # A BertModel's own checkpoint (an embedder's) or a task model's (the encoder is its .bert).
+        candidates = [c for path in paths[id(dense)] for c in (path, f"bert/{path}")]
+        for path in candidates:
             if f"{path}/lora_kernel_a" in stored:
                 keys[name] = tuple(stored[f"{path}/lora_kernel_{ab}"] for ab in "ab")
                 break

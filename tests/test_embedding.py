@@ -61,7 +61,9 @@ def test_pooling_reads_real_tokens_only(pooling, normalize):
     expected = _numpy_pool(hidden, mask, pooling)
     if normalize:
         expected = expected / np.linalg.norm(expected, axis=1, keepdims=True)
-    actual = embedder_network.pool(tf.constant(hidden), tf.constant(mask), pooling, normalize).numpy()
+    actual = embedder_network.pool(
+        tf.constant(hidden), tf.constant(mask), pooling, normalize
+    ).numpy()
     np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)
 
 
@@ -92,7 +94,9 @@ def test_hard_negatives_join_the_candidates():
     negatives = pairs[:, 1:2] + 0.01 * rng.normal(size=[4, 1, 8])  # close to the positives
     with_negatives = np.concatenate([pairs, negatives], axis=1)
     without = float(embedder_network.in_batch_negatives_loss(tf.constant(pairs, tf.float32), 20.0))
-    harder = float(embedder_network.in_batch_negatives_loss(tf.constant(with_negatives, tf.float32), 20.0))
+    harder = float(
+        embedder_network.in_batch_negatives_loss(tf.constant(with_negatives, tf.float32), 20.0)
+    )
     assert harder > without + 4 * 0.5  # each near-copy of a positive costs about log 2
 
 
@@ -441,3 +445,28 @@ def test_what_this_bert_cannot_compute_is_refused(
     folder = _st_folder(tmp_path, modules, pooling, sentence_bert)
     with pytest.raises(ValueError, match=message):
         sentence_transformers_settings(folder, BertConfig.from_json_file(TINY_CONFIG))
+
+
+def test_a_lora_run_trains_adapters_alone_and_its_exports_merge_them(tmp_path):
+    """run_embedding.py --lora_rank: the embedder has no head; its adapters train, its run's and
+    export_saved_model.py's exports serve the run's predictions as plain float32 weights."""
+    texts = write_pairs(tmp_path / "data")
+    config = embedding_config(
+        tmp_path / "data", tmp_path / "out", do_train=True, do_predict=True, num_train_epochs=1.0,
+        export_dir=str(tmp_path / "export"), lora_rank=2, lora_target_names="query,key,value",
+    )  # fmt: skip
+    outcome = run_script(embedding.SPEC, config)
+    lora = np.load(tmp_path / "out" / "lora_weights.npz")
+    assert not [name for name in lora.files if name.startswith("head/")]
+    b_names = [name for name in lora.files if name.endswith("/b")]
+    assert len(b_names) == 3 * json.loads(open(TINY_CONFIG).read())["num_hidden_layers"]
+    assert all(np.abs(lora[name]).max() > 0 for name in b_names)  # B starts at zero
+    again = export_checkpoint(
+        ExportConfig(init_checkpoint=str(tmp_path / "out"), export_dir=str(tmp_path / "again"))
+    )
+    for path in (outcome["export"], again):
+        loaded = tf.saved_model.load(str(path))
+        signature = loaded.signatures["serving_default"]
+        assert not [v.name for v in signature.variables if "lora" in v.name]
+        served = signature(text_a=tf.constant(texts))["embeddings"].numpy()
+        np.testing.assert_allclose(served, outcome["predict"], rtol=0, atol=1e-5)
