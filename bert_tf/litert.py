@@ -6,7 +6,8 @@ keeps the weights as they are; int8 is dynamic-range quantization (`tf.lite.Opti
 weights, activations quantized on the fly per call. The file is converted from the SavedModel's
 frozen graph (bert_tf/export.py), checked by ai-edge-litert's interpreter, and written atomically.
 
-ai-edge-litert is the `litert` extra (`pip install bert_tf[litert]`): imported on this path only.
+ai-edge-litert is the `litert` extra (from a checkout, `pip install -e '.[litert]'`): imported on
+this path only.
 """
 
 import importlib.util
@@ -48,7 +49,8 @@ def check_litert(quantization, model_type=None, window_combination=None):
         )
     if importlib.util.find_spec("ai_edge_litert") is None:
         raise InputError(
-            "--litert needs ai-edge-litert, which is not installed: pip install bert_tf[litert]"
+            "--litert needs ai-edge-litert, which is not installed: from a checkout, "
+            "pip install -e '.[litert]'"
         )
 
 
