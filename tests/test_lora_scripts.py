@@ -26,6 +26,7 @@ from bert_tf.tasks import get_task, run_script
 from bert_tf.tasks.classification.task import SPEC, ClassifierConfig
 from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
 from bert_tf.tasks.finetuning import LORA_FILE
+from bert_tf.tokenization import FullTokenizer
 from bert_tf.training.checkpoint_state import CheckpointState
 
 from conftest import FIXTURES_DIR, PROBABILITY_ATOL, REPO_DIR, SUBPROCESS_ENV, W_WORDS
@@ -117,6 +118,18 @@ def test_the_base_stays_frozen_and_only_the_adapters_and_the_head_train(lora_run
     assert len(slots) == 2 * (4 * 2 + 2)  # Adam's m and v of A and B of 4 projections and the head
 
 
+def _test_ids(lora_run):
+    """(input_ids, input_mask) [N, 16] of the run's test sentences, by the Python tokenizer."""
+    tokenizer = FullTokenizer(lora_run["config"].vocab_file, do_lower_case=True)
+    ids = np.zeros((len(lora_run["sentences"]["test"]), 16), np.int32)
+    mask = np.zeros_like(ids)
+    for row, sentence in enumerate(lora_run["sentences"]["test"]):
+        tokens = ["[CLS]", *tokenizer.tokenize(sentence), "[SEP]"]
+        ids[row, : len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
+        mask[row, : len(tokens)] = 1
+    return ids, mask
+
+
 def test_the_base_plus_the_lora_file_rebuilds_the_trained_model(lora_run):
     out = lora_run["root"] / "out"
     assert (out / LORA_FILE).exists()
@@ -127,15 +140,7 @@ def test_the_base_plus_the_lora_file_rebuilds_the_trained_model(lora_run):
     adapters.load_task_lora_file(
         str(out / LORA_FILE), model.bert, adapters.head_variables(model, model.bert)
     )
-    from bert_tf.tokenization import FullTokenizer
-
-    tokenizer = FullTokenizer(lora_run["config"].vocab_file, do_lower_case=True)
-    ids = np.zeros((len(lora_run["sentences"]["test"]), 16), np.int32)
-    mask = np.zeros_like(ids)
-    for row, sentence in enumerate(lora_run["sentences"]["test"]):
-        tokens = ["[CLS]", *tokenizer.tokenize(sentence), "[SEP]"]
-        ids[row, : len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
-        mask[row, : len(tokens)] = 1
+    ids, mask = _test_ids(lora_run)
     outputs = model({"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)})
     np.testing.assert_allclose(
         outputs["probabilities"], lora_run["probabilities"], rtol=0, atol=PROBABILITY_ATOL
@@ -427,3 +432,21 @@ def test_a_learning_rate_that_cannot_train_is_one_line_before_any_work(
         run(config)
     if not isinstance(rates, tuple):  # a sweep writes its shared features first (tasks/sweep.py)
         assert not (tmp_path / "out" / "train.tf_record").exists()
+
+
+def test_hugging_face_conversion_of_the_run_dir_merges_the_adapters(lora_run, tmp_path):
+    from safetensors.numpy import load_file
+    from test_convert_out import hf_classifier_probabilities
+
+    from bert_tf.formats.convert import ConvertConfig
+    from bert_tf.formats.convert import run as convert
+
+    convert(
+        ConvertConfig(
+            init_checkpoint=str(lora_run["root"] / "out"), output_dir=str(tmp_path / "hf")
+        )
+    )
+    assert not [k for k in load_file(str(tmp_path / "hf" / "model.safetensors")) if "lora" in k]
+    ids, mask = _test_ids(lora_run)
+    probabilities = hf_classifier_probabilities(tmp_path / "hf", ids, np.zeros_like(ids), mask)
+    np.testing.assert_allclose(probabilities, lora_run["probabilities"], rtol=0, atol=1e-5)
