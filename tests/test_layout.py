@@ -24,7 +24,8 @@ LAYERS = (
     ("training", ("bert_tf.training",)),
     (
         "export and checkpoints",
-        ("bert_tf.export", "bert_tf.checkpoints", "bert_tf.checkpoint_reading", "bert_tf.litert"),
+        ("bert_tf.export", "bert_tf.checkpoints", "bert_tf.checkpoint_reading", "bert_tf.checkpoint_adapters",
+         "bert_tf.litert"),
     ),
     ("Beam", ("bert_tf.beam",)),
     ("data", ("bert_tf.data", "bert_tf.vocabulary")),
