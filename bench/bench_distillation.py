@@ -193,7 +193,8 @@ def _litert_call(export):
     import tensorflow as tf
 
     preprocess = tf.saved_model.load(export).signatures["preprocess"]
-    runner = litert.signature_runner(path, num_threads=FLAGS.threads)
+    # --threads=0 leaves TensorFlow's choice; LiteRT needs a count: the machine's cores.
+    runner = litert.signature_runner(path, num_threads=FLAGS.threads or os.cpu_count())
 
     def call(texts):
         features = preprocess(text_a=tf.constant(texts))

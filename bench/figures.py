@@ -57,6 +57,8 @@ ROWS = (
     ("multi-label, 400 / 800 training texts", "TF-IDF + one-vs-rest LR", [("multi_label", 0, ("m400", "m800"))]),
     ("BBC News, long articles read whole", "TF-IDF + LinearSVC", [("long_documents", 0, ("split12345", "split777"))]),
     ("LoRA rank 8 on 1,500 training texts", "full fine-tuning of the same MiniLM", [("lora", 0, ("tweets", "rt"))]),
+    ("a 2-layer student distilled from MiniLM, tweets", "its 6-layer teacher",
+     [("distillation", 0, ("acc", "p50_32", "int8_32"))]),
     ("`batch_predict.py`, 1 and 2 local workers", "a loop over the export, same 2 cores", [("beam", 0, ("w1", "w2"))]),
 )  # fmt: skip
 
