@@ -2,6 +2,7 @@
 
     from bert_tf import BertConfig, BertModel, BertPretrainingModel, FullTokenizer
     from bert_tf import BertPreprocessor, BertTextClassifier, BertTextEmbedder  # the Keras API (docs/python_api.md)
+    from bert_tf import distil  # a shallower student of a fine-tuned BertTextClassifier
 
 `import bert_tf` imports the Keras models (bert_tf/models/), which registers with Keras every class
 a saved `.keras` file names: `import keras, bert_tf` then `keras.saving.load_model(path)` loads
@@ -14,7 +15,7 @@ cli.import_tensorflow_quietly()  # before the models: without TensorFlow's CUDA 
 
 from bert_tf.checkpoints import load_google_checkpoint, save_google_checkpoint  # noqa: E402
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel, pretraining_loss  # noqa: E402
-from bert_tf.models import distillation  # noqa: E402 registers DistilledTextClassifier too
+from bert_tf.models.distillation import DistilledTextClassifier, distil  # noqa: E402
 from bert_tf.models.masked_lm import BertMaskedLM  # noqa: E402
 from bert_tf.models.multiple_choice import BertMultipleChoice  # noqa: E402
 from bert_tf.models.networks import network_registry  # noqa: E402 every task's network: registered too
@@ -38,10 +39,12 @@ __all__ = [
     "BertTextClassifier",
     "BertTextEmbedder",
     "BertTokenClassifier",
+    "DistilledTextClassifier",
     "FullTokenizer",
+    "distil",
     "load_google_checkpoint",
     "pretraining_loss",
     "save_google_checkpoint",
 ]
 
-del distillation, network_registry
+del network_registry

@@ -1,4 +1,4 @@
-"""BertTextClassifier.distil: the Keras way to a shallower student of a fine-tuned classifier, and a
+"""bert_tf.distil: the Keras way to a shallower student of a fine-tuned classifier, and a
 saved student loading after `import keras, bert_tf` alone.
 
 References: the teacher's own weights (the student starts from its chosen layers), the teacher's
@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 
+import bert_tf
 from bert_tf import BertPreprocessor, BertTextClassifier
 from bert_tf.checkpoints import google_variable_names
 from bert_tf.models.distillation import DistilledTextClassifier
@@ -43,7 +44,7 @@ def teacher():
 
 
 def test_distil_gives_a_student_of_the_teacher_s_chosen_layers_that_learns_its_logits(teacher):
-    student = BertTextClassifier.distil(teacher, student_layers=1, temperature=2.0)
+    student = bert_tf.distil(teacher, student_layers=1, temperature=2.0)
     assert isinstance(student, DistilledTextClassifier) and student.teacher is teacher
     assert student.task_model.config.num_hidden_layers == 1 and student.labels == ["neg", "pos"]
     ours, theirs = (
@@ -86,13 +87,13 @@ def test_distil_gives_a_student_of_the_teacher_s_chosen_layers_that_learns_its_l
 )
 def test_distil_s_arguments_are_one_line_naming_them(teacher, given, message):
     with pytest.raises(ValueError, match=message):
-        BertTextClassifier.distil(teacher, **given)
+        bert_tf.distil(teacher, **given)
     with pytest.raises(ValueError, match=r"^teacher must be a BertTextClassifier, got str$"):
-        BertTextClassifier.distil("teacher_run_dir", student_layers=1)
+        bert_tf.distil("teacher_run_dir", student_layers=1)
 
 
 def test_a_saved_student_loads_after_import_keras_and_bert_tf_alone(teacher, tmp_path):
-    student = BertTextClassifier.distil(teacher, student_layers=1)
+    student = bert_tf.distil(teacher, student_layers=1)
     path = tmp_path / "student.keras"
     student.save(path)
     script = (

@@ -165,15 +165,6 @@ class BertTextClassifier(BertTask):
         presets.restore(model.task_model, preset, heads=heads)
         return model
 
-    @classmethod
-    def distil(cls, teacher, student_layers=None, **kwargs):
-        """A shallower student of `teacher` whose fit(x=texts) learns the teacher's probabilities
-        (bert_tf.models.distillation.distil: layer_map, temperature, hard_label_weight)."""
-        # Imported here: distillation's student class derives from this one.
-        from bert_tf.models import distillation
-
-        return distillation.distil(teacher, student_layers, **kwargs)
-
     def call(self, inputs, training=None):
         """{"input_ids", "input_mask", "segment_ids"}: int32 [N, S] -> logits float32 [N, L]."""
         return self.task_model(inputs, training=training)["logits"]

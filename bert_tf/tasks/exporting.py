@@ -87,7 +87,7 @@ class ExportConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSettin
         None,
         "Also write serve_ids (ids in) as a LiteRT model beside the version folder: "
         "<export_dir>/<version>_serve_ids_<float32|int8>.tflite; int8 = dynamic-range quantized "
-        "weights. Needs the litert extra (pip install bert_tf[litert]).",
+        "weights. Needs the litert extra (from a checkout, pip install -e '.[litert]').",
     )
 
 
