@@ -1,12 +1,5 @@
-"""Sentence embeddings: a text's vector pooled from the encoder, as sentence-transformers computes it.
-
-A text is embedded as one BERT input, `[CLS] text [SEP]`, and its token vectors are pooled:
-- "mean": the mean of the sequence output over the real tokens (all-MiniLM-L6-v2 and most
-  sentence-transformers models);
-- "cls": the [CLS] token's vector (the raw hidden state, not the [CLS] pooler);
-- "max": the element-wise maximum over the real tokens;
-then, with `normalize`, divided by its L2 norm (a sentence-transformers `Normalize` module). The model
-has no weights of its own: any BERT checkpoint's encoder is one.
+"""Sentence embeddings: a text's vector pooled from the encoder, as sentence-transformers computes it
+(the poolings and the network are bert_tf/models/networks/embedder_network.py's).
 
 Fine-tuning (run_embedding.py) trains a bi-encoder on (anchor, positive[, hard negative]) rows with
 in-batch negatives: each anchor's positive against every other row's positive and every hard

@@ -1,22 +1,14 @@
 """The feature-based approach (BERT paper §5.3, Table 7): a frozen BERT's layers feed a BiLSTM tagger.
 
 run_ner.py --feature_layers=... freezes the encoder and trains a two-layer BiLSTM and a dense layer
-over the labels on the outputs of the chosen layers, as the paper does for CoNLL-2003:
-
-    embeddings               the embedding layer's output (after LayerNorm: the first block's input)
-    second_to_last_hidden    the output of block N - 1
-    last_hidden              the output of block N (the sequence output)
-    weighted_sum_last_four   gamma * sum_k softmax(w)_k * block_k, k = N-3 .. N (ELMo's scalar mix,
-                             with its learned scale gamma; w starts at 0, gamma at 1)
-    concat_last_four         blocks N-3 .. N concatenated, [B, S, 4H]
-    weighted_sum_all         the scalar mix of every block 1 .. N (the paper's "all 12 layers": the
-                             embeddings are not one of them)
+over the labels on the outputs of the chosen layers, as the paper does for CoNLL-2003 (the choices,
+and the network itself, are bert_tf/models/networks/feature_tagger_network.py's).
 
 The encoder runs once per split: its layers are cached on disk (bert_tf/data/encoder_features.py)
 and the head trains on the cache, so a second run with another head size or learning rate never
 runs the encoder. The checkpoints hold the encoder (unchanged) and the head, so prediction from
 them, export_saved_model.py and --export_dir work as for a fine-tuned tagger; the export runs the
-frozen encoder and the head on raw text (bert_tf/tasks/tagging/serving.py).
+frozen encoder and the head on raw text (bert_tf/models/networks/tagging_serving.py).
 
 B = batch, S = sequence length, K = layers read, H = hidden size, L = number of labels.
 """
