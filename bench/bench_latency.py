@@ -1,7 +1,7 @@
 """One request at a time: our exports as a server runs them, against transformers and keras-hub.
 
 An encoder of `--model`'s shape (random weights, seed 0: only the time is compared) is exported by
-`bert_tf.tasks.encoder.export_model`, the writer behind export_saved_model.py (weights as variables, or
+`bert_tf.tasks.extract_features_run.export_model`, the writer behind export_saved_model.py (weights as variables, or
 frozen into the graph with --freeze_weights), and, on CPUs with a bfloat16 matmul, again under mixed_bfloat16 with its kernels stored in
 bfloat16; with ai-edge-litert, its serve_ids also as float32 and int8 LiteRT files. Each runner
 (latency_runners.py) lives in a process of its own, with `--threads` intra-op and inter-op threads,
@@ -149,7 +149,7 @@ def distinct_weights(model, seed=0):
 
 def _write_export(model, export_dir):
     from bert_tf.models.networks.task_info import TaskInfo
-    from bert_tf.tasks.encoder import MODEL_TYPE, export_model
+    from bert_tf.tasks.extract_features_run import MODEL_TYPE, export_model
 
     info = TaskInfo(
         model_type=MODEL_TYPE, bert_config=model.config, do_lower_case=True,

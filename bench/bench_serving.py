@@ -1,6 +1,6 @@
 """Serving: what the in-graph tokenizer costs in an exported SavedModel, and what dynamic padding saves.
 
-An encoder (random weights, `--models` shapes) is exported by `bert_tf.tasks.encoder.export_model`,
+An encoder (random weights, `--models` shapes) is exported by `bert_tf.tasks.extract_features_run.export_model`,
 the writer behind export_saved_model.py, then loaded back with `tf.saved_model.load` as a server
 holds it. For batches of real sentences (../shared/data/austen_sentences.txt, in file order) at
 batch 1 and 32, each call is timed through:
@@ -56,7 +56,7 @@ PATHS = {
 def _export(model_name, export_dir):
     from bert_tf.modeling import BertConfig, BertModel
     from bert_tf.models.networks.task_info import TaskInfo
-    from bert_tf.tasks.encoder import MODEL_TYPE, export_model
+    from bert_tf.tasks.extract_features_run import MODEL_TYPE, export_model
 
     model = BertModel(BertConfig.from_preset(model_name))
     model.build()

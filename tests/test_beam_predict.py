@@ -279,8 +279,8 @@ def test_a_rows_outputs_do_not_depend_on_its_batch(kind, exports, signatures):
         _assert_like_direct(result.inference, _direct(signatures[kind], row), f"{kind} {index}")
 
 
-# Run as a worker runs it: the export loaded by tf.saved_model.load, none of our Keras model code.
-# (`import tensorflow` itself imports the keras package in TF 2.21, so that is not what is checked.)
+# Run as a worker runs it: the export loaded by tf.saved_model.load. `import bert_tf` registers the
+# Keras models (so that load_model finds them), but no run, training loop or task code is loaded.
 _LOAD_AS_A_WORKER = textwrap.dedent(
     """
     import json, sys
@@ -288,7 +288,8 @@ _LOAD_AS_A_WORKER = textwrap.dedent(
     handler = ExportModelHandler(sys.argv[1])
     results = handler.run_inference(json.loads(sys.argv[2]), handler.load_model())
     ours = sorted(m for m in sys.modules if m.startswith("bert_tf"))
-    assert ours == ["bert_tf", "bert_tf.beam", "bert_tf.beam.inference", "bert_tf.errors"], ours
+    assert "bert_tf.beam.inference" in ours, ours
+    assert not [m for m in ours if m.startswith(("bert_tf.tasks", "bert_tf.training"))], ours
     print(json.dumps([result.inference["word_count"].tolist() for result in results]))
     """
 )

@@ -310,29 +310,16 @@ def test_book_length_documents_draw_random_next_segments_from_other_documents(
     assert random_next > 10
 
 
-def test_a_vocab_with_repeated_lines_works_and_replaces_only_with_its_tokens(
-    tmp_path, sample_text_path, sample_vocab_path
-):
-    # load_vocab numbers lines, as the original does: a repeated token takes its last line's id and
-    # the earlier ids belong to no token. The original script handles such a file.
+def test_a_vocab_with_a_repeated_token_is_one_line_naming_both_lines(tmp_path, sample_vocab_path):
+    # A repeated token would leave its earlier id to no token (the later line wins): refused.
     lines = sample_vocab_path.read_text(encoding="utf-8").splitlines()
     vocab_path = tmp_path / "vocab.txt"
-    vocab_path.write_text("\n".join([*lines, "the", "the", "emma"]) + "\n", encoding="utf-8")
-    tokenizer = tokenization.FullTokenizer(str(vocab_path), do_lower_case=True)
-    options = pretraining_data.InstanceOptions.from_vocab(
-        tokenizer.vocab, max_seq_length=MAX_SEQ_LENGTH, max_predictions_per_seq=MAX_PREDICTIONS
-    )
-    assert options.vocab_size == len(lines) + 3
-    output = tmp_path / "out.tfrecord"
-    summary = _run(sample_text_path, str(output), tokenizer, options, dupe_factor=3)
-    examples = _read_all(output)
-    assert len(examples) == summary.instances > 0
-    token_ids = set(tokenizer.vocab.values())
-    seen = set()
-    for example in examples:
-        seen.update(example["input_ids"][: int(example["input_mask"].sum())].tolist())
-    assert seen <= token_ids
-    assert tokenizer.vocab["the"] in seen  # the text's "the" has the id of the last "the" line
+    vocab_path.write_text("\n".join([*lines, "zzqxw", "zzqxw"]) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as error:
+        tokenization.FullTokenizer(str(vocab_path), do_lower_case=True)
+    message = str(error.value)
+    assert "\n" not in message and str(vocab_path) in message
+    assert f":{len(lines) + 2}:" in message and f"line {len(lines) + 1}" in message
 
 
 def _script(*args):

@@ -138,6 +138,6 @@ def test_without_the_extra_litert_names_the_flag_and_the_install(monkeypatch):
         lambda name, *args: None if name == "ai_edge_litert" else real_find_spec(name, *args),
     )
     with pytest.raises(
-        InputError, match=r"^--litert needs ai-edge-litert.*pip install bert_tf\[litert\]$"
+        InputError, match=r"^--litert needs ai-edge-litert.*pip install -e .\.\[litert\]. *$"
     ):
         litert.check_litert("float32")
