@@ -359,3 +359,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         f"{commit or 'unknown'}, {cpu}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
         f"Python {platform.python_version()}"
     )
+
+
+def final_checkpoint_state(folder):
+    """(checkpoint name, {name: value}) of every variable of the folder's latest checkpoint (weights,
+    optimizer slots, step counters), but the count of saves: what a bit-exact resume must equal."""
+    import tensorflow as tf
+
+    prefix = tf.train.latest_checkpoint(str(folder))
+    reader = tf.train.load_checkpoint(prefix)
+    names = [
+        name
+        for name, _ in tf.train.list_variables(prefix)
+        if not name.startswith(("save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    ]
+    return os.path.basename(prefix), {name: reader.get_tensor(name) for name in names}

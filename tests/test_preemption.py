@@ -28,7 +28,13 @@ from bert_tf.optimization import create_optimizer
 from bert_tf.training import TrainConfig, Trainer, preemption
 from bert_tf.training.preemption import Preempted
 
-from conftest import REPO_DIR, SAMPLE_DIR, assert_float32_close, free_ports
+from conftest import (
+    REPO_DIR,
+    SAMPLE_DIR,
+    assert_float32_close,
+    final_checkpoint_state,
+    free_ports,
+)
 
 VOCAB_SIZE, SEQ, PREDICTIONS = 200, 16, 4
 # Far above the seconds one step or a process start takes on 2 busy cores; only a hang reaches them.
@@ -148,22 +154,9 @@ def _logged(log_path, text):
     return lambda: text in log_path.read_text(errors="replace")
 
 
-def _final_state(folder):
-    """{name: value} of every variable of the folder's latest checkpoint (weights, optimizer slots,
-    step counters), but the count of saves."""
-    prefix = tf.train.latest_checkpoint(str(folder))
-    reader = tf.train.load_checkpoint(prefix)
-    names = [
-        name
-        for name, _ in tf.train.list_variables(prefix)
-        if not name.startswith(("save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH"))
-    ]
-    return os.path.basename(prefix), {name: reader.get_tensor(name) for name in names}
-
-
 def _assert_same_final_state(folder, reference_folder):
-    name, state = _final_state(folder)
-    reference_name, reference = _final_state(reference_folder)
+    name, state = final_checkpoint_state(folder)
+    reference_name, reference = final_checkpoint_state(reference_folder)
     assert name == reference_name
     assert sorted(state) == sorted(reference)
     # The same ops on the same batches in the same order: equal to float32 rounding (the default

@@ -30,7 +30,13 @@ from bert_tf.tasks.distillation.config import DistillationConfig
 from bert_tf.tasks.task_configs import ClassifierConfig, MultiLabelConfig
 from bert_tf.training.checkpoint_state import CheckpointState
 
-from conftest import PROBABILITY_ATOL, REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
+from conftest import (
+    PROBABILITY_ATOL,
+    REPO_DIR,
+    SAMPLE_DIR,
+    SUBPROCESS_ENV,
+    final_checkpoint_state,
+)
 
 POSITIVE = "happy glad joyful cheerful delighted merry".split()
 NEGATIVE = "sad gloomy miserable unhappy wretched dismal".split()
@@ -590,18 +596,6 @@ class _Killed(BaseException):
     """Ends a run the way a kill does: no later step, save or clean-up runs."""
 
 
-def _final_state(folder):
-    """(checkpoint name, {name: value}) of every variable of the folder's latest checkpoint."""
-    prefix = tf.train.latest_checkpoint(str(folder))
-    reader = tf.train.load_checkpoint(prefix)
-    names = [
-        name
-        for name, _ in tf.train.list_variables(prefix)
-        if not name.startswith(("save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH"))
-    ]
-    return os.path.basename(prefix), {name: reader.get_tensor(name) for name in names}
-
-
 def test_a_killed_distillation_resumes_to_the_uninterrupted_run_s_weights_bit_for_bit(
     distilled, tmp_path, monkeypatch
 ):
@@ -625,8 +619,8 @@ def test_a_killed_distillation_resumes_to_the_uninterrupted_run_s_weights_bit_fo
     distil(config)
     assert not computed  # the features (the teacher's logits in them) were kept
     distil(dataclasses.replace(config, output_dir=str(tmp_path / "whole")))
-    name, state = _final_state(tmp_path / "killed")
-    reference_name, reference = _final_state(tmp_path / "whole")
+    name, state = final_checkpoint_state(tmp_path / "killed")
+    reference_name, reference = final_checkpoint_state(tmp_path / "whole")
     assert name == reference_name == "model.ckpt-32"
     assert sorted(state) == sorted(reference)
     for key, value in reference.items():
