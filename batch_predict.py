@@ -18,7 +18,7 @@ from bert_tf.beam import batch_prediction  # noqa: E402 (after TensorFlow's quie
 
 def cli_main():
     """Console entry point `bert-batch-predict`."""
-    cli.main(batch_prediction.BatchPredictConfig, batch_prediction.run, __name__)
+    cli.main(batch_prediction.BatchPredictSettings, batch_prediction.run, __name__)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def run(config):
 
 def cli_main():
     """Console entry point `bert-build-vocab`."""
-    cli.main(vocabulary.VocabConfig, run, __name__)
+    cli.main(vocabulary.VocabSettings, run, __name__)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,12 @@ from bert_tf import cli
 
 cli.load_tensorflow_quietly()
 
-from bert_tf.formats.convert import ConvertConfig, bert_config_from_hf, convert, run  # noqa: E402, F401
+from bert_tf.formats.convert import ConvertSettings, bert_config_from_hf, convert, run  # noqa: E402, F401
 
 
 def cli_main():
     """Console entry point `bert-convert-checkpoint`."""
-    cli.main(ConvertConfig, run, __name__)
+    cli.main(ConvertSettings, run, __name__)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ def run(config):
 
 def cli_main():
     """Console entry point `bert-create-pretraining-data`."""
-    cli.main(writer.CreateConfig, run, __name__)
+    cli.main(writer.CreateSettings, run, __name__)
 
 
 if __name__ == "__main__":

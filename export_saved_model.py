@@ -17,7 +17,7 @@ from bert_tf.tasks import exporting  # noqa: E402 (after TensorFlow's quiet star
 
 
 def run(config):
-    """Exports as `config` (an ExportConfig) says and prints the version folder."""
+    """Exports as `config` (an ExportSettings) says and prints the version folder."""
     path = exporting.export_checkpoint(config)
     print(path)
     return path
@@ -25,7 +25,7 @@ def run(config):
 
 def cli_main():
     """Console entry point `bert-export-saved-model`."""
-    cli.main(exporting.ExportConfig, run, __name__)
+    cli.main(exporting.ExportSettings, run, __name__)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from bert_tf.tasks import extract_features_run  # noqa: E402 (after TensorFlow's
 def cli_main():
     """Console entry point `bert-extract-features`."""
     cli.main(
-        extract_features_run.ExtractConfig, extract_features_run.run_extract_features, __name__
+        extract_features_run.ExtractSettings, extract_features_run.run_extract_features, __name__
     )
 
 

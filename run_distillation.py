@@ -16,7 +16,7 @@ from bert_tf import cli
 cli.load_tensorflow_quietly()
 
 from bert_tf.tasks.distillation import run  # noqa: E402 (after TensorFlow's quiet start)
-from bert_tf.tasks.distillation.config import DistillationConfig  # noqa: E402
+from bert_tf.tasks.distillation.distillation_settings import DistillationSettings  # noqa: E402
 
 
 def make_run(config):
@@ -26,7 +26,7 @@ def make_run(config):
 
 def cli_main():
     """Console entry point `bert-run-distillation`."""
-    cli.run_main(DistillationConfig, make_run, __name__)
+    cli.run_main(DistillationSettings, make_run, __name__)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,13 @@ from bert_tf.tasks import pretraining  # noqa: E402 (after TensorFlow's quiet st
 
 
 def run(config):
-    """Pretrains and/or evaluates as `config` (a PretrainingConfig) says; returns the Trainer."""
+    """Pretrains and/or evaluates as `config` (a PretrainingSettings) says; returns the Trainer."""
     return pretraining.PretrainingRun(config).run()
 
 
 def cli_main():
     """Console entry point `bert-run-pretraining`."""
-    cli.run_main(pretraining.PretrainingConfig, pretraining.PretrainingRun, __name__)
+    cli.run_main(pretraining.PretrainingSettings, pretraining.PretrainingRun, __name__)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ def make_run(config):
 
 def cli_main():
     """Console entry point `bert-run-squad`."""
-    cli.run_main(tasks.script_config(TASK), make_run, __name__)
+    cli.run_main(tasks.script_settings(TASK), make_run, __name__)
 
 
 if __name__ == "__main__":

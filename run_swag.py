@@ -27,7 +27,7 @@ def make_run(config):
 
 def cli_main():
     """Console entry point `bert-run-swag`."""
-    cli.run_main(tasks.script_config(TASK), make_run, __name__)
+    cli.run_main(tasks.script_settings(TASK), make_run, __name__)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ def beam_run(export_path, input_file, output_file, options):
     from bert_tf.beam import batch_prediction
 
     batch_prediction.run(
-        batch_prediction.BatchPredictConfig(
+        batch_prediction.BatchPredictSettings(
             export_dir=export_path,
             input_file=input_file,
             output_file=output_file,

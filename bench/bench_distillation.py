@@ -99,9 +99,9 @@ def _accuracy(output_dir, labels, test):
 
 def teacher_run(model_dir, data_dir, output_dir, seed, labels):
     from bert_tf.tasks import TASKS, run_script
-    from bert_tf.tasks.task_configs import ClassifierConfig
+    from bert_tf.tasks.task_settings import ClassifierSettings
 
-    config = ClassifierConfig(
+    config = ClassifierSettings(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
@@ -112,9 +112,9 @@ def teacher_run(model_dir, data_dir, output_dir, seed, labels):
 
 def student_run(teacher_dir, data_dir, output_dir, seed, labels, layers):
     from bert_tf.tasks.distillation import run as distillation
-    from bert_tf.tasks.distillation.config import DistillationConfig
+    from bert_tf.tasks.distillation.distillation_settings import DistillationSettings
 
-    config = DistillationConfig(
+    config = DistillationSettings(
         teacher_dir=teacher_dir, student_layers=layers,
         transfer_file=os.path.join(data_dir, "transfer.txt"), temperature=FLAGS.temperature,
         hard_label_weight=FLAGS.hard_label_weight, **_settings(data_dir, output_dir, seed, labels),

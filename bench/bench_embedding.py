@@ -112,7 +112,7 @@ def _config(release, data_dir, output_dir, **overrides):
         iterations_per_loop=50, log_steps=20, save_checkpoints_steps=100000, seed=FLAGS.seed,
     )  # fmt: skip
     values.update(overrides)
-    return embedding.EmbeddingConfig(**values)
+    return embedding.EmbeddingSettings(**values)
 
 
 def retrieval(release, data_dir):
@@ -161,11 +161,11 @@ _PEER = textwrap.dedent(
 def throughput(release, texts):
     import tensorflow as tf
 
-    from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+    from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 
     export_dir = os.path.join(FLAGS.work_dir, "export")
     path = export_checkpoint(
-        ExportConfig(
+        ExportSettings(
             init_checkpoint=release, export_dir=export_dir, model_type="embedding",
             vocab_file=os.path.join(release, "vocab.txt"),
         )

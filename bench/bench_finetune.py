@@ -209,11 +209,11 @@ def packed_lengths(rows, vocab_file):
 
 
 def classifier_config(data_dir, output_dir, model_dir, is_pair, runner, steps_per_round):
-    """The ClassifierConfig of one of our runners (OURS), as run_classifier.py's flags would make it."""
-    from bert_tf.tasks.classification.task import ClassifierConfig
+    """The ClassifierSettings of one of our runners (OURS), as run_classifier.py's flags would make it."""
+    from bert_tf.tasks.classification.task import ClassifierSettings
 
     length_bucketing, cut_batches_to_longest, mixed_precision = OURS[runner]
-    return ClassifierConfig(
+    return ClassifierSettings(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
@@ -247,7 +247,7 @@ class BertTfRunner:
         trainer, save = self.trainer, self.trainer.state.save
 
         def save_at_the_end(step, iterator=None):
-            if step == trainer.config.num_train_steps:
+            if step == trainer.settings.num_train_steps:
                 save(step, iterator)
             round_end()
 

@@ -49,10 +49,10 @@ def keras_fit(model_dir, train, test, seed, learning_rate):
 
 def script_fit(model_dir, data_dir, run_dir, test, seed, learning_rate):
     """One ClassifierRun (run_classifier.py --task_name=tsv --do_train --do_predict)."""
-    from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierRun, ClassifierSettings
 
     shutil.rmtree(run_dir, ignore_errors=True)
-    config = ClassifierConfig(
+    config = ClassifierSettings(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),

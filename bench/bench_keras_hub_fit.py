@@ -76,12 +76,12 @@ def tanh_gelu_copy(model_dir, work_dir):
 
 def keras_hub_preset(model_dir, work_dir):
     """The keras-hub preset of model_dir (convert_checkpoint.py --output_format=keras_hub)."""
-    from bert_tf.formats.convert import ConvertConfig, run
+    from bert_tf.formats.convert import ConvertSettings, run
 
     folder = os.path.join(work_dir, "all-MiniLM-L6-v2-keras-hub")
     if not os.path.exists(os.path.join(folder, "model.weights.h5")):
         run(
-            ConvertConfig(
+            ConvertSettings(
                 init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
                 vocab_file=os.path.join(model_dir, "vocab.txt"),
                 output_format="keras_hub",

@@ -113,14 +113,14 @@ def describe_task(task, train, vocab_file):
 
 def train_and_evaluate(task, variant, seed, data_dir, model_dir, work_dir):
     """One run: {"accuracy", "train_examples_per_sec", ...}."""
-    from bert_tf.tasks.classification.task import ClassifierConfig
+    from bert_tf.tasks.classification.task import ClassifierSettings
 
     window = bucket_window(variant)
     output_dir = os.path.join(work_dir, "runs", f"{task}_{variant}_seed{seed}")
     shutil.rmtree(output_dir, ignore_errors=True)  # a run cut off earlier starts again
     feature_dir = os.path.join(work_dir, f"{task}_features")  # shared by the variants and seeds
     os.makedirs(feature_dir, exist_ok=True)
-    config = ClassifierConfig(
+    config = ClassifierSettings(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
@@ -143,7 +143,7 @@ def train_and_evaluate(task, variant, seed, data_dir, model_dir, work_dir):
     start = time.perf_counter()
     results = run.evaluate()
     predict_seconds = time.perf_counter() - start
-    steps = trainer.config.num_train_steps
+    steps = trainer.settings.num_train_steps
     shutil.rmtree(output_dir, ignore_errors=True)
     return {
         "accuracy": float(results["eval_accuracy"]),

@@ -68,9 +68,9 @@ flags.DEFINE_bool("summarize_only", False, "Train nothing: print the table of --
 
 
 def config_of(data_dir, model_dir, output_dir, seed, doc_stride, do_train=True):
-    from bert_tf.tasks.classification.task import ClassifierConfig
+    from bert_tf.tasks.classification.task import ClassifierSettings
 
-    return ClassifierConfig(
+    return ClassifierSettings(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         init_checkpoint=os.path.join(model_dir, "bert_model.ckpt") if do_train else None,
@@ -144,7 +144,7 @@ def train_and_score(mode, seed, data_dir, model_dir, work_dir):
     start = time.perf_counter()
     results = run.evaluate()
     eval_seconds = time.perf_counter() - start
-    steps = trainer.config.num_train_steps
+    steps = trainer.settings.num_train_steps
     row = {
         "accuracy": float(results["eval_accuracy"]),
         "eval_loss": float(results["eval_loss"]),

@@ -214,11 +214,11 @@ def fine_tune_multi_label(model_dir, data_dir, work_dir, seed, class_weights):
     """One part 1 run: trains, predicts dev and test, picks each label's threshold on dev as
     --tune_thresholds does (with one dev pass: MultiLabelRun.evaluate() would make a second)."""
     from bert_tf.tasks.classification import multi_label
-    from bert_tf.tasks.classification.multi_label import MultiLabelConfig, MultiLabelRun
+    from bert_tf.tasks.classification.multi_label import MultiLabelRun, MultiLabelSettings
 
     output_dir = os.path.join(work_dir, "runs", f"multi_label_{class_weights}_seed{seed}")
     shutil.rmtree(output_dir, ignore_errors=True)  # a run cut off earlier starts again
-    config = MultiLabelConfig(
+    config = MultiLabelSettings(
         **base_config(model_dir, output_dir, data_dir, seed), multi_label=True,
         class_weights=class_weights, do_predict=True, length_bucketing=FLAGS.length_bucketing,
         max_seq_length=FLAGS.max_seq_length, num_train_epochs=FLAGS.num_train_epochs,
@@ -484,11 +484,11 @@ def fine_tune_single_label(model_dir, data_dir, work_dir, seed, class_weights):
     """One part 2 run: the minority topic's dev recall and precision, dev accuracy, macro F1."""
     import sklearn.metrics as skm
 
-    from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierRun, ClassifierSettings
 
     output_dir = os.path.join(work_dir, "runs", f"class_weights_{class_weights}_seed{seed}")
     shutil.rmtree(output_dir, ignore_errors=True)
-    config = ClassifierConfig(
+    config = ClassifierSettings(
         **base_config(model_dir, output_dir, data_dir, seed), class_weights=class_weights,
         max_seq_length=FLAGS.cw_max_seq_length, num_train_epochs=FLAGS.cw_num_train_epochs,
     )  # fmt: skip

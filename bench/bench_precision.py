@@ -132,7 +132,7 @@ def _novel_halves(num_examples, seed=12345):
 
 def _classifier_runs(work_dir):
     """{policy: ClassifierRun} fine-tuning MiniLM on _novel_halves under each policy."""
-    from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierRun, ClassifierSettings
 
     model_dir = minilm.converted(work_dir)
     data_dir = os.path.join(work_dir, "novel_halves")
@@ -148,7 +148,7 @@ def _classifier_runs(work_dir):
     steps = FLAGS.finetune_steps * (FLAGS.finetune_rounds + 1)
     runs = {}
     for policy in POLICIES:
-        config = ClassifierConfig(
+        config = ClassifierSettings(
             bert_config_file=os.path.join(model_dir, "bert_config.json"),
             vocab_file=os.path.join(model_dir, "vocab.txt"),
             init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),

@@ -105,20 +105,23 @@ def bert_tf_runner(shape, jit_compile, records, work_dir):
     from bert_tf.modeling import BertConfig
     from bert_tf.optimization import create_optimizer
     from bert_tf.tasks.pretraining import pretraining_trainable
-    from bert_tf.training import TrainConfig, Trainer
+    from bert_tf.training import Trainer, TrainSettings
 
     config = BertConfig(
         vocab_size=VOCAB_SIZE, hidden_act="gelu", max_position_embeddings=512, type_vocab_size=2,
         hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.02, **SHAPES[shape],
     )  # fmt: skip
     task = pretraining_trainable(config, records, FLAGS.seq_length, FLAGS.max_predictions, seed=1)
-    train_config = TrainConfig(
+    train_settings = TrainSettings(
         model_dir=tempfile.mkdtemp(dir=work_dir), train_batch_size=FLAGS.batch_size,
         num_train_steps=FLAGS.warmup_steps, steps_per_loop=1000, save_checkpoints_steps=10**9,
         log_steps=10**9, jit_compile=jit_compile, mixed_precision=FLAGS.mixed_precision,
     )  # fmt: skip
     trainer = Trainer(
-        task, tf.distribute.get_strategy(), lambda: create_optimizer(1e-4, 10**6, 100), train_config
+        task,
+        tf.distribute.get_strategy(),
+        lambda: create_optimizer(1e-4, 10**6, 100),
+        train_settings,
     )
     # Each round ends at a new num_train_steps, where the Trainer would save a checkpoint: not
     # what is measured here (the keras-hub runner saves none either).
@@ -126,7 +129,7 @@ def bert_tf_runner(shape, jit_compile, records, work_dir):
     trainer.train()  # traces (and compiles) the step, then runs the warm-up steps
 
     def run():
-        trainer.config.num_train_steps += FLAGS.steps
+        trainer.settings.num_train_steps += FLAGS.steps
         trainer.train()
 
     return run

@@ -49,9 +49,9 @@ def fine_tune(data_dir, model_dir, run_dir):
 
 def export(run_dir, model_dir, export_dir, mixed_precision="float32"):
     """The run exported as export_saved_model.py exports it; returns the version folder."""
-    from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+    from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 
-    config = ExportConfig(
+    config = ExportSettings(
         init_checkpoint=run_dir, export_dir=export_dir,
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         bert_config_file=os.path.join(model_dir, "bert_config.json"),

@@ -247,9 +247,9 @@ def tsv_classifier_config(data_dir, model_dir, run_dir, **settings):
     """run_classifier.py's settings for a run on data_dir's label<TAB>text files (the "tsv" task)
     from model_dir's checkpoint, without progress lines or intermediate checkpoints; `settings`
     adds the rest (steps, sizes, rates, seed)."""
-    from bert_tf.tasks.classification.task import ClassifierConfig
+    from bert_tf.tasks.classification.task import ClassifierSettings
 
-    return ClassifierConfig(
+    return ClassifierSettings(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),

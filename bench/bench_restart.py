@@ -101,9 +101,9 @@ def _write_corpus(settings):
 
 def _pretraining_run(settings):
     """run_pretraining.py's run (PretrainingRun) in settings["model_dir"], as its flags would make it."""
-    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingRun
+    from bert_tf.tasks.pretraining import PretrainingRun, PretrainingSettings
 
-    config = PretrainingConfig(
+    config = PretrainingSettings(
         bert_config_file=settings["bert_config_file"],
         output_dir=settings["model_dir"],
         input_file=settings["input_file"],

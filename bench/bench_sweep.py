@@ -44,9 +44,9 @@ flags.DEFINE_bool(
 
 def sweep_config(data_dir, model_dir, output_dir):
     """run_classifier.py's settings with the grid's tuples: a sweep."""
-    from bert_tf.tasks.classification.task import ClassifierConfig
+    from bert_tf.tasks.classification.task import ClassifierSettings
 
-    return ClassifierConfig(
+    return ClassifierSettings(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),

@@ -77,7 +77,7 @@ def measure_one(paths, vocab_size, output):
     counted = time.monotonic()
     count_heap = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    config = vocabulary.VocabConfig(input_file=",".join(paths), vocab_file=output)
+    config = vocabulary.VocabSettings(input_file=",".join(paths), vocab_file=output)
     config.vocab_size = vocab_size
     vocab = vocabulary.learn_and_write(counts, config)
     learned = time.monotonic()

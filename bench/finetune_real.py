@@ -96,7 +96,7 @@ def write_bbc_news(work_dir):
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
-    from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
+    from bert_tf.tasks.classification.task import ClassifierRun, ClassifierSettings
 
     threads = machine.set_threads(FLAGS.threads)
     work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="finetune_real_")
@@ -109,7 +109,7 @@ def main(argv):
         f"lr {FLAGS.learning_rate:g}, length bucketing {FLAGS.length_bucketing}, {threads} threads\n",
         flush=True,
     )
-    config = ClassifierConfig(
+    config = ClassifierSettings(
         bert_config_file=os.path.join(model_dir, "bert_config.json"),
         vocab_file=os.path.join(model_dir, "vocab.txt"),
         init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),

@@ -34,7 +34,7 @@ def learn_vocab(text_file, vocab_file, vocab_size):
     """build_vocab.py --input_file=text_file --vocab_file=vocab_file --vocab_size --do_lower_case."""
     from bert_tf import vocabulary
 
-    config = vocabulary.VocabConfig(
+    config = vocabulary.VocabSettings(
         input_file=text_file, vocab_file=vocab_file, vocab_size=vocab_size, do_lower_case=True
     )
     return vocabulary.run(config)
@@ -46,7 +46,7 @@ def write_records(text_file, vocab_file, output_file, dynamic, shape, dupe_facto
     from bert_tf.data.pretraining import writer
 
     max_seq_length, max_predictions = shape
-    config = writer.CreateConfig(
+    config = writer.CreateSettings(
         input_file=text_file, output_file=output_file, vocab_file=vocab_file,
         max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions,
         dupe_factor=dupe_factor, random_seed=12345, dynamic_masking=dynamic, num_workers=1,
@@ -82,10 +82,10 @@ def pretrain(records, config_file, output_dir, dynamic, settings, init_checkpoin
     settings: {"steps", "batch_size", "learning_rate", "max_seq_length", "max_predictions"}.
     init_checkpoint: the weights to start from, heads included (None: the seed's initial weights).
     """
-    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingRun
+    from bert_tf.tasks.pretraining import PretrainingRun, PretrainingSettings
 
     steps = settings["steps"]
-    config = PretrainingConfig(
+    config = PretrainingSettings(
         bert_config_file=config_file, input_file=records, output_dir=output_dir, do_train=True,
         init_checkpoint=init_checkpoint, dynamic_masking=dynamic, max_seq_length=settings["max_seq_length"],
         max_predictions_per_seq=settings["max_predictions"], seed=12345,
@@ -112,11 +112,11 @@ def evaluate_heldout(records, num_records, config_file, init_checkpoint, eval_di
     Returns:
       eval_results.txt as {name: float}.
     """
-    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingRun
+    from bert_tf.tasks.pretraining import PretrainingRun, PretrainingSettings
 
     batch_size = 32
     shutil.rmtree(eval_dir, ignore_errors=True)
-    config = PretrainingConfig(
+    config = PretrainingSettings(
         bert_config_file=config_file, input_file=records, output_dir=eval_dir, do_eval=True,
         init_checkpoint=init_checkpoint, max_seq_length=settings["max_seq_length"],
         max_predictions_per_seq=settings["max_predictions"], seed=12345,

@@ -276,7 +276,7 @@ def write_records(text, vocab, path, objective, dupe_factor):
     from bert_tf.data.pretraining import writer
 
     writer.run(
-        writer.CreateConfig(
+        writer.CreateSettings(
             input_file=text, output_file=path, vocab_file=vocab, objective=objective,
             max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
             dupe_factor=dupe_factor, random_seed=12345, num_workers=1,
@@ -298,7 +298,7 @@ def read_eval_results(path):
 
 def pretrain(objective, config_file, vocab, texts, work_dir):
     """Pretrains one objective; returns (its output dir, held-out eval results on the dev chapters)."""
-    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingRun
+    from bert_tf.tasks.pretraining import PretrainingRun, PretrainingSettings
 
     records = {
         split: write_records(
@@ -315,7 +315,7 @@ def pretrain(objective, config_file, vocab, texts, work_dir):
         log_steps=max(1, FLAGS.pretrain_steps // 10),
     )  # fmt: skip
     PretrainingRun(
-        PretrainingConfig(
+        PretrainingSettings(
             **common, input_file=records["train"], output_dir=output_dir, do_train=True,
             num_train_steps=FLAGS.pretrain_steps, num_warmup_steps=FLAGS.pretrain_steps // 10,
             learning_rate=FLAGS.pretrain_learning_rate, save_checkpoints_steps=FLAGS.pretrain_steps,
@@ -325,7 +325,7 @@ def pretrain(objective, config_file, vocab, texts, work_dir):
     # Held-out: the dev chapters' records (one pass, fixed masks), with the trained weights.
     eval_dir = os.path.join(work_dir, f"heldout_{objective}")
     PretrainingRun(
-        PretrainingConfig(
+        PretrainingSettings(
             **common, input_file=records["dev"], output_dir=eval_dir, do_eval=True,
             init_checkpoint=os.path.join(output_dir, "bert_model.ckpt"),
             max_eval_steps=max(1, count_records(records["dev"]) // FLAGS.pretrain_batch_size),
@@ -353,11 +353,11 @@ def fine_tune(task, model, data_dir, vocab, seed, output_dir):
         seed=seed, log_steps=10**6, save_checkpoints_steps=10**6,
     )  # fmt: skip
     if task == "order":
-        config = classification.ClassifierConfig(
+        config = classification.ClassifierSettings(
             **common, task_name="tsv", text_a_column="0", text_b_column="1", label_column="2"
         )
         return run_script(classification.SPEC, config)["eval"]["eval_accuracy"]
-    return run_script(tagging.SPEC, tagging.TaggerConfig(**common))["eval"]["eval_f1"]
+    return run_script(tagging.SPEC, tagging.TaggerSettings(**common))["eval"]["eval_f1"]
 
 
 def feature_based_runs(data_dir, work_dir, seeds, record, done):
@@ -386,13 +386,13 @@ def feature_based_runs(data_dir, work_dir, seeds, record, done):
             start = time.perf_counter()
             output_dir = os.path.join(work_dir, "runs", f"minilm_{layers}_{seed}")
             if layers == "fine-tuning":
-                config = tagging.TaggerConfig(
+                config = tagging.TaggerSettings(
                     **common, output_dir=output_dir, seed=seed,
                     learning_rate=FLAGS.minilm_learning_rate,
                 )  # fmt: skip
                 outcome = run_script(tagging.SPEC, config)
             else:
-                config = feature_based.FeatureTaggerConfig(
+                config = feature_based.FeatureTaggerSettings(
                     **common, output_dir=output_dir, seed=seed, feature_layers=layers,
                     lstm_size=FLAGS.lstm_size, learning_rate=FLAGS.feature_learning_rate,
                     encoder_features_dir=os.path.join(work_dir, "encoder_features"),

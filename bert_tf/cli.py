@@ -84,37 +84,37 @@ def _cuda_probe_lines_dropped():
         os.close(saved_stderr)
 
 
-def main(config_class, run_function, module_name, **flag_defaults):
-    """Declares `config_class`'s flags, parses argv and runs `run_function(config)`.
+def main(settings_class, run_function, module_name, **flag_defaults):
+    """Declares `settings_class`'s flags, parses argv and runs `run_function(config)`.
 
     Args:
-      config_class: the script's settings dataclass (fields declared with bert_tf.settings.setting).
+      settings_class: the script's settings dataclass (fields declared with bert_tf.settings.setting).
       run_function: (config) -> anything (not the exit status); the script's work.
       module_name: the script's `__name__`: --helpshort lists its flags.
       **flag_defaults: the script's own defaults for some flags.
     """
     from absl import app
 
-    _define_flags(config_class, module_name, flag_defaults)
-    app.run(_absl_main(config_class, run_function=run_function))
+    _define_flags(settings_class, module_name, flag_defaults)
+    app.run(_absl_main(settings_class, run_function=run_function))
 
 
-def run_main(config_class, make_run, module_name):
-    """A training script's main: declares `config_class`'s flags, parses argv, makes the run of
+def run_main(settings_class, make_run, module_name):
+    """A training script's main: declares `settings_class`'s flags, parses argv, makes the run of
     the settings (`make_run(config)`, which checks everything before any work) and calls its
     `run()`, the first call of the path to the gradient (docs/architecture.md's trail)."""
     from absl import app
 
-    _define_flags(config_class, module_name, {})
-    app.run(_absl_main(config_class, make_run=make_run))
+    _define_flags(settings_class, module_name, {})
+    app.run(_absl_main(settings_class, make_run=make_run))
 
 
-def _define_flags(config_class, module_name, flag_defaults):
+def _define_flags(settings_class, module_name, flag_defaults):
     from absl import flags
 
     from bert_tf.settings import define_flags, script_module_name
 
-    define_flags(config_class, module_name, **flag_defaults)
+    define_flags(settings_class, module_name, **flag_defaults)
     # absl lists the flags of the module that sys.argv[0] names. For a console command that is its
     # wrapper (e.g. .venv/bin/bert-run-pretraining), which defines none: file them under it too.
     name = script_module_name(module_name)
@@ -123,7 +123,7 @@ def _define_flags(config_class, module_name, flag_defaults):
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
 
-def _absl_main(config_class, run_function=None, make_run=None):
+def _absl_main(settings_class, run_function=None, make_run=None):
     """absl's main: the settings of the parsed flags to `run_function(config)`, or to
     `make_run(config).run()`; one line for bad input or a stop from outside."""
     from absl import app
@@ -139,7 +139,7 @@ def _absl_main(config_class, run_function=None, make_run=None):
         try:
             log_filter.shorten_long_lines()
             with stopping_on_sigterm():
-                config = from_flags(config_class)
+                config = from_flags(settings_class)
                 if make_run is None:
                     run_function(config)
                 else:

@@ -54,13 +54,13 @@ def derived(default, doc):
     return dataclasses.field(default=default, metadata={"doc": doc, "recorded": True})
 
 
-def recorded_fields(config_class):
-    """The fields of `config_class` recorded in task.json (`setting(recorded=True)`, `derived`)."""
-    return [field for field in dataclasses.fields(config_class) if field.metadata.get("recorded")]
+def recorded_fields(settings_class):
+    """The fields of `settings_class` recorded in task.json (`setting(recorded=True)`, `derived`)."""
+    return [field for field in dataclasses.fields(settings_class) if field.metadata.get("recorded")]
 
 
-def recorded_settings(config_class, **values):
-    """A task's recorded settings (its part of task.json): a namespace of `config_class`'s recorded
+def recorded_settings(settings_class, **values):
+    """A task's recorded settings (its part of task.json): a namespace of `settings_class`'s recorded
     fields, or None when it has none.
 
     Each field is `values`' or, when missing or None, its `recorded_default` (else the flag's
@@ -69,7 +69,7 @@ def recorded_settings(config_class, **values):
     Raises:
       ValueError: for a name that is no recorded field, or a value outside a setting's choices.
     """
-    fields = recorded_fields(config_class)
+    fields = recorded_fields(settings_class)
     if not fields:
         return None
     unknown = sorted(set(values) - {field.name for field in fields})
@@ -130,9 +130,9 @@ class Settings:
         cls.__annotations__ = annotations
 
 
-def flag_fields(config_class):
-    """The fields of `config_class` that are flags (declared with `setting`)."""
-    return [field for field in dataclasses.fields(config_class) if "help" in field.metadata]
+def flag_fields(settings_class):
+    """The fields of `settings_class` that are flags (declared with `setting`)."""
+    return [field for field in dataclasses.fields(settings_class) if "help" in field.metadata]
 
 
 def _flag_type(annotation):
@@ -160,21 +160,21 @@ def script_module_name(module_name):
     return sys.argv[0] if module_name == "__main__" else module_name
 
 
-def define_flags(config_class, module_name, flag_values=flags.FLAGS, **defaults):
-    """Declares one absl flag per `setting` field of `config_class`, as key flags of `module_name`.
+def define_flags(settings_class, module_name, flag_values=flags.FLAGS, **defaults):
+    """Declares one absl flag per `setting` field of `settings_class`, as key flags of `module_name`.
 
     Args:
-      config_class: a dataclass whose flag fields were declared with `setting`.
+      settings_class: a dataclass whose flag fields were declared with `setting`.
       module_name: the script's `__name__`; its --helpshort lists these flags.
       flag_values: the absl FlagValues to declare them in.
       **defaults: a script's own defaults for some flags (e.g. max_seq_length=384 for SQuAD).
     """
-    unknown = sorted(set(defaults) - {field.name for field in flag_fields(config_class)})
+    unknown = sorted(set(defaults) - {field.name for field in flag_fields(settings_class)})
     if unknown:
-        raise ValueError(f"{config_class.__name__} has no flag fields {unknown}")
+        raise ValueError(f"{settings_class.__name__} has no flag fields {unknown}")
     module_name = script_module_name(module_name)
-    hints = typing.get_type_hints(config_class)
-    for field in flag_fields(config_class):
+    hints = typing.get_type_hints(settings_class)
+    for field in flag_fields(settings_class):
         default = defaults.get(field.name, field.default)
         options = dict(flag_values=flag_values, module_name=module_name)
         if field.metadata["sweep"]:
@@ -218,13 +218,13 @@ def parse_sweep(name, text, kind):
     return values[0] if len(values) == 1 else tuple(values)
 
 
-def from_flags(config_class, flag_values=flags.FLAGS, **values):
-    """An instance of `config_class` from the parsed flags of its fields; `values` override some."""
-    hints = typing.get_type_hints(config_class)
+def from_flags(settings_class, flag_values=flags.FLAGS, **values):
+    """An instance of `settings_class` from the parsed flags of its fields; `values` override some."""
+    hints = typing.get_type_hints(settings_class)
     parsed = {}
-    for field in flag_fields(config_class):
+    for field in flag_fields(settings_class):
         value = flag_values[field.name].value
         if field.metadata["sweep"]:
             value = parse_sweep(field.name, value, _flag_type(hints[field.name]))
         parsed[field.name] = value
-    return config_class(**{**parsed, **values})
+    return settings_class(**{**parsed, **values})

@@ -31,7 +31,7 @@ DEFAULT_LEARN_PARAMS = {"lower_thresh": 10, "max_unique_chars": 1000, "max_token
 
 
 @dataclasses.dataclass(kw_only=True)
-class VocabConfig:
+class VocabSettings:
     """build_vocab.py's settings."""
 
     input_file: str | None = setting(

@@ -264,7 +264,7 @@ def rebuilt_for_export(monkeypatch, spec, init_checkpoint, export_dir, vocab_fil
 
     monkeypatch.setitem(TASKS, spec.name, dataclasses.replace(spec, export_model=keep))
     exporting.export_checkpoint(
-        exporting.ExportConfig(
+        exporting.ExportSettings(
             init_checkpoint=init_checkpoint, export_dir=export_dir, vocab_file=vocab_file
         )
     )

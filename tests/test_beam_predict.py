@@ -244,7 +244,7 @@ def test_batch_predict_writes_one_json_line_per_row_of_every_file(exports, signa
     jsonl.write_text(f"{lines[0]}\n\n{lines[1]}\n", encoding="utf-8")
     output_file = str(tmp_path / "out" / "pairs")
     written = batch_prediction.run(
-        batch_prediction.BatchPredictConfig(
+        batch_prediction.BatchPredictSettings(
             export_dir=exports["classifier_pair"],
             input_file=f"{tsv},{tmp_path}/*.jsonl",
             output_file=output_file,
@@ -313,7 +313,7 @@ def _config(exports, tmp_path, **changes):
         output_file=str(tmp_path / "out" / "predictions"),
         beam_pipeline_options=MULTI_PROCESS,
     )
-    return batch_prediction.BatchPredictConfig(**{**settings, **changes})
+    return batch_prediction.BatchPredictSettings(**{**settings, **changes})
 
 
 def _no_output(tmp_path):

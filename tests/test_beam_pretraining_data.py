@@ -18,7 +18,7 @@ import run_pretraining
 from bert_tf.beam import pipeline, pretraining_data
 from bert_tf.data.pretraining import reader, writer
 from bert_tf.errors import InputError
-from bert_tf.tasks.pretraining import PretrainingConfig
+from bert_tf.tasks.pretraining import PretrainingSettings
 
 from conftest import REPO_DIR, SUBPROCESS_ENV
 
@@ -50,7 +50,7 @@ def _config(input_file, output_file, **flags):
         dupe_factor=2, chunk_bytes=8192, num_workers=1, random_seed=7,
     )  # fmt: skip
     values.update(flags)
-    return writer.CreateConfig(**values)
+    return writer.CreateSettings(**values)
 
 
 def _records(paths, compression_type=""):
@@ -125,7 +125,7 @@ def test_run_pretraining_reads_the_shards_through_their_glob(corpus, tmp_path):
     dataset = reader.make_pretraining_dataset(f"{prefix}*", 1, SEQ, PREDICTIONS, is_training=False)
     assert sum(1 for _ in dataset) == summary.instances
     trainer = run_pretraining.run(
-        PretrainingConfig(
+        PretrainingSettings(
             bert_config_file=str(SAMPLE_DIR / "bert_config_tiny.json"),
             input_file=f"{prefix}*",
             output_dir=str(tmp_path / "model"),

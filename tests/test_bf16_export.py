@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from bert_tf.errors import InputError
 from bert_tf.tasks import run_script
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 
 from conftest import REPO_DIR, SUBPROCESS_ENV
 from conftest import W_WORDS as WORDS
@@ -48,7 +48,7 @@ def exports(google_ckpt_dir, w_vocab_file, tmp_path_factory):
     vocab = w_vocab_file
     paths = {}
     for policy in POLICIES:
-        config = ExportConfig(
+        config = ExportSettings(
             init_checkpoint=str(folder / "bert_model.ckpt"), vocab_file=str(vocab),
             export_dir=str(folder / f"export_{policy}"), max_seq_length=24, mixed_precision=policy,
         )  # fmt: skip
@@ -174,7 +174,7 @@ def test_a_bad_mixed_precision_is_a_one_line_error_naming_the_flag(
     google_ckpt_dir, w_vocab_file, tmp_path
 ):
     vocab = w_vocab_file
-    config = ExportConfig(
+    config = ExportSettings(
         init_checkpoint=str(google_ckpt_dir / "bert_model.ckpt"), vocab_file=str(vocab),
         export_dir=str(tmp_path / "export"), mixed_precision="bfloat16",
     )  # fmt: skip
@@ -209,7 +209,7 @@ def test_a_bfloat16_run_s_export_is_export_saved_model_s_export_of_its_checkpoin
     )  # fmt: skip
     run_export = run_script(SPEC, config)["export"]
     script_export = export_checkpoint(
-        ExportConfig(
+        ExportSettings(
             init_checkpoint=str(tmp_path / "out"),
             vocab_file=config.vocab_file,
             export_dir=str(tmp_path / "script_export"),

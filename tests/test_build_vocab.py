@@ -44,7 +44,7 @@ def _config(corpus, vocab_file, **flags):
         do_lower_case=True, num_unused=3,
     )  # fmt: skip
     values.update(flags)
-    return vocabulary.VocabConfig(**values)
+    return vocabulary.VocabSettings(**values)
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def test_the_beam_run_writes_the_same_file(corpus, uncased_vocab, tmp_path):
 def test_create_pretraining_data_accepts_the_vocabulary(corpus, uncased_vocab, tmp_path):
     output = tmp_path / "out.tfrecord"
     summary = create_pretraining_data.run(
-        writer.CreateConfig(
+        writer.CreateSettings(
             input_file=str(corpus / "held_out.txt"), output_file=str(output),
             vocab_file=str(uncased_vocab), max_seq_length=64, max_predictions_per_seq=10,
             dupe_factor=1, num_workers=1,

@@ -17,7 +17,7 @@ from test_training import ToyModel, toy_task
 
 from bert_tf.errors import InputError
 from bert_tf.optimization import create_optimizer
-from bert_tf.training import TrainConfig, Trainer, inputs
+from bert_tf.training import Trainer, TrainSettings, inputs
 from bert_tf.training.checkpoint_state import INPUT_STATE_DIR, CheckpointState, dropout_states
 
 
@@ -59,7 +59,7 @@ def _trainer(model_dir, task=None, **config):
         task or _task(),
         tf.distribute.OneDeviceStrategy("/cpu:0"),
         lambda: create_optimizer(0.05, 12, 2),
-        TrainConfig(model_dir=str(model_dir), **{**settings, **config}),
+        TrainSettings(model_dir=str(model_dir), **{**settings, **config}),
     )
 
 
@@ -180,7 +180,7 @@ def _state(model_dir, keep=5, init_fn=None):
     optimizer = keras.optimizers.SGD(0.1)
     optimizer.build(model.trainable_variables)
     input_steps = tf.Variable(-1, dtype=tf.int64, trainable=False)
-    config = TrainConfig(model_dir=str(model_dir), max_checkpoints_to_keep=keep)
+    config = TrainSettings(model_dir=str(model_dir), max_checkpoints_to_keep=keep)
     state = CheckpointState(
         model, optimizer, input_steps, config, chief=True, worker=tf.distribute.InputContext()
     )

@@ -10,7 +10,7 @@ from bert_tf.data.feature_cache import write_records
 from bert_tf.data.packing import truncate_seq_pair
 from bert_tf.data.records import serialize_values
 from bert_tf.errors import InputError
-from bert_tf.tasks import task_configs
+from bert_tf.tasks import task_settings
 from bert_tf.tasks.classification import data as classification
 from bert_tf.tasks.classification.data.features import (
     classifier_feature_spec,
@@ -33,7 +33,7 @@ STSB_HEADER = (
 
 def get_processor(task_name=None, **source):
     """The processor of a DataSource (run_classifier.py's data flags) of these fields."""
-    return classification.get_processor(task_configs.DataSource(task_name=task_name, **source))
+    return classification.get_processor(task_settings.DataSource(task_name=task_name, **source))
 
 
 def write_tsv(path, rows):

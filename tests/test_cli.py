@@ -53,13 +53,13 @@ def _fine_tuning_scripts():
 FINE_TUNING_SCRIPTS = _fine_tuning_scripts()
 # Every other script with its settings dataclass: --helpshort must list each of its flags.
 SCRIPTS = [
-    ("run_pretraining.py", "bert_tf.tasks.pretraining", "PretrainingConfig"),
-    ("build_vocab.py", "bert_tf.vocabulary", "VocabConfig"),
-    ("create_pretraining_data.py", "bert_tf.data.pretraining.writer", "CreateConfig"),
-    ("extract_features.py", "bert_tf.tasks.extract_features_run", "ExtractConfig"),
-    ("export_saved_model.py", "bert_tf.tasks.exporting", "ExportConfig"),
-    ("convert_checkpoint.py", "bert_tf.formats.convert", "ConvertConfig"),
-    ("batch_predict.py", "bert_tf.beam.batch_prediction", "BatchPredictConfig"),
+    ("run_pretraining.py", "bert_tf.tasks.pretraining", "PretrainingSettings"),
+    ("build_vocab.py", "bert_tf.vocabulary", "VocabSettings"),
+    ("create_pretraining_data.py", "bert_tf.data.pretraining.writer", "CreateSettings"),
+    ("extract_features.py", "bert_tf.tasks.extract_features_run", "ExtractSettings"),
+    ("export_saved_model.py", "bert_tf.tasks.exporting", "ExportSettings"),
+    ("convert_checkpoint.py", "bert_tf.formats.convert", "ConvertSettings"),
+    ("batch_predict.py", "bert_tf.beam.batch_prediction", "BatchPredictSettings"),
 ]
 
 
@@ -98,10 +98,10 @@ def test_helpshort_lists_every_flag_of_the_script(helpshort, script, module, con
 
 def test_every_registered_task_has_its_script():
     tasks = sorted(
-        name for name, spec in TASKS.items() if spec.config_class and not spec.variant_of
+        name for name, spec in TASKS.items() if spec.settings_class and not spec.variant_of
     )
     assert sorted(FINE_TUNING_SCRIPTS) == tasks and len(tasks) >= 5
-    assert sorted(RUNS) == sorted(name for name, spec in TASKS.items() if spec.config_class)
+    assert sorted(RUNS) == sorted(name for name, spec in TASKS.items() if spec.settings_class)
 
 
 @pytest.mark.parametrize("model_type", sorted(RUNS))
@@ -110,7 +110,7 @@ def test_helpshort_lists_every_flag_of_each_task_and_variant(helpshort, model_ty
 
     spec = TASKS[model_type]
     script = FINE_TUNING_SCRIPTS[(spec.variant_of or spec).name]
-    fields = flag_fields(spec.config_class)
+    fields = flag_fields(spec.settings_class)
     stdout, stderr = helpshort[script]
     listed = stdout.replace("--[no]", "--")
     missing = [field.name for field in fields if f"--{field.name}:" not in listed]

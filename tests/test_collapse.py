@@ -59,7 +59,7 @@ def classifier_config(google_ckpt_dir, w_vocab_file, data_dir, output_dir, **ove
         predict_batch_size=4, num_train_epochs=1.0, seed=3, learning_rate=2e-5,
     )  # fmt: skip
     values.update(overrides)
-    return classification.ClassifierConfig(**values)
+    return classification.ClassifierSettings(**values)
 
 
 def _collapse_warnings(caplog):

@@ -24,7 +24,7 @@ from bert_tf.checkpoints import (
     save_google_checkpoint,
 )
 from bert_tf.errors import InputError
-from bert_tf.formats.convert import ConvertConfig, convert, google_values_from_hf, run
+from bert_tf.formats.convert import ConvertSettings, convert, google_values_from_hf, run
 from bert_tf.modeling import BertModel, BertPretrainingModel
 from bert_tf.models.networks.embedder_network import pool
 from bert_tf.tasks import run_script
@@ -66,7 +66,7 @@ def vocab(tmp_path_factory):
 
 def export(checkpoint, vocab, output_dir, **flags):
     run(
-        ConvertConfig(
+        ConvertSettings(
             init_checkpoint=str(checkpoint),
             vocab_file=vocab,
             output_format="huggingface",
@@ -251,10 +251,10 @@ def test_a_head_transformers_cannot_express_is_refused_in_one_line_before_writin
 
 def test_the_direction_follows_the_input_flag_and_flags_are_checked(vocab, tmp_path):
     with pytest.raises(InputError, match="--hf_model_dir is required"):
-        run(ConvertConfig(output_dir=str(tmp_path / "out")))
+        run(ConvertSettings(output_dir=str(tmp_path / "out")))
     with pytest.raises(InputError, match="pass --output_format=huggingface or keras_hub"):
         run(
-            ConvertConfig(
+            ConvertSettings(
                 init_checkpoint=str(models.GOOGLE_CKPT_DIR),
                 output_format="google",
                 output_dir=str(tmp_path),
@@ -263,7 +263,7 @@ def test_the_direction_follows_the_input_flag_and_flags_are_checked(vocab, tmp_p
     # --init_checkpoint alone converts out (huggingface); the release folder has no vocab.txt.
     with pytest.raises(InputError, match="--vocab_file is required: no vocab.txt beside "):
         run(
-            ConvertConfig(
+            ConvertSettings(
                 init_checkpoint=str(models.GOOGLE_CKPT_DIR), output_dir=str(tmp_path / "o")
             )
         )
@@ -278,7 +278,7 @@ def test_a_run_dir_alone_gives_the_vocabulary_casing_and_config(vocab, tmp_path)
     shutil.copyfile(vocab, run_dir / "vocab.txt")
     info = {**json.loads((run_dir / "task.json").read_text()), "do_lower_case": False}
     (run_dir / "task.json").write_text(json.dumps(info))  # a cased run: not the default casing
-    run(ConvertConfig(init_checkpoint=str(run_dir), output_dir=str(tmp_path / "hf")))
+    run(ConvertSettings(init_checkpoint=str(run_dir), output_dir=str(tmp_path / "hf")))
     folder = tmp_path / "hf"
     assert (folder / "vocab.txt").read_text() == (run_dir / "vocab.txt").read_text()
     config = json.loads((folder / "config.json").read_text())
@@ -342,7 +342,7 @@ def hf_classifier_probabilities(folder, input_ids, segment_ids, input_mask):
 
 @pytest.mark.slow
 def test_a_run_classifier_run_converts_to_a_folder_that_predicts_its_test_results(tmp_path):
-    from bert_tf.tasks.classification.task import SPEC, ClassifierConfig
+    from bert_tf.tasks.classification.task import SPEC, ClassifierSettings
 
     from conftest import SAMPLE_DIR
 
@@ -359,7 +359,7 @@ def test_a_run_classifier_run_converts_to_a_folder_that_predicts_its_test_result
             )
         (data / f"{split}.tsv").write_text("\n".join(rows) + "\n")
     run_script(SPEC,
-        ClassifierConfig(
+        ClassifierSettings(
             bert_config_file=str(SAMPLE_DIR / "bert_config_tiny.json"),
             vocab_file=str(SAMPLE_DIR / "vocab.txt"), output_dir=str(tmp_path / "run"),
             task_name="tsv", data_dir=str(data), text_a_column="0", label_column="1",

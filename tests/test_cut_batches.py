@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks.classification.task import ClassifierConfig, ClassifierRun
-from bert_tf.tasks.squad.task import SquadConfig, SquadRun
-from bert_tf.tasks.tagging.task import TaggerConfig, TaggerRun
+from bert_tf.tasks.classification.task import ClassifierRun, ClassifierSettings
+from bert_tf.tasks.squad.task import SquadRun, SquadSettings
+from bert_tf.tasks.tagging.task import TaggerRun, TaggerSettings
 
 from conftest import SAMPLE_DIR, assert_float32_close
 
@@ -56,7 +56,7 @@ def classifier_config(data_dir, rng, **settings):
     ]
     data_dir.mkdir()
     (data_dir / "train.tsv").write_text("\n".join(lines) + "\n")
-    return ClassifierConfig(
+    return ClassifierSettings(
         task_name="tsv", data_dir=str(data_dir), text_a_column="0", label_column="1",
         train_batch_size=8, num_train_epochs=0.7, **settings,
     )  # fmt: skip
@@ -69,7 +69,7 @@ def tagger_config(data_dir, rng, **settings):
         lines += [f"{w} NNP I-NP {'B-PER' if w in NAMES else 'O'}" for w in words] + [""]
     data_dir.mkdir()
     (data_dir / "train.txt").write_text("\n".join(lines) + "\n")
-    return TaggerConfig(
+    return TaggerSettings(
         data_dir=str(data_dir), train_batch_size=8, num_train_epochs=0.9, doc_stride=12, **settings
     )
 
@@ -91,7 +91,7 @@ def squad_config(data_dir, rng, **settings):
     path.write_text(
         json.dumps({"version": "v1.1", "data": [{"title": "t", "paragraphs": paragraphs}]})
     )
-    return SquadConfig(
+    return SquadSettings(
         train_file=str(path), doc_stride=16, max_query_length=12, train_batch_size=8,
         num_train_epochs=2.5, **settings,
     )  # fmt: skip

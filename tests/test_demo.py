@@ -246,7 +246,7 @@ def _predict(demo, texts, output_dir):
     """Probabilities [N, 2] of classifier_pretrained's best seed for `texts`: run_classifier.py
     --do_predict from its folder, as the README's tour does."""
     from bert_tf.tasks import run_script
-    from bert_tf.tasks.classification.task import SPEC, ClassifierConfig
+    from bert_tf.tasks.classification.task import SPEC, ClassifierSettings
 
     data = output_dir / "data"
     data.mkdir(parents=True)
@@ -254,7 +254,7 @@ def _predict(demo, texts, output_dir):
         "index\tsentence\n" + "".join(f"{i}\t{text}\n" for i, text in enumerate(texts))
     )
     run_script(SPEC,
-        ClassifierConfig(
+        ClassifierSettings(
             task_name="tsv", data_dir=str(data), has_header=True, text_a_column="sentence",
             label_column="label", vocab_file=str(SAMPLE_DIR / "vocab.txt"),
             bert_config_file=str(SAMPLE_DIR / "bert_config_tiny.json"),

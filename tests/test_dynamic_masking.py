@@ -26,7 +26,7 @@ import create_pretraining_data
 from bert_tf import tokenization
 from bert_tf.data.pretraining import masking, reader, writer
 from bert_tf.errors import InputError
-from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingRun
+from bert_tf.tasks.pretraining import PretrainingRun, PretrainingSettings
 
 from conftest import SAMPLE_DIR
 
@@ -41,7 +41,7 @@ def _write(input_file, output_file, **flags):
         random_seed=3, dynamic_masking=True,
     )  # fmt: skip
     values.update(flags)
-    create_pretraining_data.run(writer.CreateConfig(**values))
+    create_pretraining_data.run(writer.CreateSettings(**values))
     return str(output_file)
 
 
@@ -201,7 +201,7 @@ def _run_config(tmp_path, input_file, **flags):
         do_train=True, num_train_steps=2,
     )  # fmt: skip
     values.update(flags)
-    return PretrainingConfig(**values)
+    return PretrainingSettings(**values)
 
 
 def test_records_that_do_not_match_the_flags_are_one_error_line(
@@ -269,7 +269,7 @@ def test_sigkill_after_a_checkpoint_and_the_same_command_end_as_the_uninterrupte
 def test_the_beam_path_writes_the_same_unmasked_records(text, records, tmp_path):
     options = "runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"
     summary = create_pretraining_data.run(
-        writer.CreateConfig(
+        writer.CreateSettings(
             input_file=str(text), output_file=str(tmp_path / "beam"), vocab_file=str(VOCAB),
             max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, dupe_factor=1,
             random_seed=3, dynamic_masking=True, beam_pipeline_options=options,

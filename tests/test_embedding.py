@@ -21,7 +21,7 @@ from bert_tf.models.networks import embedder_network
 from bert_tf.tasks import TASKS, run_script
 from bert_tf.tasks.embedding import pairs as embedding_pairs
 from bert_tf.tasks.embedding import task as embedding
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
@@ -174,7 +174,7 @@ def embedding_config(data_dir, output_dir, **overrides):
         iterations_per_loop=1000, log_steps=1000, save_checkpoints_steps=1000, seed=3,
     )  # fmt: skip
     values.update(overrides)
-    return embedding.EmbeddingConfig(**values)
+    return embedding.EmbeddingSettings(**values)
 
 
 def _read_results(path):
@@ -254,7 +254,7 @@ def test_the_export_serves_the_runs_embeddings_from_raw_text(trained):
 @pytest.mark.slow
 def test_export_saved_model_rebuilds_the_runs_embedder_from_task_json(trained, tmp_path):
     path = export_checkpoint(
-        ExportConfig(
+        ExportSettings(
             init_checkpoint=str(trained["root"] / "out"), export_dir=str(tmp_path), vocab_file=VOCAB
         )
     )
@@ -462,7 +462,7 @@ def test_a_lora_run_trains_adapters_alone_and_its_exports_merge_them(tmp_path):
     assert len(b_names) == 3 * json.loads(open(TINY_CONFIG).read())["num_hidden_layers"]
     assert all(np.abs(lora[name]).max() > 0 for name in b_names)  # B starts at zero
     again = export_checkpoint(
-        ExportConfig(init_checkpoint=str(tmp_path / "out"), export_dir=str(tmp_path / "again"))
+        ExportSettings(init_checkpoint=str(tmp_path / "out"), export_dir=str(tmp_path / "again"))
     )
     for path in (outcome["export"], again):
         loaded = tf.saved_model.load(str(path))

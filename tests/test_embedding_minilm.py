@@ -12,14 +12,14 @@ import pytest
 import tensorflow as tf
 
 import convert_checkpoint
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 from bert_tf.tokenization import FullTokenizer
 
 
 @pytest.fixture(scope="module")
 def served(minilm_converted, tmp_path_factory):
     path = export_checkpoint(
-        ExportConfig(
+        ExportSettings(
             init_checkpoint=str(minilm_converted),
             export_dir=str(tmp_path_factory.mktemp("export")),
             vocab_file=str(minilm_converted / "vocab.txt"),
@@ -80,7 +80,7 @@ def test_export_cuts_long_texts_as_sentence_transformers_does(served, minilm_ref
 
 def test_export_of_the_converted_folder_stays_an_encoder_by_default(minilm_converted, tmp_path):
     path = export_checkpoint(
-        ExportConfig(
+        ExportSettings(
             init_checkpoint=str(minilm_converted),
             export_dir=str(tmp_path),
             vocab_file=str(minilm_converted / "vocab.txt"),

@@ -19,7 +19,7 @@ from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.data.packing import pack_tokens
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import (
@@ -38,7 +38,7 @@ VOCAB = str(SAMPLE_DIR / "vocab.txt")
 
 def _export(prefix, export_dir, **settings):
     """export_saved_model.py's settings for a checkpoint, the sample vocab and an export folder."""
-    return ExportConfig(
+    return ExportSettings(
         init_checkpoint=prefix, export_dir=str(export_dir), vocab_file=VOCAB, **settings
     )
 
@@ -246,7 +246,7 @@ def test_real_minilm_weights_serve_the_same_outputs_as_bert_model(tmp_path):
     convert_checkpoint.convert(package.get_model_path(), str(release))
     vocab = str(release / "vocab.txt")
     path = export_checkpoint(
-        ExportConfig(
+        ExportSettings(
             init_checkpoint=str(release / "bert_model.ckpt"),
             export_dir=str(tmp_path / "export"),
             vocab_file=vocab,

@@ -67,7 +67,7 @@ def feature_config(root, output_dir, **overrides):
         "encoder_features_dir": str(root / "cache"),
     }
     values.update(overrides)
-    return feature_based.FeatureTaggerConfig(**values)
+    return feature_based.FeatureTaggerSettings(**values)
 
 
 def _file_hashes(folder):

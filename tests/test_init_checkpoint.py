@@ -72,7 +72,7 @@ def config(google_ckpt_dir, w_vocab_file, data_dir, output_dir, **overrides):
         train_batch_size=4, num_train_epochs=1.0, seed=3,
     )  # fmt: skip
     values.update(overrides)
-    return classification.ClassifierConfig(**values)
+    return classification.ClassifierSettings(**values)
 
 
 def test_an_original_fine_tuned_classifier_predicts_with_its_own_head(

@@ -23,7 +23,7 @@ from bert_tf import BertPreprocessor, BertTextClassifier, BertTokenClassifier, p
 from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.models.networks import classifier_network
 from bert_tf.models.networks.task_info import read_task_info, write_task_info
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
@@ -99,7 +99,7 @@ def test_export_is_export_saved_model_s_and_serves_in_a_tensorflow_only_process(
     save_google_checkpoint(classifier.task_model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
     write_task_info(str(tmp_path / "ckpt"), classifier.task_info())
     reference = export_checkpoint(
-        ExportConfig(
+        ExportSettings(
             init_checkpoint=str(tmp_path / "ckpt" / "bert_model.ckpt"),
             export_dir=str(tmp_path / "reference"),
             vocab_file=VOCAB,

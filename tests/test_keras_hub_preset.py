@@ -16,7 +16,7 @@ import pytest
 
 from bert_tf.checkpoints import google_variable_names, load_google_checkpoint
 from bert_tf.errors import InputError
-from bert_tf.formats.convert import ConvertConfig, convert, run
+from bert_tf.formats.convert import ConvertSettings, convert, run
 from bert_tf.formats.keras_hub_preset import read_preset
 from bert_tf.modeling import BertConfig, BertModel
 from bert_tf.tokenization import FullTokenizer
@@ -70,7 +70,9 @@ def test_a_preset_without_its_weights_is_one_line_naming_the_file(tmp_path):
     shutil.copytree(PRESET, tmp_path / "preset")
     os.remove(tmp_path / "preset" / "model.weights.h5")
     with pytest.raises(InputError, match=r"model\.weights\.h5 does not exist"):
-        run(ConvertConfig(hf_model_dir=str(tmp_path / "preset"), output_dir=str(tmp_path / "out")))
+        run(
+            ConvertSettings(hf_model_dir=str(tmp_path / "preset"), output_dir=str(tmp_path / "out"))
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -79,7 +81,7 @@ def test_a_preset_without_its_weights_is_one_line_naming_the_file(tmp_path):
 
 def export(checkpoint, vocab, output_dir):
     run(
-        ConvertConfig(
+        ConvertSettings(
             init_checkpoint=str(checkpoint),
             vocab_file=vocab,
             output_format="keras_hub",

@@ -26,7 +26,7 @@ from bert_tf import (
 from bert_tf.checkpoints import save_google_checkpoint
 from bert_tf.models.networks.task_info import read_task_info, write_task_info
 from bert_tf.tasks import run_script
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 from bert_tf.tasks.multiple_choice import task as multiple_choice
 from bert_tf.tasks.squad import task as squad
 from bert_tf.tasks.tagging import task as tagging
@@ -100,7 +100,7 @@ def _served_pair(model, tmp_path, request, **export_settings):
     save_google_checkpoint(model.task_model, str(tmp_path / "ckpt" / "bert_model.ckpt"))
     write_task_info(str(tmp_path / "ckpt"), model.task_info())
     reference = export_checkpoint(
-        ExportConfig(
+        ExportSettings(
             init_checkpoint=str(tmp_path / "ckpt" / "bert_model.ckpt"),
             export_dir=str(tmp_path / "reference"),
             vocab_file=VOCAB,

@@ -18,7 +18,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.tasks import TASKS
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 
 from conftest import SAMPLE_DIR
 
@@ -121,7 +121,7 @@ def test_a_bad_litert_value_and_an_unconvertible_kind_are_one_line_errors(tmp_pa
     assert "\n" not in str(error.value)
     with pytest.raises(InputError, match=r"^--litert: .*window_combination=max.*SegmentMax"):
         litert.check_litert("float32", "classifier", "max")
-    config = ExportConfig(
+    config = ExportSettings(
         init_checkpoint=str(tmp_path / "missing"), export_dir=str(tmp_path / "out"),
         vocab_file=VOCAB, litert="int4",
     )  # fmt: skip

@@ -23,8 +23,8 @@ from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.models.networks.task_info import read_task_info
 from bert_tf.tasks import get_task, run_script
-from bert_tf.tasks.classification.task import SPEC, ClassifierConfig
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.classification.task import SPEC, ClassifierSettings
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 from bert_tf.tasks.finetuning import LORA_FILE
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training.checkpoint_state import CheckpointState
@@ -64,7 +64,7 @@ def _config(root, vocab, **overrides):
         iterations_per_loop=4, log_steps=4, save_checkpoints_steps=4, seed=3, lora_rank=2,
     )  # fmt: skip
     values.update(overrides)
-    return ClassifierConfig(**values)
+    return ClassifierSettings(**values)
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +196,7 @@ def test_the_run_s_export_is_merged_and_answers_like_test_results(lora_run):
 
 
 def test_export_saved_model_of_the_run_dir_merges_the_adapters(lora_run, tmp_path):
-    config = ExportConfig(
+    config = ExportSettings(
         init_checkpoint=str(lora_run["root"] / "out"),
         vocab_file=lora_run["config"].vocab_file,
         export_dir=str(tmp_path / "export"),
@@ -303,7 +303,7 @@ def test_extract_features_takes_the_run_dir_s_vocab_and_config(lora_run, tmp_pat
 
 def test_an_export_dir_that_is_a_file_is_one_line_naming_it(lora_run, tmp_path):
     (tmp_path / "export").write_text("not a folder")
-    config = ExportConfig(
+    config = ExportSettings(
         init_checkpoint=str(lora_run["root"] / "out"), export_dir=str(tmp_path / "export")
     )
     with pytest.raises(InputError, match=r"--export_dir=.*export is a file"):
@@ -321,7 +321,9 @@ def test_an_export_removes_the_leftovers_of_killed_exports_and_nothing_else(lora
     kept = [export_dir / ".x.tmp-0123456789ab", export_dir / ".1.tmp-0123", export_dir / "notes"]
     for path in leftovers + kept:
         (path / "variables").mkdir(parents=True)
-    config = ExportConfig(init_checkpoint=str(lora_run["root"] / "out"), export_dir=str(export_dir))
+    config = ExportSettings(
+        init_checkpoint=str(lora_run["root"] / "out"), export_dir=str(export_dir)
+    )
     assert export_checkpoint(config) == str(export_dir / "1")
     assert not any(path.exists() for path in leftovers)
     assert all(path.exists() for path in kept)
@@ -353,7 +355,7 @@ def test_quantize_int8_exports_int8_weights_that_answer_like_float32(
 ):
     paths = []
     for quantize in (None, "int8"):
-        config = ExportConfig(
+        config = ExportSettings(
             init_checkpoint=str(lora_run["root"] / "out"), model_type=model_type,
             export_dir=str(tmp_path / str(quantize)), quantize=quantize,
         )  # fmt: skip
@@ -392,7 +394,7 @@ def test_quantize_int8_exports_int8_weights_that_answer_like_float32(
     ],
 )
 def test_quantize_int8_refuses_what_it_cannot_take_in_one_line(lora_run, tmp_path, flags, message):
-    config = ExportConfig(
+    config = ExportSettings(
         init_checkpoint=str(lora_run["root"] / "out"), export_dir=str(tmp_path / "e"),
         quantize="int8", **flags,
     )  # fmt: skip
@@ -403,13 +405,13 @@ def test_quantize_int8_refuses_what_it_cannot_take_in_one_line(lora_run, tmp_pat
 
 @pytest.mark.parametrize("make", ["missing", "file"])
 def test_a_data_dir_that_is_no_folder_is_one_line_naming_it(tmp_path, make):
-    from bert_tf.tasks.task_configs import MultipleChoiceConfig, TaggerConfig
+    from bert_tf.tasks.task_settings import MultipleChoiceSettings, TaggerSettings
 
     data_dir = tmp_path / "data"
     if make == "file":
         data_dir.write_text("x")
-    for config_class in (TaggerConfig, MultipleChoiceConfig):
-        config = config_class(
+    for settings_class in (TaggerSettings, MultipleChoiceSettings):
+        config = settings_class(
             bert_config_file=BASE_CONFIG, vocab_file=BASE_CONFIG, output_dir=str(tmp_path / "o"),
             data_dir=str(data_dir), do_train=True,
         )  # fmt: skip
@@ -438,11 +440,11 @@ def test_hugging_face_conversion_of_the_run_dir_merges_the_adapters(lora_run, tm
     from safetensors.numpy import load_file
     from test_convert_out import hf_classifier_probabilities
 
-    from bert_tf.formats.convert import ConvertConfig
+    from bert_tf.formats.convert import ConvertSettings
     from bert_tf.formats.convert import run as convert
 
     convert(
-        ConvertConfig(
+        ConvertSettings(
             init_checkpoint=str(lora_run["root"] / "out"), output_dir=str(tmp_path / "hf")
         )
     )

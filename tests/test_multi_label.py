@@ -21,7 +21,7 @@ from bert_tf.errors import InputError
 from bert_tf.tasks import run_script
 from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.classification import task as classification
-from bert_tf.tasks.classification.multi_label import MultiLabelConfig, MultiLabelRun
+from bert_tf.tasks.classification.multi_label import MultiLabelRun, MultiLabelSettings
 
 from conftest import PROBABILITY_ATOL, REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV, finish, start_python
 
@@ -68,7 +68,7 @@ def ml_config(data_dir, output_dir, **overrides):
         learning_rate=3e-4, num_train_epochs=12.0, iterations_per_loop=20, log_steps=20, seed=3,
     )  # fmt: skip
     values.update(overrides)
-    return MultiLabelConfig(**values)
+    return MultiLabelSettings(**values)
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,9 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig, BertModel, BertPretrainingModel, pretraining_loss
 from bert_tf.tasks import run_script
 from bert_tf.tasks.classification import task as classification
-from bert_tf.tasks.classification.task import ClassifierConfig
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
-from bert_tf.tasks.pretraining import PretrainingConfig, next_token_loss
+from bert_tf.tasks.classification.task import ClassifierSettings
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
+from bert_tf.tasks.pretraining import PretrainingSettings, next_token_loss
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV
 
@@ -44,7 +44,7 @@ def _tiny_config(**overrides):
 
 
 def _write_records(text_path, output, objective):
-    config = writer.CreateConfig(
+    config = writer.CreateSettings(
         input_file=str(text_path), output_file=str(output), vocab_file=VOCAB,
         max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, dupe_factor=1, num_workers=1,
         chunk_bytes=4096, objective=objective,
@@ -236,7 +236,7 @@ def _pretraining_flags(input_file, output_dir, objective, **overrides):
         do_train=True, do_eval=True, objective=objective,
     )  # fmt: skip
     values.update(overrides)
-    return PretrainingConfig(**values)
+    return PretrainingSettings(**values)
 
 
 def _read_results(path):
@@ -320,7 +320,7 @@ def test_fine_tuning_and_export_keep_the_causal_mask_of_the_checkpoints_config(
     ltr_pretrained, tmp_path
 ):
     _write_tsv(tmp_path / "data")
-    config = ClassifierConfig(
+    config = ClassifierSettings(
         bert_config_file=str(ltr_pretrained / "bert_config.json"), vocab_file=VOCAB,
         init_checkpoint=str(ltr_pretrained / "bert_model.ckpt"), output_dir=str(tmp_path / "out"),
         task_name="tsv", data_dir=str(tmp_path / "data"), text_a_column="0", label_column="1",
@@ -340,7 +340,7 @@ def test_fine_tuning_and_export_keep_the_causal_mask_of_the_checkpoints_config(
     _assert_causal(model.bert)
     # The SavedModel export of the fine-tuned run's encoder: its serving graph is causal too.
     version = export_checkpoint(
-        ExportConfig(
+        ExportSettings(
             init_checkpoint=str(tmp_path / "out"),
             export_dir=str(tmp_path / "encoder_export"),
             vocab_file=VOCAB,
@@ -356,7 +356,7 @@ def test_fine_tuning_and_export_keep_the_causal_mask_of_the_checkpoints_config(
     with pytest.raises(InputError) as error:
         run_script(
             classification.SPEC,
-            ClassifierConfig(
+            ClassifierSettings(
                 **{
                     **vars(config),
                     "bert_config_file": str(TINY_CONFIG),
@@ -370,7 +370,7 @@ def test_fine_tuning_and_export_keep_the_causal_mask_of_the_checkpoints_config(
     assert str(TINY_CONFIG) in message
     with pytest.raises(InputError) as error:
         export_checkpoint(
-            ExportConfig(
+            ExportSettings(
                 init_checkpoint=str(tmp_path / "out"),
                 export_dir=str(tmp_path / "export"),
                 vocab_file=VOCAB,

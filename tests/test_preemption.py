@@ -25,7 +25,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.optimization import create_optimizer
-from bert_tf.training import TrainConfig, Trainer, preemption
+from bert_tf.training import Trainer, TrainSettings, preemption
 from bert_tf.training.preemption import Preempted
 
 from conftest import (
@@ -205,7 +205,7 @@ def test_sigterm_saves_the_current_step_and_the_same_command_ends_as_an_uninterr
 def test_sigterm_stops_a_long_loop_before_its_next_step_and_saves_that_step(tmp_path):
     from test_training import toy_task
 
-    config = TrainConfig(
+    config = TrainSettings(
         str(tmp_path), train_batch_size=8, num_train_steps=20000, steps_per_loop=20000,
         save_checkpoints_steps=20000, log_steps=20000,
     )  # fmt: skip

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from bert_tf.errors import InputError
 from bert_tf.tasks import run_script
-from bert_tf.tasks.classification.task import SPEC, ClassifierConfig, ClassifierRun
+from bert_tf.tasks.classification.task import SPEC, ClassifierRun, ClassifierSettings
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training.checkpoint_state import CheckpointState
 
@@ -71,7 +71,7 @@ def tsv_config(data_dir, output_dir, **overrides):
         save_checkpoints_steps=32, seed=7,
     )  # fmt: skip
     values.update(overrides)
-    return ClassifierConfig(**values)
+    return ClassifierSettings(**values)
 
 
 @pytest.fixture(scope="module")
@@ -273,11 +273,11 @@ def test_saved_model_cli_runs_the_export_as_tf_serving_loads_it(trained):
 
 
 def test_export_saved_model_script_rebuilds_the_classifier_from_the_run(trained, tmp_path):
-    from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+    from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 
     out = str(trained["root"] / "out")
     path = export_checkpoint(
-        ExportConfig(init_checkpoint=out, export_dir=str(tmp_path), vocab_file=VOCAB)
+        ExportSettings(init_checkpoint=out, export_dir=str(tmp_path), vocab_file=VOCAB)
     )
     assert path == str(tmp_path / "1")
     loaded = tf.saved_model.load(path)
@@ -339,7 +339,7 @@ def test_regression_pair_task_reports_correlations_and_exports_scores(tmp_path, 
         return result
 
     monkeypatch.setattr(ClassifierRun, "text_logits", spy)
-    config = ClassifierConfig(
+    config = ClassifierSettings(
         bert_config_file=TINY_CONFIG, vocab_file=VOCAB, output_dir=str(tmp_path / "out"),
         task_name="sts-b", data_dir=str(tmp_path / "data"), max_seq_length=16, train_batch_size=16,
         num_train_epochs=1.0, do_train=True, do_eval=True, do_predict=True,

@@ -26,8 +26,8 @@ from bert_tf.tasks import run_script
 from bert_tf.tasks.classification.task import SPEC as CLASSIFIER
 from bert_tf.tasks.distillation import run as distillation_run
 from bert_tf.tasks.distillation import teacher
-from bert_tf.tasks.distillation.config import DistillationConfig
-from bert_tf.tasks.task_configs import ClassifierConfig, MultiLabelConfig
+from bert_tf.tasks.distillation.distillation_settings import DistillationSettings
+from bert_tf.tasks.task_settings import ClassifierSettings, MultiLabelSettings
 from bert_tf.training.checkpoint_state import CheckpointState
 
 from conftest import (
@@ -82,7 +82,7 @@ def distil_config(root, output_dir, **overrides):
         do_train=True, num_train_epochs=2.0, **COMMON,
     )  # fmt: skip
     values.update(overrides)
-    return DistillationConfig(**values)
+    return DistillationSettings(**values)
 
 
 def distil(config):
@@ -95,7 +95,7 @@ def distilled(tmp_path_factory):
     """A trained tiny teacher and one train + eval + predict + export distillation of it."""
     root = tmp_path_factory.mktemp("distillation")
     test_texts = write_data(root / "data")
-    teacher_config = ClassifierConfig(
+    teacher_config = ClassifierSettings(
         bert_config_file=TINY_CONFIG, vocab_file=VOCAB, data_dir=str(root / "data"),
         output_dir=str(root / "teacher"), do_train=True, do_eval=True, num_train_epochs=3.0,
         **COMMON,
@@ -308,11 +308,11 @@ def test_the_student_s_export_served_by_tensorflow_alone_equals_its_test_results
 
 
 def test_export_saved_model_script_takes_the_student_s_folder(distilled, tmp_path):
-    from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+    from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 
     out = distilled["root"] / "student"
     path = export_checkpoint(
-        ExportConfig(init_checkpoint=str(out), export_dir=str(tmp_path), vocab_file=VOCAB)
+        ExportSettings(init_checkpoint=str(out), export_dir=str(tmp_path), vocab_file=VOCAB)
     )
     served = tf.saved_model.load(path).signatures["serving_default"](
         text_a=tf.constant(distilled["test_texts"])
@@ -326,11 +326,11 @@ def test_convert_checkpoint_takes_the_student_s_folder_to_hugging_face(distilled
     from safetensors.numpy import load_file
 
     from bert_tf.checkpoints import google_variable_names
-    from bert_tf.formats.convert import ConvertConfig, run
+    from bert_tf.formats.convert import ConvertSettings, run
     from bert_tf.models import BertTextClassifier
 
     out = distilled["root"] / "student"
-    run(ConvertConfig(init_checkpoint=str(out), output_dir=str(tmp_path / "hf")))
+    run(ConvertSettings(init_checkpoint=str(out), output_dir=str(tmp_path / "hf")))
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["num_hidden_layers"] == 1
     tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
     weights = google_variable_names(BertTextClassifier.from_preset(str(out)).task_model)
@@ -552,13 +552,13 @@ def test_a_multi_label_or_regression_teacher_makes_a_student_of_its_kind(tmp_pat
     small = dict(COMMON, num_train_epochs=1.0, iterations_per_loop=4, save_checkpoints_steps=4)
     if kind == "multi_label":
         inputs = _write_multi_label(tmp_path / "data", rng)
-        config_class, task = MultiLabelConfig, dict(multi_label=True)
+        settings_class, task = MultiLabelSettings, dict(multi_label=True)
     else:
         inputs = _write_stsb(tmp_path / "data", rng)
-        config_class = ClassifierConfig
+        settings_class = ClassifierSettings
         small.update(task_name="sts-b", text_a_column=None, label_column=None)
         task = {}
-    teacher_config = config_class(
+    teacher_config = settings_class(
         bert_config_file=TINY_CONFIG, vocab_file=VOCAB, data_dir=str(tmp_path / "data"),
         output_dir=str(tmp_path / "teacher"), do_train=True, **task, **small,
     )  # fmt: skip

@@ -118,7 +118,7 @@ def ner_config(data_dir, output_dir, **overrides):
         iterations_per_loop=1000, log_steps=1000, save_checkpoints_steps=1000, seed=7,
     )  # fmt: skip
     values.update(overrides)
-    return tagging.TaggerConfig(**values)
+    return tagging.TaggerSettings(**values)
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ from bert_tf.checkpoints import restore_init_checkpoint
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.optimization import AdamWeightDecay, Lamb, WarmupLinearDecay
-from bert_tf.tasks.pretraining import PretrainingConfig, pretraining_trainable
-from bert_tf.training import TrainConfig, Trainer
+from bert_tf.tasks.pretraining import PretrainingSettings, pretraining_trainable
+from bert_tf.training import Trainer, TrainSettings
 
 from conftest import FLOAT32_EPS, assert_float32_close, free_ports
 
@@ -71,7 +71,7 @@ def no_dropout_config(tmp_path, google_ckpt_dir):
 
 def run(**flag_values):
     """Runs run_pretraining in this process with the given flags; returns (trainer, eval results)."""
-    trainer = run_pretraining.run(PretrainingConfig(**flag_values))
+    trainer = run_pretraining.run(PretrainingSettings(**flag_values))
     results_path = os.path.join(flag_values["output_dir"], "eval_results.txt")
     results = None
     if flag_values.get("do_eval") and os.path.exists(results_path):
@@ -234,7 +234,7 @@ def _two_updates(
         schedule = WarmupLinearDecay(1e-3, num_train_steps=2, num_warmup_steps=0)
         return {"adamw": AdamWeightDecay, "lamb": Lamb}[optimizer](schedule, clip_norm=None)
 
-    config = TrainConfig(
+    config = TrainSettings(
         str(model_dir), train_batch_size=8, num_train_steps=2, steps_per_loop=2, log_steps=2,
         save_checkpoints_steps=2, num_accumulation_steps=num_accumulation_steps,
     )  # fmt: skip

@@ -24,7 +24,7 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.models.networks import squad_network
 from bert_tf.tasks import run_script
-from bert_tf.tasks.exporting import ExportConfig, export_checkpoint
+from bert_tf.tasks.exporting import ExportSettings, export_checkpoint
 from bert_tf.tasks.squad import task as squad
 
 from conftest import REPO_DIR, SAMPLE_DIR, SUBPROCESS_ENV, assert_float32_close
@@ -104,7 +104,7 @@ def make_config(bert_config_file, output_dir, **overrides):
         log_steps=50,
     )
     settings.update(overrides)
-    return squad.SquadConfig(**settings)
+    return squad.SquadSettings(**settings)
 
 
 def overfit(tmp_path_factory, bert_config_file, version_2):
@@ -130,7 +130,7 @@ def overfit(tmp_path_factory, bert_config_file, version_2):
     outcome = run_script(squad.SPEC, config)
     if version_2:
         outcome["export"] = export_checkpoint(
-            ExportConfig(
+            ExportSettings(
                 init_checkpoint=config.output_dir,
                 export_dir=str(folder / "export"),
                 vocab_file=config.vocab_file,

@@ -104,7 +104,7 @@ def swag_config(data_dir, output_dir, **overrides):
         iterations_per_loop=1000, log_steps=1000, save_checkpoints_steps=1000, seed=7,
     )  # fmt: skip
     values.update(overrides)
-    return multiple_choice.MultipleChoiceConfig(**values)
+    return multiple_choice.MultipleChoiceSettings(**values)
 
 
 @pytest.fixture(scope="module")

@@ -120,11 +120,11 @@ def test_a_killed_shard_resumes_and_collecting_gives_the_same_table(
     real_train, real_evaluate = Trainer.train, classification.ClassifierRun.evaluate
 
     def counting_train(trainer, *args, **kwargs):
-        trained.append((os.path.basename(trainer.config.model_dir), trainer.global_step))
+        trained.append((os.path.basename(trainer.settings.model_dir), trainer.global_step))
         return real_train(trainer, *args, **kwargs)
 
     def killed_after_training_the_second(run):
-        if run.config.output_dir.endswith(RUNS[3]):
+        if run.settings.output_dir.endswith(RUNS[3]):
             raise KeyboardInterrupt("killed")
         return real_evaluate(run)
 

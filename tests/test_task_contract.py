@@ -15,13 +15,13 @@ from bert_tf.models.networks import squad_serving
 from bert_tf.models.networks.task_head import BertHead
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.settings import derived, flag_fields, recorded_settings, setting
-from bert_tf.tasks import RUNS, TASKS, choose, script_config, variants
+from bert_tf.tasks import RUNS, TASKS, choose, script_settings, variants
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.hooks import ClassifierHooks, TaskHooks, dummy_batch, padding_of
 from bert_tf.tasks.run import load_bert_config
-from bert_tf.tasks.run_settings import FineTuningConfig
+from bert_tf.tasks.run_settings import FineTuningSettings
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.task_configs import CONFIG_CLASSES
+from bert_tf.tasks.task_settings import SETTINGS_CLASSES
 
 from conftest import SAMPLE_DIR
 
@@ -59,7 +59,7 @@ def test_a_run_without_its_task_spec_fails_when_instantiated():
 
 
 def test_every_registered_run_fills_every_hook_and_knows_its_spec():
-    with_flags = sorted(name for name, spec in TASKS.items() if spec.config_class is not None)
+    with_flags = sorted(name for name, spec in TASKS.items() if spec.settings_class is not None)
     assert sorted(RUNS) == with_flags and len(RUNS) >= 6
     for name, run_class in RUNS.items():
         assert issubclass(run_class, FineTuningRun), name
@@ -124,41 +124,43 @@ def test_recorded_settings_are_the_recorded_fields_with_their_task_json_defaults
 
 def test_a_task_json_without_a_task_s_settings_reads_their_declared_defaults():
     for name, spec in TASKS.items():
-        if spec.config_class is None:
+        if spec.settings_class is None:
             continue
         info = TaskInfo.from_json({"model_type": name}, "task.json")
-        recorded = [f for f in dataclasses.fields(spec.config_class) if f.metadata.get("recorded")]
+        recorded = [
+            f for f in dataclasses.fields(spec.settings_class) if f.metadata.get("recorded")
+        ]
         expected = {f.name: f.metadata.get("recorded_default", f.default) for f in recorded}
         assert (vars(info.settings) if info.settings else {}) == expected, name
 
 
 def test_the_squad_export_takes_the_settings_run_squad_records():
-    recorded = vars(recorded_settings(TASKS["squad"].config_class))
+    recorded = vars(recorded_settings(TASKS["squad"].settings_class))
     exported = {f.name: f.default for f in dataclasses.fields(squad_serving.QaSettings)}
     assert exported == {**recorded, "max_seq_length": 384}
-    flags = {f.name: f.default for f in flag_fields(TASKS["squad"].config_class)}
+    flags = {f.name: f.default for f in flag_fields(TASKS["squad"].settings_class)}
     assert {name: flags[name] for name in exported} == exported
 
 
 def test_a_variant_runs_when_its_flag_is_set_else_its_task():
     classifier, tagger = TASKS["classifier"], TASKS["tagger"]
     assert variants(classifier) == [TASKS["multi_label"]]
-    config_class = script_config(classifier)
-    assert choose(classifier, config_class(multi_label=True)) is TASKS["multi_label"]
-    assert choose(classifier, config_class()) is classifier
-    assert choose(classifier, TASKS["classifier"].config_class()) is classifier  # no variant's
-    config_class = script_config(tagger)
-    assert choose(tagger, config_class(feature_layers="last_hidden")) is TASKS["feature_tagger"]
-    assert choose(tagger, config_class()) is tagger
+    settings_class = script_settings(classifier)
+    assert choose(classifier, settings_class(multi_label=True)) is TASKS["multi_label"]
+    assert choose(classifier, settings_class()) is classifier
+    assert choose(classifier, TASKS["classifier"].settings_class()) is classifier  # no variant's
+    settings_class = script_settings(tagger)
+    assert choose(tagger, settings_class(feature_layers="last_hidden")) is TASKS["feature_tagger"]
+    assert choose(tagger, settings_class()) is tagger
 
 
 def test_a_script_takes_the_flags_of_its_task_and_of_every_variant():
     for spec in TASKS.values():
-        if spec.config_class is None or spec.variant_of is not None:
+        if spec.settings_class is None or spec.variant_of is not None:
             continue
-        script_flags = {field.name for field in flag_fields(script_config(spec))}
+        script_flags = {field.name for field in flag_fields(script_settings(spec))}
         for member in (spec, *variants(spec)):
-            own = {field.name for field in flag_fields(member.config_class)}
+            own = {field.name for field in flag_fields(member.settings_class)}
             assert own <= script_flags, (spec.name, member.name, own - script_flags)
 
 
@@ -168,7 +170,7 @@ def test_a_variant_names_its_task_and_its_flag():
 
 
 def test_a_fine_tuning_config_asks_for_its_steps_and_names_a_missing_flag():
-    config = FineTuningConfig(do_train=True, do_predict=True)
+    config = FineTuningSettings(do_train=True, do_predict=True)
     assert config.asked_steps() == ("train", "predict")
     assert config.batch_sizes() == {"train": 32, "predict": 8}
     with pytest.raises(InputError, match="--vocab_file is required"):
@@ -202,43 +204,45 @@ def test_two_variants_of_a_task_give_its_script_the_flags_of_both(monkeypatch):
     task = TASKS["multiple_choice"]
 
     @dataclasses.dataclass(kw_only=True)
-    class FirstConfig(task.config_class):
+    class FirstConfig(task.settings_class):
         first: bool = setting(False, "The first variant.")
 
     @dataclasses.dataclass(kw_only=True)
-    class SecondConfig(task.config_class):
+    class SecondConfig(task.settings_class):
         second: bool = setting(False, "The second variant.")
 
-    for name, config_class in (("first", FirstConfig), ("second", SecondConfig)):
+    for name, settings_class in (("first", FirstConfig), ("second", SecondConfig)):
         spec = TaskSpec(
             name=name,
             build_model=None,
             export_model=None,
-            config_class=config_class,
+            settings_class=settings_class,
             variant_of=task,
             chosen_by=name,
         )
         monkeypatch.setitem(TASKS, name, spec)
     with pytest.raises(TypeError, match="no config class of its script derives from FirstConfig"):
-        script_config(task)
+        script_settings(task)
 
     @dataclasses.dataclass(kw_only=True)
     class BothConfig(FirstConfig, SecondConfig):
         """The script's settings: declared, deriving from both variants'."""
 
-    spec = dataclasses.replace(TASKS["second"], name="both", config_class=BothConfig)
+    spec = dataclasses.replace(TASKS["second"], name="both", settings_class=BothConfig)
     monkeypatch.setitem(TASKS, "both", spec)
-    config_class = script_config(task)
-    assert config_class is BothConfig
-    flags = {field.name for field in flag_fields(config_class)}
+    settings_class = script_settings(task)
+    assert settings_class is BothConfig
+    flags = {field.name for field in flag_fields(settings_class)}
     assert {"first", "second", "data_dir"} <= flags
-    assert choose(task, config_class(second=True)) is TASKS["second"]
-    assert choose(task, config_class()) is task
+    assert choose(task, settings_class(second=True)) is TASKS["second"]
+    assert choose(task, settings_class()) is task
 
 
 def test_task_json_s_reader_knows_the_settings_of_every_registered_task():
-    with_settings = {name: spec.config_class for name, spec in TASKS.items() if spec.config_class}
-    assert CONFIG_CLASSES == with_settings
+    with_settings = {
+        name: spec.settings_class for name, spec in TASKS.items() if spec.settings_class
+    }
+    assert SETTINGS_CLASSES == with_settings
 
 
 def _overrides_of_undeclared_methods(run_class):

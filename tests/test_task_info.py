@@ -10,10 +10,10 @@ import pytest
 
 from bert_tf.models.networks.task_info import RECORDED_SETTINGS, TaskInfo, recorded_settings
 from bert_tf.settings import recorded_fields
-from bert_tf.tasks.task_configs import CONFIG_CLASSES
+from bert_tf.tasks.task_settings import SETTINGS_CLASSES
 
 
-def _declared(config_class):
+def _declared(settings_class):
     """(name, what a missing value reads as, choices) of each recorded field of a settings class."""
     return [
         (
@@ -21,21 +21,21 @@ def _declared(config_class):
             field.metadata.get("recorded_default", field.default),
             tuple(field.metadata["choices"]) if field.metadata.get("choices") else None,
         )
-        for field in recorded_fields(config_class)
+        for field in recorded_fields(settings_class)
     ]
 
 
-@pytest.mark.parametrize("model_type", sorted(CONFIG_CLASSES))
+@pytest.mark.parametrize("model_type", sorted(SETTINGS_CLASSES))
 def test_recorded_settings_are_the_scripts_recorded_flags(model_type):
     table = [
         (setting.name, setting.default, setting.choices)
         for setting in RECORDED_SETTINGS[model_type]
     ]
-    assert table == _declared(CONFIG_CLASSES[model_type])
+    assert table == _declared(SETTINGS_CLASSES[model_type])
 
 
 def test_every_task_with_settings_is_in_the_table():
-    assert set(RECORDED_SETTINGS) == set(CONFIG_CLASSES)
+    assert set(RECORDED_SETTINGS) == set(SETTINGS_CLASSES)
 
 
 def test_recorded_settings_fill_defaults_and_check_choices():

@@ -89,9 +89,9 @@ def _common(output_dir, **values):
 def _tiny_teacher(output_dir, data_dir):
     """A run_classifier.py folder of one training step: run_distillation.py's teacher."""
     from bert_tf.tasks import run_script
-    from bert_tf.tasks.classification.task import SPEC, ClassifierConfig
+    from bert_tf.tasks.classification.task import SPEC, ClassifierSettings
 
-    config = ClassifierConfig(
+    config = ClassifierSettings(
         bert_config_file=TINY_CONFIG, vocab_file=VOCAB, output_dir=str(output_dir),
         task_name="tsv", data_dir=str(data_dir), text_a_column="0", label_column="1",
         max_seq_length=32, train_batch_size=16, num_train_epochs=1.0, do_train=True,

@@ -16,7 +16,13 @@ import tensorflow as tf
 
 from bert_tf.errors import Diverged, InputError, WriteError
 from bert_tf.optimization import create_optimizer
-from bert_tf.training import Trainable, TrainConfig, Trainer, check_batch_sizes, write_eval_results
+from bert_tf.training import (
+    Trainable,
+    Trainer,
+    TrainSettings,
+    check_batch_sizes,
+    write_eval_results,
+)
 
 from conftest import SUBPROCESS_ENV, file_size_limit
 
@@ -72,7 +78,7 @@ def toy_task(num_examples=64, seed=0):
 
 def _train(model_dir, strategy=None, num_train_steps=6, schedule_steps=6, task=None, **config):
     keras.utils.set_random_seed(1)
-    config = TrainConfig(
+    config = TrainSettings(
         model_dir=str(model_dir),
         train_batch_size=config.pop("train_batch_size", 8),
         eval_batch_size=8,
@@ -110,7 +116,7 @@ def _assert_weights_close(a, b, **tolerance):
 def test_a_checkpoint_the_disk_refuses_is_one_error_and_the_previous_one_restores(
     tmp_path, monkeypatch
 ):
-    config = TrainConfig(
+    config = TrainSettings(
         model_dir=str(tmp_path), train_batch_size=8, eval_batch_size=8, num_train_steps=4,
         steps_per_loop=2, save_checkpoints_steps=2, log_steps=2,
     )  # fmt: skip
@@ -148,7 +154,7 @@ def test_training_reduces_the_loss_and_evaluates(tmp_path):
         toy_task(),
         tf.distribute.OneDeviceStrategy("/cpu:0"),
         lambda: create_optimizer(0.05, 30, 2),
-        TrainConfig(model_dir=str(tmp_path / "fresh"), eval_batch_size=8),
+        TrainSettings(model_dir=str(tmp_path / "fresh"), eval_batch_size=8),
     ).evaluate()
     after = trainer.evaluate(max_steps=3)
     assert after["global_step"] == 30
@@ -193,7 +199,7 @@ def _fresh(model_dir, **config):
         toy_task(),
         tf.distribute.OneDeviceStrategy("/cpu:0"),
         lambda: create_optimizer(0.05, 20, 2),
-        TrainConfig(model_dir=str(model_dir), eval_batch_size=8, **config),
+        TrainSettings(model_dir=str(model_dir), eval_batch_size=8, **config),
     )
 
 
@@ -292,7 +298,7 @@ def test_a_learning_rate_that_is_not_positive_is_one_line_naming_the_flag_before
 ):
     built = []
     task = dataclasses.replace(toy_task(), build_model=lambda: built.append(1) or ToyModel())
-    config = TrainConfig(model_dir=str(tmp_path), train_batch_size=8, num_train_steps=6)
+    config = TrainSettings(model_dir=str(tmp_path), train_batch_size=8, num_train_steps=6)
     with pytest.raises(InputError) as error:
         Trainer(
             task,
@@ -307,7 +313,7 @@ def test_a_learning_rate_that_is_not_positive_is_one_line_naming_the_flag_before
 
 
 def test_a_constant_learning_rate_is_checked_too(tmp_path):
-    config = TrainConfig(model_dir=str(tmp_path), train_batch_size=8, num_train_steps=6)
+    config = TrainSettings(model_dir=str(tmp_path), train_batch_size=8, num_train_steps=6)
     with pytest.raises(InputError, match="--learning_rate .* got -0.1"):
         Trainer(
             toy_task(),

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import Diverged
-from bert_tf.training import TrainConfig
+from bert_tf.training import TrainSettings
 from bert_tf.training.loop import TrainLoop
 from bert_tf.training.preemption import Preempted
 from bert_tf.training.progress import Mark, Progress, format_seconds
@@ -66,7 +66,7 @@ def _config(**settings):
         model_dir="/tmp/unused", train_batch_size=8, num_train_steps=10, steps_per_loop=4,
         log_steps=3, save_checkpoints_steps=5,
     )  # fmt: skip
-    return TrainConfig(**{**defaults, **settings})
+    return TrainSettings(**{**defaults, **settings})
 
 
 def _writer():

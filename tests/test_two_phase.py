@@ -35,7 +35,7 @@ def write_records(directory, phase):
     max_seq_length, max_predictions = PHASES[phase]
     path = directory / f"phase{phase}.tfrecord"
     writer.run(
-        writer.CreateConfig(
+        writer.CreateSettings(
             input_file=SAMPLE_TEXT, output_file=str(path), vocab_file=VOCAB,
             max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions,
             dupe_factor=1, random_seed=7, num_workers=1,

@@ -44,7 +44,7 @@ _KEYS = ("input_file", "line")
 
 
 @dataclasses.dataclass(kw_only=True)
-class BatchPredictConfig:
+class BatchPredictSettings:
     """batch_predict.py's settings."""
 
     export_dir: str | None = setting(

@@ -51,7 +51,7 @@ OUTPUT_FORMATS = ("google", "huggingface", "keras_hub")
 
 
 @dataclasses.dataclass(kw_only=True)
-class ConvertConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
+class ConvertSettings(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
     """convert_checkpoint.py's settings."""
 
     hf_model_dir: str | None = setting(

@@ -19,7 +19,7 @@ WRITERS = {"huggingface": write_huggingface, "keras_hub": write_preset}
 
 
 def convert_out(config):
-    """convert_checkpoint.py --output_format=huggingface | keras_hub (a convert.ConvertConfig)."""
+    """convert_checkpoint.py --output_format=huggingface | keras_hub (a convert.ConvertSettings)."""
     if config.hf_model_dir:
         raise InputError(
             f"--hf_model_dir converts into Google's format (--output_format=google), not "

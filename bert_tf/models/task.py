@@ -28,7 +28,7 @@ DEFAULT_BATCH_SIZE = 32
 # The default compile's peak learning rate once LoRA adapters are on (backbone.enable_lora): only
 # the adapters and the head train, which takes a larger rate than full fine-tuning (the LoRA paper
 # used 4e-4 to 5e-4 on RoBERTa-base). Chosen among 5e-4, 1e-3 and 2e-3 on MiniLM with
-# bench/bench_lora.py (its figures are in bench/RESULTS.md).
+# bench/bench_lora.py (its figures are in bench/results/lora.md).
 LORA_LEARNING_RATE = 1e-3
 QUANTIZATION_MODES = ("int8",)
 
@@ -244,17 +244,17 @@ class BertTask(keras.Model):
         """A tf.data.Dataset of (features, labels) batches (features alone without labels)."""
         arguments.integer("batch_size", batch_size, 1)
         texts = tuple(tf.constant(list(column), tf.string) for column in columns)
-        tokenizer = self.preprocessor.features
+        pack = self.preprocessor.features
         if labels is None:
             dataset = tf.data.Dataset.from_tensor_slices(texts).batch(batch_size)
             # A tuple element reaches map's function as one argument per text column.
-            dataset = dataset.map(lambda *batch: tokenizer(*batch), tf.data.AUTOTUNE)
+            dataset = dataset.map(lambda *batch: pack(*batch), tf.data.AUTOTUNE)
         else:
             dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
             if shuffle:
                 dataset = dataset.shuffle(len(columns[0]), reshuffle_each_iteration=True)
             dataset = dataset.batch(batch_size)
-            dataset = dataset.map(lambda batch, y: (tokenizer(*batch), y), tf.data.AUTOTUNE)
+            dataset = dataset.map(lambda batch, y: (pack(*batch), y), tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     def training_dataset(self, columns, labels, batch_size, shuffle):

@@ -4,11 +4,11 @@ Each task is a folder, `tasks/<task>/`: its `task.py` holds its run (a `finetuni
 subclass filling the hooks of `hooks.py`: its data, loss, metrics and outputs) and its
 `spec.TaskSpec` (its network, from bert_tf/models/networks/, and its settings); beside it, its data
 reading and its variant. Its settings dataclass (the flags, each declared once, the recorded ones
-also its part of task.json) is in `task_configs.py`. The plain encoder (`extract_features_run.py`,
+also its part of task.json) is in `task_settings.py`. The plain encoder (`extract_features_run.py`,
 extract_features.py's run) is a task without a fine-tuning run. The specs and runs are listed here,
 by hand: `TASKS` (the specs) and `RUNS` (the run classes). A fine-tuning script's flags are
-`script_config(task)` (the task's and its variants': multi-label in run_classifier.py,
-feature-based in run_ner.py) and its run is `make_run(task, config)`: the variant whose flag is set,
+`script_settings(task)` (the task's and its variants': multi-label in run_classifier.py,
+feature-based in run_ner.py) and its run is `make_run(task, settings)`: the variant whose flag is set,
 or a sweep of runs. export_saved_model.py and --init_checkpoint find a checkpoint's task through
 TASKS. docs/adding_a_task.md is the checklist.
 """
@@ -66,40 +66,40 @@ def variants(task):
     return [spec for spec in TASKS.values() if spec.variant_of is task]
 
 
-def script_config(task):
-    """The settings dataclass of `task`'s script: the config class of the task, or of its variant
-    (whose config class derives from the task's, so it has the task's flags too).
+def script_settings(task):
+    """The settings dataclass of `task`'s script: the settings class of the task, or of its variant
+    (whose settings class derives from the task's, so it has the task's flags too).
 
     Raises:
-      TypeError: a task with several variants needs one config class deriving from all of theirs,
-        declared in a module and listed as a variant's config_class.
+      TypeError: a task with several variants needs one settings class deriving from all of theirs,
+        declared in a module and listed as a variant's settings_class.
     """
-    classes = [task.config_class, *(variant.config_class for variant in variants(task))]
+    classes = [task.settings_class, *(variant.settings_class for variant in variants(task))]
     leaves = [c for c in classes if not any(o is not c and issubclass(o, c) for o in classes)]
     if len(leaves) != 1:
         names = ", ".join(c.__name__ for c in leaves)
-        raise TypeError(f"task {task.name!r}: no config class of its script derives from {names}")
+        raise TypeError(f"task {task.name!r}: no settings class of its script derives from {names}")
     return leaves[0]
 
 
-def choose(task, config):
-    """The spec that runs `config` in `task`'s script: the variant whose flag is set, else
+def choose(task, settings):
+    """The spec that runs `settings` in `task`'s script: the variant whose flag is set, else
     `task`."""
-    return next((spec for spec in variants(task) if spec.is_chosen(config)), task)
+    return next((spec for spec in variants(task) if spec.is_chosen(settings)), task)
 
 
-def make_run(task, config):
-    """The run of `task`'s script for `config`, made and checked, not yet started: the run of the
+def make_run(task, settings):
+    """The run of `task`'s script for `settings`, made and checked, not yet started: the run of the
     variant `choose` picks, or a sweep of such runs when a sweep flag lists several values
     (bert_tf/tasks/sweep.py). Its `run()` does the script's steps."""
-    run_class = RUNS[choose(task, config).name]
-    if sweep.is_sweep(config):
-        return sweep.Sweep(config, run_class)
-    return run_class(config)
+    run_class = RUNS[choose(task, settings).name]
+    if sweep.is_sweep(settings):
+        return sweep.Sweep(settings, run_class)
+    return run_class(settings)
 
 
-def run_script(task, config):
-    """What `task`'s script does with `config`, for Python callers (tests, bench/, the demo):
-    `make_run(task, config).run()`; returns the run's outcome ({"train", "eval", "predict",
+def run_script(task, settings):
+    """What `task`'s script does with `settings`, for Python callers (tests, bench/, the demo):
+    `make_run(task, settings).run()`; returns the run's outcome ({"train", "eval", "predict",
     "export"}, or a sweep's)."""
-    return make_run(task, config).run()
+    return make_run(task, settings).run()

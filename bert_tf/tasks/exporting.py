@@ -38,7 +38,7 @@ from bert_tf.tokenization import check_vocab
 
 
 @dataclasses.dataclass(kw_only=True)
-class ExportConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
+class ExportSettings(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
     """export_saved_model.py's settings."""
 
     init_checkpoint = changed(
@@ -105,41 +105,41 @@ def _bert_config(bert_config_file, info, prefix):
     raise InputError(f"--bert_config_file is required: no bert_config.json beside {prefix}")
 
 
-def _check_flags(config):
+def _check_flags(settings):
     """One-line errors for missing or bad flags, before any work starts."""
     for name in ("init_checkpoint", "export_dir", "vocab_file"):
-        if not getattr(config, name):
+        if not getattr(settings, name):
             raise InputError(f"--{name} is required")
-    if config.mixed_precision not in MIXED_PRECISION_POLICIES:
+    if settings.mixed_precision not in MIXED_PRECISION_POLICIES:
         raise InputError(
             f"--mixed_precision must be one of {', '.join(MIXED_PRECISION_POLICIES)}, "
-            f"got {config.mixed_precision!r}"
+            f"got {settings.mixed_precision!r}"
         )
-    if not tf.io.gfile.exists(config.vocab_file):
-        raise InputError(f"--vocab_file={config.vocab_file} does not exist")
-    check_export_dir(config.export_dir)
-    if config.quantize is not None:
-        _check_quantize(config)
-    if config.litert is not None:
-        litert.check_litert(config.litert, config.model_type)
-        if config.mixed_precision != "float32":
+    if not tf.io.gfile.exists(settings.vocab_file):
+        raise InputError(f"--vocab_file={settings.vocab_file} does not exist")
+    check_export_dir(settings.export_dir)
+    if settings.quantize is not None:
+        _check_quantize(settings)
+    if settings.litert is not None:
+        litert.check_litert(settings.litert, settings.model_type)
+        if settings.mixed_precision != "float32":
             raise InputError(
-                f"--litert converts a float32 export, not --mixed_precision={config.mixed_precision}"
+                f"--litert converts a float32 export, not --mixed_precision={settings.mixed_precision}"
             )
 
 
-def _check_quantize(config):
+def _check_quantize(settings):
     """--quantize: a mode Keras has, on a float32 export whose weights stay variables."""
-    if config.quantize not in QUANTIZATION_MODES:
+    if settings.quantize not in QUANTIZATION_MODES:
         raise InputError(f"--quantize must be one of {', '.join(QUANTIZATION_MODES)}")
     others = {
-        "--mixed_precision": config.mixed_precision != "float32",
-        "--freeze_weights": config.freeze_weights,  # folds the weights into float32 constants
-        "--litert": config.litert is not None,  # LiteRT has its own int8 (--litert=int8)
+        "--mixed_precision": settings.mixed_precision != "float32",
+        "--freeze_weights": settings.freeze_weights,  # folds the weights into float32 constants
+        "--litert": settings.litert is not None,  # LiteRT has its own int8 (--litert=int8)
     }
     for flag, given in others.items():
         if given:
-            raise InputError(f"--quantize={config.quantize} takes a float32 export; drop {flag}")
+            raise InputError(f"--quantize={settings.quantize} takes a float32 export; drop {flag}")
 
 
 def quantize_dense_kernels(model, mode):
@@ -147,47 +147,47 @@ def quantize_dense_kernels(model, mode):
     model.quantize(mode, filters=lambda layer: isinstance(layer, keras.layers.Dense))
 
 
-def _restored_model(config, spec, info, prefix):
+def _restored_model(settings, spec, info, prefix):
     """The task's model of `info` filled from `prefix` (a LoRA run's adapters merged by the
     restore), in --mixed_precision's compute dtype or with --quantize's kernels."""
     # The layers keep the policy they were built under; the process's global policy is left as it was.
     model = build_with_policy(
-        lambda: spec.build_model(info.bert_config, info), config.mixed_precision
+        lambda: spec.build_model(info.bert_config, info), settings.mixed_precision
     )
     try:
         # An encoder takes the encoder of any checkpoint; a task model needs its head there too.
         restore_init_checkpoint(model, prefix, heads="required")
     except InputError as error:
         raise InputError(f"--init_checkpoint: {error}") from None
-    if config.mixed_precision != "float32":  # the same rounding, once here instead of every call
+    if settings.mixed_precision != "float32":  # the same rounding, once here instead of every call
         stored = store_in_compute_dtype(model)
         logging.info("Stored %d kernels and embedding tables in the compute dtype", stored)
-    if config.quantize is not None:
-        quantize_dense_kernels(model, config.quantize)
+    if settings.quantize is not None:
+        quantize_dense_kernels(model, settings.quantize)
     return model
 
 
-def export_checkpoint(config):
+def export_checkpoint(settings):
     """Loads a checkpoint into the model its task calls for and exports it; returns the version folder.
 
     Args:
-      config: an ExportConfig. init_checkpoint: a checkpoint prefix, or a folder holding
+      settings: an ExportSettings. init_checkpoint: a checkpoint prefix, or a folder holding
         bert_model.ckpt.* or our checkpoints; bert_config_file, do_lower_case, max_seq_length
         default to the run's task.json, else bert_config.json beside the checkpoint, True and 128;
         model_type defaults to the checkpoint's (see the module docstring).
     """
-    config.take_run_files()
-    _check_flags(config)
+    settings.take_run_files()
+    _check_flags(settings)
     try:
-        prefix = resolve_checkpoint(config.init_checkpoint)
+        prefix = resolve_checkpoint(settings.init_checkpoint)
     except FileNotFoundError as error:
         raise InputError(f"--init_checkpoint: {error}") from None
-    info = read_task_info(config.init_checkpoint)
+    info = read_task_info(settings.init_checkpoint)
     if info is None:
         info = infer_from_google(prefix) if is_google_checkpoint(prefix) else None
     info = info or TaskInfo(model_type="encoder")
     inferred = get_task(info.model_type).name
-    model_type = config.model_type or inferred
+    model_type = settings.model_type or inferred
     spec = get_task(model_type)
     # An encoder's checkpoint also exports as a task that adds no weights (embeddings).
     from_encoder = inferred == "encoder" and spec.info_from_encoder is not None
@@ -195,33 +195,35 @@ def export_checkpoint(config):
         raise InputError(f"--model_type={model_type}, but {prefix} holds a {inferred} checkpoint")
     if from_encoder:
         info = spec.info_from_encoder(prefix, info)
-    if config.litert is not None:
+    if settings.litert is not None:
         litert.check_litert(
-            config.litert, model_type, getattr(info.settings, "window_combination", None)
+            settings.litert, model_type, getattr(info.settings, "window_combination", None)
         )
-    if config.encoder_layers and model_type != "encoder":
+    if settings.encoder_layers and model_type != "encoder":
         raise InputError(f"--encoder_layers applies to encoder exports only, not {model_type}")
-    options = {"encoder_layers": True} if config.encoder_layers else {}
-    options.update({"freeze_weights": True} if config.freeze_weights else {})
-    bert_config, config_name = _bert_config(config.bert_config_file, info, prefix)
-    check_vocab(config.vocab_file, vocab_size=bert_config.vocab_size, config_name=config_name)
+    options = {"encoder_layers": True} if settings.encoder_layers else {}
+    options.update({"freeze_weights": True} if settings.freeze_weights else {})
+    bert_config, config_name = _bert_config(settings.bert_config_file, info, prefix)
+    check_vocab(settings.vocab_file, vocab_size=bert_config.vocab_size, config_name=config_name)
     info = dataclasses.replace(
         info,
         model_type=model_type,
         bert_config=bert_config,
-        do_lower_case=info.do_lower_case if config.do_lower_case is None else config.do_lower_case,
-        max_seq_length=config.max_seq_length or info.max_seq_length,
+        do_lower_case=info.do_lower_case
+        if settings.do_lower_case is None
+        else settings.do_lower_case,
+        max_seq_length=settings.max_seq_length or info.max_seq_length,
     )
     if info.max_seq_length > info.bert_config.max_position_embeddings:
         raise InputError(
             f"--max_seq_length={info.max_seq_length} exceeds max_position_embeddings="
             f"{info.bert_config.max_position_embeddings}"
         )
-    model = _restored_model(config, spec, info, prefix)
+    model = _restored_model(settings, spec, info, prefix)
     logging.info("Exporting %s as a %s model", prefix, model_type)
     path = spec.export_model(
-        model, info, config.vocab_file, config.export_dir, config.version, **options
+        model, info, settings.vocab_file, settings.export_dir, settings.version, **options
     )
-    if config.litert is not None:
-        logging.info("Wrote %s", litert.write_tflite(path, config.litert))
+    if settings.litert is not None:
+        logging.info("Wrote %s", litert.write_tflite(path, settings.litert))
     return path

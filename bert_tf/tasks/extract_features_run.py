@@ -270,7 +270,7 @@ def _real(batch, length):
 
 
 @dataclasses.dataclass(kw_only=True)
-class ExtractConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
+class ExtractSettings(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
     """extract_features.py's settings: the original's flags, plus --output_format."""
 
     input_file: str | None = setting(None, "Text to encode: one text, or `a ||| b`, per line.")
@@ -288,56 +288,58 @@ class ExtractConfig(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetti
     )
 
 
-def run_extract_features(config):
+def run_extract_features(settings):
     """extract_features.py: checks every input first, then writes --output_file; returns the lines."""
-    if config.use_tpu:
+    if settings.use_tpu:
         raise InputError(
             "--use_tpu: extract_features.py runs on this machine's first GPU, else its CPU, not on "
             "a TPU; run it without --use_tpu"
         )
-    config.take_run_files()  # a run dir: its vocab.txt and bert_config.json
+    settings.take_run_files()  # a run dir: its vocab.txt and bert_config.json
     for name in ("input_file", "output_file", "bert_config_file", "init_checkpoint", "vocab_file"):
-        if not getattr(config, name):
+        if not getattr(settings, name):
             raise InputError(f"--{name} is required")
-    validate_case_matches_checkpoint(config.do_lower_case, config.init_checkpoint)
+    validate_case_matches_checkpoint(settings.do_lower_case, settings.init_checkpoint)
     for name in ("input_file", "vocab_file"):
-        if not file_io.exists(getattr(config, name)):
-            raise InputError(f"--{name}={getattr(config, name)} does not exist")
+        if not file_io.exists(getattr(settings, name)):
+            raise InputError(f"--{name}={getattr(settings, name)} does not exist")
     bert_config = load_bert_config(
-        config.bert_config_file, config.max_seq_length, config.init_checkpoint
+        settings.bert_config_file, settings.max_seq_length, settings.init_checkpoint
     )
-    if config.batch_size <= 0:
-        raise InputError(f"--batch_size must be positive, got {config.batch_size}")
-    folder = os.path.dirname(os.path.abspath(config.output_file))
-    if not file_io.is_url(config.output_file) and not os.path.isdir(folder):
-        raise InputError(f"--output_file={config.output_file}: the folder {folder} does not exist")
+    if settings.batch_size <= 0:
+        raise InputError(f"--batch_size must be positive, got {settings.batch_size}")
+    folder = os.path.dirname(os.path.abspath(settings.output_file))
+    if not file_io.is_url(settings.output_file) and not os.path.isdir(folder):
+        raise InputError(
+            f"--output_file={settings.output_file}: the folder {folder} does not exist"
+        )
     check_vocab(
-        config.vocab_file,
+        settings.vocab_file,
         vocab_size=bert_config.vocab_size,
-        config_name=f"--bert_config_file={config.bert_config_file}",
+        config_name=f"--bert_config_file={settings.bert_config_file}",
     )
-    layer_indexes = parse_layers(config.layers, bert_config.num_hidden_layers)
-    for _ in read_sentences(config.input_file):  # a bad line is an error before any work
+    layer_indexes = parse_layers(settings.layers, bert_config.num_hidden_layers)
+    for _ in read_sentences(settings.input_file):  # a bad line is an error before any work
         pass
-    tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+    tokenizer = FullTokenizer(settings.vocab_file, do_lower_case=settings.do_lower_case)
     # One device reads the lines in order: the first GPU if there is one, as TF placed the original's.
     strategy = get_strategy("one_device")
-    logging.info("Devices: %s", describe(strategy, {"predict": config.batch_size}))
+    logging.info("Devices: %s", describe(strategy, {"predict": settings.batch_size}))
     with tf.device(strategy.extended.worker_devices[0]):
         model = BertModel(bert_config)
         try:
-            restore_init_checkpoint(model, config.init_checkpoint)
+            restore_init_checkpoint(model, settings.init_checkpoint)
         except (InputError, FileNotFoundError) as error:
             raise InputError(f"--init_checkpoint: {error}") from None
         return extract_features(
             model,
             tokenizer,
-            config.input_file,
-            config.output_file,
+            settings.input_file,
+            settings.output_file,
             layer_indexes,
-            max_seq_length=config.max_seq_length,
-            batch_size=config.batch_size,
-            output_format=config.output_format,
+            max_seq_length=settings.max_seq_length,
+            batch_size=settings.batch_size,
+            output_format=settings.output_format,
         )
 
 

@@ -56,15 +56,15 @@ def encoder_of(model):
     return model if isinstance(model, BertModel) else model.bert
 
 
-def num_train_steps(config, num_train_examples):
+def num_train_steps(settings, num_train_examples):
     """(steps, warmup steps) as the original computes them: examples / batch * epochs."""
-    steps = int(num_train_examples / config.train_batch_size * config.num_train_epochs)
-    if config.do_train and steps <= 0:
+    steps = int(num_train_examples / settings.train_batch_size * settings.num_train_epochs)
+    if settings.do_train and steps <= 0:
         raise InputError(
             f"{num_train_examples} training examples make no step of --train_batch_size="
-            f"{config.train_batch_size} in --num_train_epochs={config.num_train_epochs}"
+            f"{settings.train_batch_size} in --num_train_epochs={settings.num_train_epochs}"
         )
-    return max(steps, 1), int(max(steps, 1) * config.warmup_proportion)
+    return max(steps, 1), int(max(steps, 1) * settings.warmup_proportion)
 
 
 class FineTuningRun(Run, TaskHooks):
@@ -78,27 +78,27 @@ class FineTuningRun(Run, TaskHooks):
     # What every dev prediction of the last evaluation was, when they were all one (evaluation_done).
     collapsed = None
 
-    def __init__(self, config):
-        super().__init__(config)
-        if not tf.io.gfile.exists(config.vocab_file):
-            raise InputError(f"--vocab_file={config.vocab_file} does not exist")
+    def __init__(self, settings):
+        super().__init__(settings)
+        if not tf.io.gfile.exists(settings.vocab_file):
+            raise InputError(f"--vocab_file={settings.vocab_file} does not exist")
         check_vocab(
-            config.vocab_file,
+            settings.vocab_file,
             vocab_size=self.bert_config.vocab_size,
-            config_name=f"--bert_config_file={config.bert_config_file}",
+            config_name=f"--bert_config_file={settings.bert_config_file}",
         )
-        self.tokenizer = FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+        self.tokenizer = FullTokenizer(settings.vocab_file, do_lower_case=settings.do_lower_case)
         self._data = {}
         self._feature_infos = {}  # {features path: its info}, of the files this run wrote or read
 
     @property
     def checkpoint_heads(self):
-        return "optional" if self.config.restore_head else "skip"
+        return "optional" if self.settings.restore_head else "skip"
 
     def build_model(self, lora=True):
         """The task's model; with --lora_rank (and `lora`), its encoder frozen under adapters."""
         model = self.spec.build_model(self.bert_config, self.task_info())
-        targets = self.config.lora_targets() if lora else None
+        targets = self.settings.lora_targets() if lora else None
         if targets is not None:
             model(model.dummy_inputs(), training=False)
             encoder_of(model).enable_lora(*targets)
@@ -110,25 +110,24 @@ class FineTuningRun(Run, TaskHooks):
         model = self.trainer().model
         encoder = encoder_of(model)
         if self.is_chief and encoder.lora_rank is not None:
-            path = os.path.join(self.config.output_dir, LORA_FILE)
+            path = os.path.join(self.settings.output_dir, LORA_FILE)
             head = adapters.head_variables(model, encoder)
             adapters.write_lora_file(path, encoder, head=head)
 
     def task_info(self):
         """What rebuilds this run's model and export: task.json's content, the task's part being
-        the recorded settings of its config (bert_tf.settings.recorded_settings)."""
-        config, config_class = self.config, self.spec.config_class
+        the recorded settings of its settings class (bert_tf.settings.recorded_settings)."""
+        settings, settings_class = self.settings, self.spec.settings_class
         values = {
-            field.name: getattr(config, field.name) for field in recorded_fields(config_class)
+            field.name: getattr(settings, field.name) for field in recorded_fields(settings_class)
         }
-        settings = recorded_settings(config_class, **values)
         return TaskInfo(
             model_type=self.spec.name,
             bert_config=self.bert_config,
-            do_lower_case=config.do_lower_case,
-            max_seq_length=config.max_seq_length,
+            do_lower_case=settings.do_lower_case,
+            max_seq_length=settings.max_seq_length,
             labels=self.labels,
-            settings=settings,
+            settings=recorded_settings(settings_class, **values),
         )
 
     def checkpoint_task_info(self):
@@ -136,16 +135,16 @@ class FineTuningRun(Run, TaskHooks):
         checkpoint): --output_dir's when it holds a checkpoint (resumed), else --init_checkpoint's
         (which check_settings() found)."""
         if self.resumes():
-            return read_task_info(self.config.output_dir)
-        if self.config.init_checkpoint:
-            return read_task_info(resolve_checkpoint(self.config.init_checkpoint))
+            return read_task_info(self.settings.output_dir)
+        if self.settings.init_checkpoint:
+            return read_task_info(resolve_checkpoint(self.settings.init_checkpoint))
         return None
 
     def earlier_labels(self):
         """The labels of an earlier run: --output_dir's labels.txt, else --init_checkpoint's run's."""
-        labels = read_labels(self.config.output_dir)
-        if labels is None and self.config.init_checkpoint:
-            prefix = resolve_checkpoint(self.config.init_checkpoint)
+        labels = read_labels(self.settings.output_dir)
+        if labels is None and self.settings.init_checkpoint:
+            prefix = resolve_checkpoint(self.settings.init_checkpoint)
             info = read_task_info(prefix)
             labels = info.labels if info else read_labels(os.path.dirname(prefix))
         return labels
@@ -164,21 +163,22 @@ class FineTuningRun(Run, TaskHooks):
 
     def check_data(self):
         """Reads and checks the data of the steps the flags ask for, before any work."""
-        for step in self.config.asked_steps():
+        for step in self.settings.asked_steps():
             self.check_split(step, self.step_data(step))
 
-    def cached_features(self, step, settings, make_records):
+    def cached_features(self, step, key, make_records):
         """The features file of `step` (feature_path), remade by make_records() unless it was
-        made with the same `settings` and the same vocab, casing and max_seq_length."""
-        config, path = self.config, self.feature_path(step)
-        settings = {
-            **settings,
-            "vocab": file_identity(config.vocab_file),
-            "do_lower_case": config.do_lower_case,
-            "max_seq_length": config.max_seq_length,
+        made with the same `key` (what the features depend on) and the same vocab, casing and
+        max_seq_length."""
+        settings, path = self.settings, self.feature_path(step)
+        key = {
+            **key,
+            "vocab": file_identity(settings.vocab_file),
+            "do_lower_case": settings.do_lower_case,
+            "max_seq_length": settings.max_seq_length,
         }
         with doing(f"writing the {step} features {path}"):
-            info = cached_records(path, settings, make_records)
+            info = cached_records(path, key, make_records)
         logging.info("%s: %s", path, self.feature_summary(info))
         self._feature_infos[path] = info
         return path, info
@@ -199,15 +199,15 @@ class FineTuningRun(Run, TaskHooks):
         self.check_checkpoint()
         self.check_resumed_adapters()
         self.check_data()
-        self.check_init_checkpoint(needs_head=not self.config.do_train)
+        self.check_init_checkpoint(needs_head=not self.settings.do_train)
 
     def check_resumed_adapters(self):
         """A LoRA run resumes with its --lora_rank and --lora_target_names (and a full fine-tuning
         run without): InputError naming the flags otherwise, before any work."""
-        config = self.config
-        lora_file = os.path.join(config.output_dir, LORA_FILE)
-        if self.resumes() and (config.lora_rank or file_io.exists(lora_file)):
-            latest = tf.train.latest_checkpoint(config.output_dir)
+        settings = self.settings
+        lora_file = os.path.join(settings.output_dir, LORA_FILE)
+        if self.resumes() and (settings.lora_rank or file_io.exists(lora_file)):
+            latest = tf.train.latest_checkpoint(settings.output_dir)
             restore_init_checkpoint(
                 self.build_model(), latest, "required", dry_run=True, resuming=True
             )
@@ -232,18 +232,20 @@ class FineTuningRun(Run, TaskHooks):
     def trainer(self, train_path=None, num_train_examples=0):
         """The Trainer (built on first use, resuming from output_dir's latest checkpoint)."""
         if self._trainer is None:
-            config = self.config
-            steps, warmup = num_train_steps(config, num_train_examples)
+            settings = self.settings
+            steps, warmup = num_train_steps(settings, num_train_examples)
             self._trainer = self.make_trainer(
                 self.trainable(train_path),
-                lambda: create_optimizer(config.learning_rate, steps, warmup),
-                self.train_config(steps),
+                lambda: create_optimizer(settings.learning_rate, steps, warmup),
+                self.train_settings(steps),
             )
         return self._trainer
 
     def feature_path(self, step):
         """The features file of "train", "eval" or "predict" (a sweep's runs share one folder)."""
-        return os.path.join(self.config.feature_dir or self.config.output_dir, f"{step}.tf_record")
+        return os.path.join(
+            self.settings.feature_dir or self.settings.output_dir, f"{step}.tf_record"
+        )
 
     def dev_metric(self, results):
         """(name, value) of the metric that ranks runs, from evaluate()'s results."""
@@ -258,7 +260,7 @@ class FineTuningRun(Run, TaskHooks):
         """
         path, info = self.features("train")
         trainer = self.trainer(path, info["num_real_examples"])
-        every, end = self.config.eval_every_steps, trainer.config.num_train_steps
+        every, end = self.settings.eval_every_steps, trainer.settings.num_train_steps
         if every <= 0:
             with reading_cached_records([path]):
                 outcome = trainer.train()
@@ -279,14 +281,14 @@ class FineTuningRun(Run, TaskHooks):
 
     def best_checkpoint_metric(self):
         """The metric of best_checkpoint/ (an earlier part of this run), or None."""
-        path = os.path.join(self.config.output_dir, BEST_CHECKPOINT, BEST_METRIC_FILE)
+        path = os.path.join(self.settings.output_dir, BEST_CHECKPOINT, BEST_METRIC_FILE)
         return file_io.read_json(path) if file_io.exists(path) else None
 
     def keep_best_checkpoint(self, best):
         """Copies the latest checkpoint to best_checkpoint/, with its metric and eval results."""
         if not self.is_chief:
             return
-        folder = self.config.output_dir
+        folder = self.settings.output_dir
         metric_file = os.path.join(folder, BEST_METRIC_FILE)
         file_io.write_text(metric_file, json.dumps(best, indent=2) + "\n")
         # With task.json and labels.txt, --init_checkpoint=best_checkpoint rebuilds the run's model.
@@ -336,7 +338,7 @@ class FineTuningRun(Run, TaskHooks):
         self.write_eval_results(results)
         if predictions is not None:
             self.collapsed = metrics.collapse(
-                predictions, what, self.config.learning_rate, hint or metrics.LEARNING_RATE_HINT
+                predictions, what, self.settings.learning_rate, hint or metrics.LEARNING_RATE_HINT
             )
         return results
 
@@ -349,15 +351,19 @@ class FineTuningRun(Run, TaskHooks):
         export is that script's export of the run's checkpoint. It is the model's last use: it can
         no longer train afterwards.
         """
-        config, model = self.config, self.trainer().model
+        settings, model = self.settings, self.trainer().model
         if encoder_of(model).lora_rank is not None:  # a plain model of the merged kernels
-            plain = build_with_policy(lambda: self.build_model(lora=False), config.mixed_precision)
+            plain = build_with_policy(
+                lambda: self.build_model(lora=False), settings.mixed_precision
+            )
             plain(plain.dummy_inputs(), training=False)
             adapters.merge_weights(model, plain)
             model = plain
-        if config.mixed_precision != "float32":
+        if settings.mixed_precision != "float32":
             store_in_compute_dtype(model)
-        return self.spec.export_model(model, self.task_info(), config.vocab_file, config.export_dir)
+        return self.spec.export_model(
+            model, self.task_info(), settings.vocab_file, settings.export_dir
+        )
 
     def run(self):
         """The steps the flags ask for; returns {"train", "eval", "predict", "export"}: their results.
@@ -365,26 +371,26 @@ class FineTuningRun(Run, TaskHooks):
         Everything the run reads is checked first; then task.json is written (what
         export_saved_model.py and a later --init_checkpoint read to rebuild this run's model).
         """
-        config, outcome = self.config, {}
+        settings, outcome = self.settings, {}
         self.validate()
         if self.is_chief:
             info = self.task_info()
-            write_task_info(config.output_dir, info)
-            write_vocab(config.output_dir, config.vocab_file)
+            write_task_info(settings.output_dir, info)
+            write_vocab(settings.output_dir, settings.vocab_file)
             # With vocab.txt and task.json, a run dir is a whole model (--init_checkpoint=<run dir>).
-            bert_config = os.path.join(config.output_dir, BERT_CONFIG_FILE)
+            bert_config = os.path.join(settings.output_dir, BERT_CONFIG_FILE)
             file_io.write_text(bert_config, self.bert_config.to_json_string())
             if info.labels:
-                write_labels(config.output_dir, info.labels)
-        if config.do_train:
+                write_labels(settings.output_dir, info.labels)
+        if settings.do_train:
             outcome["train"] = self.train()
-        if config.do_eval:
+        if settings.do_eval:
             with doing("evaluation"):
                 outcome["eval"] = self.evaluate()
-        if config.do_predict:
+        if settings.do_predict:
             with doing("prediction"):
                 outcome["predict"] = self.predict_test()
-        if config.export_dir and self.is_chief:
+        if settings.export_dir and self.is_chief:
             with doing("the export"):
                 outcome["export"] = self.export()
         self.add_to_outcome(outcome)

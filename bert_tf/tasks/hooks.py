@@ -58,7 +58,7 @@ class TaskHooks(abc.ABC):
       add_to_outcome: what else the run's outcome reports.
     And these attributes: `spec` (its TaskSpec), `labels`,
     `metric_name`, `splits`, `sequence_features`, `padding_values`. The task's part of task.json is
-    its config's recorded settings (bert_tf.settings.setting(recorded=True)): no hook writes it.
+    its settings class's recorded fields (bert_tf.settings.setting(recorded=True)): no hook writes it.
     """
 
     # The task's TaskSpec: its name, model and export (the run class names it: `spec = SPEC`).
@@ -163,17 +163,17 @@ class TaskHooks(abc.ABC):
         order), and pad their last batch with fake examples. On a TPU (one shape) only
         --length_bucketing cuts.
         """
-        config = self.config
-        strategy = resolve_strategy_name(config.distribution_strategy, config.use_tpu)
+        settings = self.settings
+        strategy = resolve_strategy_name(settings.distribution_strategy, settings.use_tpu)
         return make_feature_dataset(
             path,
             self.feature_spec(is_training, path),
             batch_size,
             is_training,
             input_context=input_context,
-            seed=config.seed,
-            length_bucketing=config.length_bucketing if is_training else strategy != "tpu",
-            cut_to_longest=config.cut_batches_to_longest and strategy != "tpu",
+            seed=settings.seed,
+            length_bucketing=settings.length_bucketing if is_training else strategy != "tpu",
+            cut_to_longest=settings.cut_batches_to_longest and strategy != "tpu",
             sequence_features=self.sequence_features,
             num_records=num_records,
             padding_features=None if is_training else self.padding_feature(is_training, path),
@@ -224,7 +224,7 @@ class ClassifierHooks(abc.ABC):
     feature_format = None
 
     @abc.abstractmethod
-    def make_processor(self, config):
+    def make_processor(self, settings):
         """The DataProcessor that reads the run's examples (bert_tf.tasks.classification.data)."""
 
     @abc.abstractmethod

@@ -29,7 +29,7 @@ from bert_tf.settings import changed, setting
 from bert_tf.shared_settings import ObjectiveSetting
 from bert_tf.sigterm import doing
 from bert_tf.tasks.run import Run
-from bert_tf.tasks.run_settings import RunConfig
+from bert_tf.tasks.run_settings import RunSettings
 from bert_tf.training import Trainable
 from bert_tf.training.evaluation import evaluate
 
@@ -148,7 +148,7 @@ def pretraining_metrics(outputs, features):
 
 
 @dataclasses.dataclass(kw_only=True)
-class PretrainingConfig(RunConfig, ObjectiveSetting, DynamicMaskingSetting):
+class PretrainingSettings(RunSettings, ObjectiveSetting, DynamicMaskingSetting):
     """run_pretraining.py's settings: the original's flags, and the TF2 ones every run shares."""
 
     input_file: str | None = setting(
@@ -174,7 +174,7 @@ class PretrainingConfig(RunConfig, ObjectiveSetting, DynamicMaskingSetting):
         "With --dynamic_masking: mask whole words (a word and its ## pieces together). Default False.",
     )
 
-    positive = (*RunConfig.positive, "max_predictions_per_seq", "max_eval_steps")
+    positive = (*RunSettings.positive, "max_predictions_per_seq", "max_eval_steps")
     positive += ("num_accumulation_steps",)
 
     def check(self):
@@ -212,29 +212,29 @@ class PretrainingRun(Run):
 
     @property
     def num_accumulation_steps(self):
-        return self.config.num_accumulation_steps
+        return self.settings.num_accumulation_steps
 
     @property
     def objective(self):
-        return self.config.objective
+        return self.settings.objective
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.input_files = file_io.expand_globs(config.input_file, "--input_file")
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.input_files = file_io.expand_globs(settings.input_file, "--input_file")
         check_records(
             self.input_files,
-            config.max_seq_length,
-            config.max_predictions_per_seq,
+            settings.max_seq_length,
+            settings.max_predictions_per_seq,
             self.bert_config.vocab_size,
-            f"--bert_config_file={config.bert_config_file}",
-            dynamic=config.dynamic_masking,
+            f"--bert_config_file={settings.bert_config_file}",
+            dynamic=settings.dynamic_masking,
         )
         written = file_objective(self.input_files[0])
-        if written is not None and written != config.objective:
+        if written is not None and written != settings.objective:
             raise InputError(
-                f"--objective={config.objective}, but --input_file {self.input_files[0]} holds "
+                f"--objective={settings.objective}, but --input_file {self.input_files[0]} holds "
                 f"records of create_pretraining_data.py --objective={written}: write them with "
-                f"--objective={config.objective}"
+                f"--objective={settings.objective}"
             )
 
     def build_model(self):
@@ -243,47 +243,47 @@ class PretrainingRun(Run):
     def trainer(self):
         """The Trainer (built on first use, resuming from output_dir's latest checkpoint)."""
         if self._trainer is None:
-            config = self.config
+            settings = self.settings
             trainable = pretraining_trainable(
                 self.bert_config,
                 self.input_files,
-                config.max_seq_length,
-                config.max_predictions_per_seq,
-                config.seed,
-                config.masking(),
+                settings.max_seq_length,
+                settings.max_predictions_per_seq,
+                settings.seed,
+                settings.masking(),
             )
             self._trainer = self.make_trainer(
                 trainable,
                 lambda: create_optimizer(
-                    config.learning_rate,
-                    config.num_train_steps,
-                    config.num_warmup_steps,
-                    config.optimizer,
+                    settings.learning_rate,
+                    settings.num_train_steps,
+                    settings.num_warmup_steps,
+                    settings.optimizer,
                 ),
-                self.train_config(config.num_train_steps),
+                self.train_settings(settings.num_train_steps),
             )
         return self._trainer
 
     def run(self):
         """Trains and/or evaluates as the flags say; returns the Trainer."""
-        config = self.config
+        settings = self.settings
         self.check_init_checkpoint(needs_head=False)
-        if not config.do_train and not config.init_checkpoint and not self.resumes():
+        if not settings.do_train and not settings.init_checkpoint and not self.resumes():
             logging.warning("Evaluating the initial (random) weights: no checkpoint to read")
         if self.is_chief:
             info = TaskInfo(
                 model_type=MODEL_TYPE,
                 bert_config=self.bert_config,
-                max_seq_length=config.max_seq_length,
+                max_seq_length=settings.max_seq_length,
             )
-            write_task_info(config.output_dir, info)
+            write_task_info(settings.output_dir, info)
         trainer = self.trainer()
-        if config.do_train:
+        if settings.do_train:
             with reading_records(self.input_files):
                 trainer.train()
             if self.is_chief:
-                export_google_checkpoint(trainer.model, self.bert_config, config.output_dir)
-        if config.do_eval:
+                export_google_checkpoint(trainer.model, self.bert_config, settings.output_dir)
+        if settings.do_eval:
             self.write_eval_results(self.evaluate(trainer))
         return trainer
 
@@ -295,8 +295,8 @@ class PretrainingRun(Run):
                 trainer.trainable,
                 trainer.model,
                 trainer.strategy,
-                self.config.eval_batch_size,
-                self.config.max_eval_steps,
+                self.settings.eval_batch_size,
+                self.settings.max_eval_steps,
             )
         results["global_step"] = trainer.global_step
         # The paper's Table 6 reports it: exp of the weighted mean masked-LM (next-token) loss.

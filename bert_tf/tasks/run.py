@@ -20,7 +20,7 @@ from bert_tf.distribute import describe, get_strategy, is_chief, resolve_strateg
 from bert_tf.errors import InputError
 from bert_tf.modeling import BertConfig
 from bert_tf.models.networks.task_info import TASK_FILE, read_task_info
-from bert_tf.training import TrainConfig, Trainer, check_batch_sizes, write_eval_results
+from bert_tf.training import Trainer, TrainSettings, check_batch_sizes, write_eval_results
 
 # The metrics of --do_predict's test data, when it holds labels (eval_results.txt's format).
 TEST_RESULTS_FILE = "test_results.txt"
@@ -107,17 +107,17 @@ def load_bert_config(bert_config_file, max_seq_length, init_checkpoint=None, obj
     return objective_config(bert_config, bert_config_file, init_checkpoint, objective)
 
 
-def make_strategy(config):
+def make_strategy(settings):
     """The tf.distribute strategy the flags ask for (one device, mirrored, multi-worker or TPU)."""
     try:
         strategy = get_strategy(
-            resolve_strategy_name(config.distribution_strategy, config.use_tpu),
-            num_gpus=config.num_gpus,
-            tpu_name=config.tpu_name or config.master,
-            tpu_zone=config.tpu_zone,
-            gcp_project=config.gcp_project,
-            num_tpu_cores=config.num_tpu_cores if config.use_tpu else None,
-            collective_timeout_seconds=config.collective_timeout_seconds,
+            resolve_strategy_name(settings.distribution_strategy, settings.use_tpu),
+            num_gpus=settings.num_gpus,
+            tpu_name=settings.tpu_name or settings.master,
+            tpu_zone=settings.tpu_zone,
+            gcp_project=settings.gcp_project,
+            num_tpu_cores=settings.num_tpu_cores if settings.use_tpu else None,
+            collective_timeout_seconds=settings.collective_timeout_seconds,
         )
     except ValueError as error:  # no such device, no TPU reachable: the message names the flag
         raise InputError(str(error).splitlines()[0]) from None
@@ -139,7 +139,7 @@ class Run:
     and its steps; `check_init_checkpoint()` and `make_trainer()` restore --init_checkpoint into it.
 
     Attributes:
-      config: the script's settings (a RunConfig subclass).
+      settings: the script's settings (a RunSettings subclass).
       bert_config: the encoder's BertConfig (checked against the flags).
       strategy: the tf.distribute strategy.
     """
@@ -151,14 +151,14 @@ class Run:
     # The attention objective the run records in its BertConfig (run_pretraining.py's --objective).
     objective = None
 
-    def __init__(self, config):
-        self.config = config
+    def __init__(self, settings):
+        self.settings = settings
         self.bert_config = self.check_settings()
-        self.strategy = make_strategy(config)
-        batches = config.batch_sizes()
+        self.strategy = make_strategy(settings)
+        batches = settings.batch_sizes()
         check_batch_sizes(
             self.strategy.num_replicas_in_sync,
-            config.train_batch_size,
+            settings.train_batch_size,
             self.num_accumulation_steps,
             **{f"{step}_batch_size": size for step, size in batches.items() if step != "train"},
         )
@@ -174,24 +174,27 @@ class Run:
         """Checks the settings every run shares before any work; returns the BertConfig.
 
         Raises:
-          InputError: naming the flag (and the file), for a missing or bad value (the config's own
+          InputError: naming the flag (and the file), for a missing or bad value (the settings' own
             check() first).
         """
-        config = self.config
-        config.check()
+        settings = self.settings
+        settings.check()
         bert_config = load_bert_config(
-            config.bert_config_file, config.max_seq_length, config.init_checkpoint, self.objective
+            settings.bert_config_file,
+            settings.max_seq_length,
+            settings.init_checkpoint,
+            self.objective,
         )
-        if config.init_checkpoint:
+        if settings.init_checkpoint:
             try:
-                resolve_checkpoint(config.init_checkpoint)
+                resolve_checkpoint(settings.init_checkpoint)
             except FileNotFoundError as error:
                 raise InputError(f"--init_checkpoint: {error}") from None
         return bert_config
 
     def resumes(self):
         """Whether --output_dir holds a checkpoint this run resumes from."""
-        return tf.train.latest_checkpoint(self.config.output_dir) is not None
+        return tf.train.latest_checkpoint(self.settings.output_dir) is not None
 
     def check_init_checkpoint(self, needs_head):
         """Checks --init_checkpoint against the model (names, shapes) before any work.
@@ -200,46 +203,46 @@ class Run:
           needs_head: the run uses the model's head without training it first (evaluation or
             prediction only): a head --init_checkpoint lacks is then an error, not a fresh head.
         """
-        config = self.config
+        settings = self.settings
         if self.resumes():
-            if config.init_checkpoint:
-                use = "resuming" if getattr(config, "do_train", True) else "using it"
+            if settings.init_checkpoint:
+                use = "resuming" if getattr(settings, "do_train", True) else "using it"
                 logging.info(
                     "--output_dir holds a checkpoint: %s, not reading --init_checkpoint", use
                 )
             return
-        if not config.init_checkpoint:
+        if not settings.init_checkpoint:
             if needs_head:
                 raise InputError(
-                    f"nothing to evaluate or predict with: --output_dir={config.output_dir} has no "
+                    f"nothing to evaluate or predict with: --output_dir={settings.output_dir} has no "
                     "checkpoint; pass --init_checkpoint (a fine-tuned model) or --do_train"
                 )
             return
         try:
             report = restore_init_checkpoint(
-                self.build_model(), config.init_checkpoint, self.checkpoint_heads, dry_run=True
+                self.build_model(), settings.init_checkpoint, self.checkpoint_heads, dry_run=True
             )
         except InputError as error:
             raise InputError(f"--init_checkpoint: {error}") from None
         if needs_head and report.new:
             raise InputError(
-                f"--init_checkpoint={config.init_checkpoint} has no trained {report.new[0]}, and "
+                f"--init_checkpoint={settings.init_checkpoint} has no trained {report.new[0]}, and "
                 "without --do_train the predictions would come from an untrained head"
             )
 
-    def make_trainer(self, trainable, optimizer_fn, train_config):
+    def make_trainer(self, trainable, optimizer_fn, train_settings):
         """A Trainer over `trainable` (a training.Trainable) in --output_dir (resuming there), initialized from --init_checkpoint.
 
         --seed is set first, so the initial weights depend on it alone.
         """
-        init_checkpoint, heads = self.config.init_checkpoint, self.checkpoint_heads
-        if self.config.seed is not None:
-            keras.utils.set_random_seed(self.config.seed)
+        init_checkpoint, heads = self.settings.init_checkpoint, self.checkpoint_heads
+        if self.settings.seed is not None:
+            keras.utils.set_random_seed(self.settings.seed)
         return Trainer(
             trainable,
             self.strategy,
             optimizer_fn,
-            train_config,
+            train_settings,
             init_fn=(lambda model: restore_init_checkpoint(model, init_checkpoint, heads))
             if init_checkpoint
             else None,
@@ -248,38 +251,38 @@ class Run:
             ),
         )
 
-    def train_config(self, num_train_steps, **settings):
+    def train_settings(self, num_train_steps, **loop_settings):
         """The loop settings of the flags, for `num_train_steps` steps."""
-        config = self.config
-        return TrainConfig(
-            model_dir=config.output_dir,
-            train_batch_size=config.train_batch_size,
-            eval_batch_size=config.eval_batch_size,
+        settings = self.settings
+        return TrainSettings(
+            model_dir=settings.output_dir,
+            train_batch_size=settings.train_batch_size,
+            eval_batch_size=settings.eval_batch_size,
             num_train_steps=num_train_steps,
-            steps_per_loop=config.iterations_per_loop,
-            save_checkpoints_steps=config.save_checkpoints_steps,
-            log_steps=config.log_steps,
+            steps_per_loop=settings.iterations_per_loop,
+            save_checkpoints_steps=settings.save_checkpoints_steps,
+            log_steps=settings.log_steps,
             num_accumulation_steps=self.num_accumulation_steps,
-            mixed_precision=config.mixed_precision,
-            jit_compile=config.jit_compile,
-            **settings,
+            mixed_precision=settings.mixed_precision,
+            jit_compile=settings.jit_compile,
+            **loop_settings,
         )
 
     def write_output(self, name, text):
         """Writes output_dir/<name> atomically, on the chief only."""
         if self.is_chief:
-            file_io.write_text(os.path.join(self.config.output_dir, name), text)
+            file_io.write_text(os.path.join(self.settings.output_dir, name), text)
 
     def write_eval_results(self, results):
         """Writes output_dir/eval_results.txt (the original's `key = value` lines), on the chief only."""
         if self.is_chief:
-            write_eval_results(os.path.join(self.config.output_dir, "eval_results.txt"), results)
+            write_eval_results(os.path.join(self.settings.output_dir, "eval_results.txt"), results)
 
     def write_test_results(self, results, source):
         """Writes output_dir/test_results.txt: eval_results.txt's metrics, of the labelled test data
         at `source` (a file, or a TFDS split), in its format, on the chief only; logs them."""
         if self.is_chief:
-            path = os.path.join(self.config.output_dir, TEST_RESULTS_FILE)
+            path = os.path.join(self.settings.output_dir, TEST_RESULTS_FILE)
             logging.info("test results of %s (%s):", source, path)
             write_eval_results(path, results)
 
@@ -287,7 +290,7 @@ class Run:
         """Logs that the test data at `source` holds no labels (`what`: SQuAD's are answers), so no
         test_results.txt is written (and an earlier run's in --output_dir, of other test data, is
         removed)."""
-        path = os.path.join(self.config.output_dir, TEST_RESULTS_FILE)
+        path = os.path.join(self.settings.output_dir, TEST_RESULTS_FILE)
         if self.is_chief and file_io.exists(path):
             tf.io.gfile.remove(path)
         logging.info("%s holds no %s: predictions only, no %s", source, what, TEST_RESULTS_FILE)

@@ -1,8 +1,8 @@
 """The settings of every training run: each field is a flag, declared once (bert_tf.settings.setting).
 
 run_pretraining.py takes the original run_pretraining.py's flags and the fine-tuning scripts the original
-run_classifier.py's (same names and defaults), plus what TF2 users need. `RunConfig` holds what every
-script takes, `FineTuningConfig` what every fine-tuning script adds; a task's config (tasks/task_configs.py)
+run_classifier.py's (same names and defaults), plus what TF2 users need. `RunSettings` holds what every
+script takes, `FineTuningSettings` what every fine-tuning script adds; a task's settings (tasks/task_settings.py)
 subclasses it with its own. Scripts define the flags from the dataclass and pass the parsed dataclass on,
 so the tasks run the same from flags, from tests and from bench/ without absl.
 """
@@ -19,7 +19,7 @@ from bert_tf.precision import MIXED_PRECISION_POLICIES
 from bert_tf.settings import changed, setting
 from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
 from bert_tf.tokenization import validate_case_matches_checkpoint
-from bert_tf.training.config import check_learning_rate_value
+from bert_tf.training.train_settings import check_learning_rate_value
 
 
 def _values(value):
@@ -28,7 +28,7 @@ def _values(value):
 
 
 @dataclasses.dataclass(kw_only=True)
-class RunConfig(BertConfigFileSetting, InitCheckpointSetting):
+class RunSettings(BertConfigFileSetting, InitCheckpointSetting):
     """The settings of every training script; the original's flags first, then what TF2 users need."""
 
     bert_config_file = changed(help="bert_config.json of the pretrained model.")
@@ -117,7 +117,7 @@ class RunConfig(BertConfigFileSetting, InitCheckpointSetting):
 
 
 @dataclasses.dataclass(kw_only=True)
-class FineTuningConfig(RunConfig, VocabFileSetting):
+class FineTuningSettings(RunSettings, VocabFileSetting):
     """The settings every fine-tuning script takes (the original run_classifier.py's and ours)."""
 
     do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
@@ -178,10 +178,10 @@ class FineTuningConfig(RunConfig, VocabFileSetting):
     # Where the features are written and read: a sweep's runs share those of its --output_dir.
     feature_dir: str | None = None
 
-    positive = (*RunConfig.positive, "predict_batch_size")
+    positive = (*RunSettings.positive, "predict_batch_size")
 
     def check(self):
-        """RunConfig.check, then the fine-tuning flags'.
+        """RunSettings.check, then the fine-tuning flags'.
 
         Raises:
           InputError: naming the flag.

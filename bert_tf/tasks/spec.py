@@ -17,7 +17,7 @@ class TaskSpec(NetworkSpec):
       info_from_encoder: (checkpoint prefix, the encoder's TaskInfo) -> this task's TaskInfo, for a
         task whose model is an encoder's with no weights of its own (embeddings): it then exports
         from any encoder checkpoint (export_saved_model.py --model_type); else None.
-      config_class: the settings dataclass of its script (tasks/run_settings.py's FineTuningConfig and
+      settings_class: the settings dataclass of its script (tasks/run_settings.py's FineTuningSettings and
         the task's own flags); its recorded fields are the task's part of task.json
         (networks.task_info.RECORDED_SETTINGS). None for the encoder.
       variant_of, chosen_by: a variant (multi-label, feature-based) runs in the script of the task
@@ -25,7 +25,7 @@ class TaskSpec(NetworkSpec):
     """
 
     info_from_encoder: Callable | None = None
-    config_class: type | None = None
+    settings_class: type | None = None
     variant_of: "TaskSpec | None" = None
     chosen_by: str | None = None
 
@@ -41,11 +41,11 @@ class TaskSpec(NetworkSpec):
         if (self.variant_of is None) != (self.chosen_by is None):
             raise TypeError(f"task {self.name!r}: a variant needs both variant_of and chosen_by")
 
-    def is_chosen(self, config):
-        """Whether `config` (a script's settings) asks for this variant: it is one of the variant's
+    def is_chosen(self, settings):
+        """Whether `settings` (a script's settings) asks for this variant: it is one of the variant's
         settings and its flag is set (always False for a task)."""
         return (
             self.chosen_by is not None
-            and isinstance(config, self.config_class)
-            and bool(getattr(config, self.chosen_by))
+            and isinstance(settings, self.settings_class)
+            and bool(getattr(settings, self.chosen_by))
         )

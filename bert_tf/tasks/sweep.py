@@ -53,17 +53,17 @@ def _values(value):
     return list(value) if isinstance(value, tuple) else [value]
 
 
-def combinations(config):
-    """The grid of a config: one {field: value} per combination, seeds varying fastest."""
-    grid = [_values(getattr(config, name)) for name in SWEEP_FIELDS]
+def combinations(settings):
+    """The grid of the settings: one {field: value} per combination, seeds varying fastest."""
+    grid = [_values(getattr(settings, name)) for name in SWEEP_FIELDS]
     return [dict(zip(SWEEP_FIELDS, values, strict=True)) for values in itertools.product(*grid)]
 
 
-def is_sweep(config):
+def is_sweep(settings):
     return (
-        any(isinstance(getattr(config, name), tuple) for name in SWEEP_FIELDS)
-        or bool(config.sweep_shard)
-        or config.sweep_collect
+        any(isinstance(getattr(settings, name), tuple) for name in SWEEP_FIELDS)
+        or bool(settings.sweep_shard)
+        or settings.sweep_collect
     )
 
 
@@ -96,7 +96,7 @@ class Sweep:
     """A fine-tuning script's sweep: the runs of its grid, best/ and sweep_results.tsv.
 
     Args:
-      config: the script's FineTuningConfig, a sweep flag holding a tuple of values (is_sweep).
+      settings: the script's FineTuningSettings, a sweep flag holding a tuple of values (is_sweep).
       run_class: the task's FineTuningRun subclass: each combination is one of its runs.
 
     Raises:
@@ -104,15 +104,15 @@ class Sweep:
         --sweep_collect, or a bad --sweep_shard.
     """
 
-    def __init__(self, config, run_class):
-        if not config.do_eval:
+    def __init__(self, settings, run_class):
+        if not settings.do_eval:
             raise InputError("a sweep ranks its runs on the dev set: pass --do_eval")
-        if not (config.do_train or config.sweep_collect):
+        if not (settings.do_train or settings.sweep_collect):
             raise InputError(
                 "a sweep trains its combinations: pass --do_train (or --sweep_collect)"
             )
-        self.shard = parse_shard(config.sweep_shard)
-        self.config, self.run_class = config, run_class
+        self.shard = parse_shard(settings.sweep_shard)
+        self.settings, self.run_class = settings, run_class
 
     def run(self):
         """Trains the shard's combinations, then (unless sharded) writes the results and best/.
@@ -120,58 +120,58 @@ class Sweep:
         Returns:
           {"runs": {name: sweep_run.json's dict}, "best": the best run's, "predict", "export"}.
         """
-        config, run_class, (index, count) = self.config, self.run_class, self.shard
-        config.check_output_dir()
-        grid = combinations(config)
+        settings, run_class, (index, count) = self.settings, self.run_class, self.shard
+        settings.check_output_dir()
+        grid = combinations(settings)
         outcome = {"runs": {}}
-        if not config.sweep_collect:
+        if not settings.sweep_collect:
             for number, combination in enumerate(grid):
                 if number % count == index:
                     name = run_name(combination)
                     with doing(f"the sweep's run {name}"):
                         outcome["runs"][name] = _train(
-                            config, run_class, combination, number, len(grid)
+                            settings, run_class, combination, number, len(grid)
                         )
             if count > 1:
                 logging.info("Shard %d/%d done; --sweep_collect writes the results", index, count)
                 return outcome
-        outcome["best"], best_combination = collect(config, grid)
-        best_config = _settings(config, best_combination, os.path.join(config.output_dir, BEST))
-        if config.do_predict or config.export_dir:
+        outcome["best"], best_combination = collect(settings, grid)
+        best_config = _settings(settings, best_combination, os.path.join(settings.output_dir, BEST))
+        if settings.do_predict or settings.export_dir:
             final = run_class(
                 dataclasses.replace(
                     best_config,
                     do_train=False,
                     do_eval=False,
-                    do_predict=config.do_predict,
-                    export_dir=config.export_dir,
+                    do_predict=settings.do_predict,
+                    export_dir=settings.export_dir,
                 )
             ).run()
             outcome.update({key: final[key] for key in ("predict", "export") if key in final})
         return outcome
 
 
-def _settings(config, combination, output_dir):
+def _settings(settings, combination, output_dir):
     """One combination's run settings: scalars, its own folder, the sweep's features."""
     return dataclasses.replace(
-        config,
+        settings,
         **combination,
         output_dir=output_dir,
-        feature_dir=config.output_dir,
-        do_predict=config.do_predict,
+        feature_dir=settings.output_dir,
+        do_predict=settings.do_predict,
         export_dir=None,
         sweep_shard=None,
         sweep_collect=False,
     )
 
 
-def _train(config, run_class, combination, number, total):
+def _train(settings, run_class, combination, number, total):
     """Trains and evaluates one combination (unless it finished before); its sweep_run.json."""
     name = run_name(combination)
-    folder = os.path.join(config.output_dir, name)
+    folder = os.path.join(settings.output_dir, name)
     done = read_run(folder)
     if done is None:
-        task_run = run_class(_settings(config, combination, folder))
+        task_run = run_class(_settings(settings, combination, folder))
         try:
             done = _outcome(task_run, combination, task_run.run())
         except Diverged as error:
@@ -200,58 +200,60 @@ def _outcome(task_run, combination, results):
         metric, value, checkpoint = best["metric"], best["value"], BEST_CHECKPOINT
     done = {"settings": combination, "metric": metric, "value": value, "checkpoint": checkpoint}
     done["collapsed"] = task_run.collapsed  # every dev prediction one value, or None
-    test = read_test_results(task_run.config.output_dir)  # --do_predict on labelled test data
+    test = read_test_results(task_run.settings.output_dir)  # --do_predict on labelled test data
     if test is not None:
         done["test_metric"], done["test_value"] = task_run.dev_metric(test)
     return done
 
 
-def collect(config, grid):
+def collect(settings, grid):
     """Writes sweep_results.tsv and best/ from the finished combinations; returns (best run, its
     combination)."""
     finished = {}
     for combination in grid:
-        done = read_run(os.path.join(config.output_dir, run_name(combination)))
+        done = read_run(os.path.join(settings.output_dir, run_name(combination)))
         if done is not None:
             finished[run_name(combination)] = done
     if not finished:
-        raise InputError(f"--output_dir={config.output_dir} holds no finished combination")
+        raise InputError(f"--output_dir={settings.output_dir} holds no finished combination")
     missing = [run_name(c) for c in grid if run_name(c) not in finished]
     if missing:
         logging.warning("%d combination(s) not finished: %s", len(missing), ", ".join(missing))
-    file_io.write_text(os.path.join(config.output_dir, RESULTS_FILE), results_table(grid, finished))
+    file_io.write_text(
+        os.path.join(settings.output_dir, RESULTS_FILE), results_table(grid, finished)
+    )
     ranked = [name for name, done in finished.items() if done["value"] is not None]
     if not ranked:
         first = next(iter(finished))
         raise Diverged(
-            f"every finished combination in --output_dir={config.output_dir} diverged; "
+            f"every finished combination in --output_dir={settings.output_dir} diverged; "
             f"{first}: {finished[first]['diverged']}"
         )
     best_name = max(ranked, key=lambda name: finished[name]["value"])  # the first of ties
     best = finished[best_name]
-    source = os.path.join(config.output_dir, best_name, best["checkpoint"])
+    source = os.path.join(settings.output_dir, best_name, best["checkpoint"])
     extra = [
-        os.path.join(config.output_dir, best_name, name)
+        os.path.join(settings.output_dir, best_name, name)
         for name in (TASK_FILE, LABELS_FILE, VOCAB_FILE)
     ]
     extra += [os.path.join(source, name) for name in (*EVAL_RESULTS_FILES, RUN_FILE)]
-    extra.append(os.path.join(config.output_dir, best_name, RUN_FILE))
+    extra.append(os.path.join(settings.output_dir, best_name, RUN_FILE))
     copy_checkpoint(
         tf.train.latest_checkpoint(source),
-        os.path.join(config.output_dir, BEST),
+        os.path.join(settings.output_dir, BEST),
         [path for path in dict.fromkeys(extra) if file_io.exists(path)],
     )
     # export_saved_model.py --init_checkpoint=<output_dir> reads the task from here.
-    task_file = os.path.join(config.output_dir, best_name, TASK_FILE)
-    file_io.write_text(os.path.join(config.output_dir, TASK_FILE), file_io.read_text(task_file))
-    write_vocab(config.output_dir, config.vocab_file)
+    task_file = os.path.join(settings.output_dir, best_name, TASK_FILE)
+    file_io.write_text(os.path.join(settings.output_dir, TASK_FILE), file_io.read_text(task_file))
+    write_vocab(settings.output_dir, settings.vocab_file)
     logging.info(
         "Best of %d run(s): %s, %s = %.4f -> %s",
         len(ranked),
         best_name,
         best["metric"],
         best["value"],
-        os.path.join(config.output_dir, BEST),
+        os.path.join(settings.output_dir, BEST),
     )
     return best, best["settings"]
 

@@ -3,7 +3,7 @@
 A run hands the loop a `Trainable`: how to build its model, its loss, its eval metrics and its input. The
 loop knows nothing else about it. The `Trainer` (trainer.py) puts together its parts, each tested alone:
 
-- config.py: `Trainable`, `TrainConfig` and `check_batch_sizes`, the one check of the batch sizes;
+- settings.py: `Trainable`, `TrainSettings` and `check_batch_sizes`, the one check of the batch sizes;
 - bert_tf/training/checkpoint_state.py: what a checkpoint keeps (weights, optimizer, dropout streams, the
   input position) and the resume from it;
 - inputs.py: this worker's training input, at the run's position;
@@ -15,14 +15,14 @@ loop knows nothing else about it. The `Trainer` (trainer.py) puts together its p
   eval_results.txt.
 """
 
-from bert_tf.training.config import Trainable, TrainConfig, check_batch_sizes
 from bert_tf.training.evaluation import evaluate, write_eval_results
 from bert_tf.training.predictor import Predictor
+from bert_tf.training.train_settings import Trainable, TrainSettings, check_batch_sizes
 from bert_tf.training.trainer import Trainer
 
 __all__ = [
     "Predictor",
-    "TrainConfig",
+    "TrainSettings",
     "Trainable",
     "Trainer",
     "check_batch_sizes",

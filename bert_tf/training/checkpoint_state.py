@@ -57,18 +57,18 @@ class CheckpointState:
     model.ckpt-<step> is kept, and every worker keeps its own input state.
     """
 
-    def __init__(self, model, optimizer, input_steps, config, chief, worker):
+    def __init__(self, model, optimizer, input_steps, settings, chief, worker):
         """
         Args:
           model, optimizer: the Trainer's, built.
           input_steps: the int64 variable counting the global batches taken from the input.
-          config: the TrainConfig (model_dir, max_checkpoints_to_keep).
+          settings: the TrainSettings (model_dir, max_checkpoints_to_keep).
           chief: whether this process keeps model.ckpt-<step>.
           worker: this worker's tf.distribute.InputContext (its input pipeline and their number).
         """
         self.model, self.optimizer, self.input_steps = model, optimizer, input_steps
-        self.model_dir, self.chief = config.model_dir, chief
-        self.keep = config.max_checkpoints_to_keep
+        self.model_dir, self.chief = settings.model_dir, chief
+        self.keep = settings.max_checkpoints_to_keep
         self.dropout = dropout_states(model)
         self.checkpoint = tf.train.Checkpoint(
             model=model, optimizer=optimizer, input_steps=input_steps, dropout=self.dropout

@@ -15,7 +15,7 @@ class TrainLoop:
     """Drives the steps from the current global step to an end, saving and logging on the way.
 
     Args:
-      config: the TrainConfig (num_train_steps, steps_per_loop, log_steps, save_checkpoints_steps,
+      settings: the TrainSettings (num_train_steps, steps_per_loop, log_steps, save_checkpoints_steps,
         mixed_precision).
       run_steps: (num_steps, an int32 scalar tensor: one tracing for every count) -> None, runs up
         to num_steps updates (fewer once SIGTERM came).
@@ -29,9 +29,9 @@ class TrainLoop:
     """
 
     def __init__(
-        self, config, *, run_steps, optimizer, loss_sums, save, latest_checkpoint, stopping
+        self, settings, *, run_steps, optimizer, loss_sums, save, latest_checkpoint, stopping
     ):
-        self.config, self.run_steps, self.optimizer = config, run_steps, optimizer
+        self.settings, self.run_steps, self.optimizer = settings, run_steps, optimizer
         self.loss_sums, self.save = loss_sums, save
         self.latest_checkpoint, self.stopping = latest_checkpoint, stopping
 
@@ -43,7 +43,7 @@ class TrainLoop:
         """Trains from the global step up to `end`, checkpointing there and at every checkpoint step.
 
         Args:
-          end: the global step to stop at (at most config.num_train_steps).
+          end: the global step to stop at (at most settings.num_train_steps).
           writer: the tf.summary writer of the training scalars.
 
         Returns:
@@ -53,10 +53,10 @@ class TrainLoop:
           Preempted: SIGTERM came; the checkpoint of the step reached is saved.
           Diverged: the loss of the last call is not finite; nothing of that call is saved.
         """
-        config = self.config
+        settings = self.settings
         step = self.global_step
         last = {"global_step": step}
-        progress = Progress(config, writer, Mark(step, time.time()))
+        progress = Progress(settings, writer, Mark(step, time.time()))
         first_step, pace = step + 1, None
         while step < end:
             began = time.time()
@@ -67,21 +67,21 @@ class TrainLoop:
                 self.loss_sums.total("loss"),
                 (before, step),
                 float(self.optimizer.learning_rate),
-                config.mixed_precision,
+                settings.mixed_precision,
                 self.latest_checkpoint(),
             )
             if self.stopping():
                 self.save(step)
                 raise Preempted(
-                    f"SIGTERM: stopped at global step {step}, saved in {config.model_dir}; "
+                    f"SIGTERM: stopped at global step {step}, saved in {settings.model_dir}; "
                     "the same command resumes from there"
                 )
-            at_end = step in (config.num_train_steps, end)
+            at_end = step in (settings.num_train_steps, end)
             now = Mark(step, time.time())
             timed = now.time - progress.since.time >= LOG_SECONDS
-            if step % config.log_steps == 0 or at_end or step == first_step or timed:
+            if step % settings.log_steps == 0 or at_end or step == first_step or timed:
                 last = progress.log(now, self.loss_sums.take(), float(self.optimizer.learning_rate))
-            if step % config.save_checkpoints_steps == 0 or at_end:
+            if step % settings.save_checkpoints_steps == 0 or at_end:
                 self.save(step)
         return last
 
@@ -92,5 +92,5 @@ class TrainLoop:
         if pace:
             within = int((progress.since.time + LOG_SECONDS - time.time()) / pace)
         return min(
-            steps_to_next_boundary(self.global_step, self.config, first_step, within), end - step
+            steps_to_next_boundary(self.global_step, self.settings, first_step, within), end - step
         )

@@ -22,21 +22,21 @@ from bert_tf.progress_log import format_seconds
 __all__ = ["Mark", "Progress", "check_finite_loss", "format_seconds", "steps_to_next_boundary"]
 
 
-def steps_to_next_boundary(step, config, first_step=None, within=None):
+def steps_to_next_boundary(step, settings, first_step=None, within=None):
     """Steps the next loop call runs: up to steps_per_loop, stopping at a log, checkpoint or the end.
 
     Args:
       step: the global step now.
-      config: the TrainConfig.
+      settings: the TrainSettings.
       first_step: a step to stop at too (the loop's first step, whose progress line comes at once).
       within: at most this many steps (the steps that fit before the next timed progress line).
     """
-    boundaries = [config.num_train_steps]
-    for every in (config.log_steps, config.save_checkpoints_steps):
+    boundaries = [settings.num_train_steps]
+    for every in (settings.log_steps, settings.save_checkpoints_steps):
         boundaries.append((step // every + 1) * every)
     if first_step is not None and first_step > step:
         boundaries.append(first_step)
-    steps = min(config.steps_per_loop, min(boundaries) - step)
+    steps = min(settings.steps_per_loop, min(boundaries) - step)
     return int(steps if within is None else max(1, min(steps, within)))
 
 
@@ -48,7 +48,7 @@ def check_finite_loss(loss_sum, steps, learning_rate, mixed_precision, last_chec
         a NaN comes from the call just run).
       steps: (the global step before the call, the global step after it).
       learning_rate: the optimizer's current rate (for the message).
-      mixed_precision: the TrainConfig's policy name.
+      mixed_precision: the TrainSettings's policy name.
       last_checkpoint: the newest checkpoint kept, or None.
     """
     if np.isfinite(loss_sum):
@@ -80,13 +80,13 @@ class Progress:
     """The progress line and TensorBoard scalars of each log interval.
 
     Args:
-      config: the TrainConfig (num_train_steps, train_batch_size).
+      settings: the TrainSettings (num_train_steps, train_batch_size).
       writer: the tf.summary writer of the training scalars.
       start: the Mark where this call of the loop started (the ETA's rate counts from there).
     """
 
-    def __init__(self, config, writer, start):
-        self.config, self.writer = config, writer
+    def __init__(self, settings, writer, start):
+        self.settings, self.writer = settings, writer
         self.start = self.since = start
 
     def log(self, now, loss_sums, learning_rate):
@@ -100,16 +100,16 @@ class Progress:
         Returns:
           {loss name: mean per step, "global_step", "learning_rate", "examples_per_second"}.
         """
-        config, since, start = self.config, self.since, self.start
+        settings, since, start = self.settings, self.since, self.start
         steps = now.step - since.step
         means = {key: total / max(steps, 1) for key, total in loss_sums.items()}
-        examples_per_sec = steps * config.train_batch_size / max(now.time - since.time, 1e-9)
+        examples_per_sec = steps * settings.train_batch_size / max(now.time - since.time, 1e-9)
         steps_per_sec = (now.step - start.step) / max(now.time - start.time, 1e-9)
-        eta = (config.num_train_steps - now.step) / max(steps_per_sec, 1e-9)
+        eta = (settings.num_train_steps - now.step) / max(steps_per_sec, 1e-9)
         logging.info(
             "step %d/%d  loss %.4f  lr %.3g  %.1f examples/s  ETA %s",
             now.step,
-            config.num_train_steps,
+            settings.num_train_steps,
             means.get("loss", math.nan),
             learning_rate,
             examples_per_sec,

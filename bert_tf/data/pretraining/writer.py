@@ -39,7 +39,7 @@ from bert_tf.sigterm import doing
 
 
 @dataclasses.dataclass(kw_only=True)
-class CreateConfig(ObjectiveSetting, DynamicMaskingSetting, VocabFileSetting):
+class CreateSettings(ObjectiveSetting, DynamicMaskingSetting, VocabFileSetting):
     """create_pretraining_data.py's settings: the original's flags, then ours."""
 
     input_file: str | None = setting(

@@ -76,7 +76,7 @@ def check_windows(settings, max_seq_length):
 @dataclasses.dataclass
 class QaSettings:
     """The windowing and span-selection settings of the export and of BertQuestionAnswerer: the
-    original's defaults, which run_squad.py's flags (task_configs.SquadFlags) and the recorded
+    original's defaults, which run_squad.py's flags (task_settings.SquadWindowSettings) and the recorded
     settings of task.json (task_info.RECORDED_SETTINGS) share."""
 
     max_seq_length: int = SQUAD_MAX_SEQ_LENGTH

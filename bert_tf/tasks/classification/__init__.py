@@ -2,6 +2,6 @@
 
 `task.py`: the model (BertModel + a head over [CLS]), its run and export (`ClassifierRun`, `SPEC`);
 `multi_label.py`: the multi-label variant (`--multi_label`); `data/`: GLUE, XNLI, TSV / CSV and TFDS
-readers and the features. Its settings are `tasks/task_configs.py`'s `ClassifierConfig` and
-`MultiLabelConfig`. Nothing is imported here: import the modules.
+readers and the features. Its settings are `tasks/task_settings.py`'s `ClassifierSettings` and
+`MultiLabelSettings`. Nothing is imported here: import the modules.
 """

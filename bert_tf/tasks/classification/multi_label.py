@@ -25,7 +25,7 @@ from bert_tf.models.networks.task_info import write_task_info
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.data import multi_hot_labels
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.task_configs import MultiLabelConfig
+from bert_tf.tasks.task_settings import MultiLabelSettings
 
 
 def multi_label_loss(outputs, features, num_examples, positive_weights=None):
@@ -100,7 +100,7 @@ def tune_thresholds(probabilities, gold):
 
 SPEC = TaskSpec.of(
     classifier_network.MULTI_LABEL_NETWORK,
-    config_class=MultiLabelConfig,
+    settings_class=MultiLabelSettings,
     variant_of=classification.SPEC,
     chosen_by="multi_label",
 )
@@ -116,36 +116,36 @@ class MultiLabelRun(classification.ClassifierRun):
 
     @property
     def feature_format(self):
-        return f"bert_tf multi-label features 1, separator {self.config.label_separator!r}"
+        return f"bert_tf multi-label features 1, separator {self.settings.label_separator!r}"
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.config = dataclasses.replace(self.config, thresholds=self._thresholds())
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.settings = dataclasses.replace(self.settings, thresholds=self._thresholds())
 
     @property
     def thresholds(self):
-        """Each label's threshold: the config's, as the run settled it (recorded in task.json)."""
-        return self.config.thresholds
+        """Each label's threshold: the settings', as the run settled it (recorded in task.json)."""
+        return self.settings.thresholds
 
-    def make_processor(self, config):
+    def make_processor(self, settings):
         return multi_hot_labels.MultiLabelProcessor(
-            config.task_name,
-            text_a_column=config.text_a_column,
-            text_b_column=config.text_b_column,
-            label_column=config.label_column,
-            has_header=config.has_header,
-            labels=config.labels,
-            data_dir=config.data_dir,
-            skip_malformed_lines=config.skip_malformed_lines,
-            separator=config.label_separator,
+            settings.task_name,
+            text_a_column=settings.text_a_column,
+            text_b_column=settings.text_b_column,
+            label_column=settings.label_column,
+            has_header=settings.has_header,
+            labels=settings.labels,
+            data_dir=settings.data_dir,
+            skip_malformed_lines=settings.skip_malformed_lines,
+            separator=settings.label_separator,
         )
 
     def _thresholds(self):
         """--threshold for every label; else the checkpoint's run's, when it goes on with a model."""
-        if self.config.threshold is not None:
-            return [self.config.threshold] * len(self.labels)
+        if self.settings.threshold is not None:
+            return [self.settings.threshold] * len(self.labels)
         info = None
-        if not self.config.do_train or self.resumes():
+        if not self.settings.do_train or self.resumes():
             info = self.checkpoint_task_info()
         if (
             info is not None
@@ -158,11 +158,11 @@ class MultiLabelRun(classification.ClassifierRun):
     @property
     def class_weights_setting(self):
         """--class_weights as the run reads it: auto unless given (sparse labels need it)."""
-        return self.config.class_weights or "auto"
+        return self.settings.class_weights or "auto"
 
     def class_weights_of_flags(self):
         """Each label's weight of its positives (logged), or None; read only when training."""
-        if not self.config.do_train:
+        if not self.settings.do_train:
             return None
         value = self.class_weights_setting
         weights = multi_hot_labels.positive_weights(
@@ -189,7 +189,7 @@ class MultiLabelRun(classification.ClassifierRun):
         return [{**feature, "label_ids": self.label_value(example)} for feature in features]
 
     def feature_spec(self, is_training, path=None):
-        spec = multi_hot_labels.feature_spec(self.config.max_seq_length, len(self.labels))
+        spec = multi_hot_labels.feature_spec(self.settings.max_seq_length, len(self.labels))
         if self.windows:
             spec["text_index"] = tf.io.FixedLenFeature([], tf.int64)
         return spec
@@ -201,17 +201,17 @@ class MultiLabelRun(classification.ClassifierRun):
 
     def evaluate(self):
         path, info = self.features("eval")
-        result = self.text_logits(path, info, self.config.eval_batch_size, ["label_ids"])
+        result = self.text_logits(path, info, self.settings.eval_batch_size, ["label_ids"])
         probabilities = _sigmoid(result["logits"])
-        if self.config.tune_thresholds:
+        if self.settings.tune_thresholds:
             tuned = tune_thresholds(probabilities, result["label_ids"])
-            self.config = dataclasses.replace(self.config, thresholds=tuned)
+            self.settings = dataclasses.replace(self.settings, thresholds=tuned)
             shown = ", ".join(
                 f"{label}={t:.4g}" for label, t in zip(self.labels, self.thresholds, strict=True)
             )
             logging.info("thresholds tuned on dev: %s", shown)
             if self.is_chief:
-                write_task_info(self.config.output_dir, self.task_info())
+                write_task_info(self.settings.output_dir, self.task_info())
         results = evaluation_results(
             probabilities, result["label_ids"], self.thresholds, self.labels
         )
@@ -228,7 +228,7 @@ class MultiLabelRun(classification.ClassifierRun):
                 f"weighed against its negatives), else {metrics.LEARNING_RATE_HINT}"
             )
         levers = "more --num_train_epochs, another --learning_rate"
-        if not self.config.tune_thresholds:
+        if not self.settings.tune_thresholds:
             levers += ", or --tune_thresholds=True (each label's threshold picked on dev)"
         return f"the labels are weighed already (--class_weights={value}); try {levers}"
 
@@ -241,13 +241,13 @@ class MultiLabelRun(classification.ClassifierRun):
         each example's labels over their thresholds, joined by --label_separator (empty: none)."""
         path, info = self.features("predict")
         probabilities = _sigmoid(
-            self.text_logits(path, info, self.config.predict_batch_size)["logits"]
+            self.text_logits(path, info, self.settings.predict_batch_size)["logits"]
         )
         rows = ["\t".join(self.labels)] + [
             "\t".join(f"{p:.6f}" for p in row) for row in probabilities
         ]
         self.write_output("test_results.tsv", "".join(f"{row}\n" for row in rows))
-        separator = self.config.label_separator
+        separator = self.settings.label_separator
         lines = [separator.join(self._labels_over(row)) for row in probabilities]
         self.write_output("test_labels.tsv", "".join(f"{line}\n" for line in lines))
         gold = self.test_label_ids()

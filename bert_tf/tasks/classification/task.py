@@ -23,7 +23,7 @@ from bert_tf.tasks.classification.data import features as data_features
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.hooks import ClassifierHooks
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.task_configs import ClassifierConfig
+from bert_tf.tasks.task_settings import ClassifierSettings
 
 
 def classification_loss(outputs, features, num_examples, is_regression, class_weights=None):
@@ -50,7 +50,7 @@ def classification_loss(outputs, features, num_examples, is_regression, class_we
 # ---------------------------------------------------------------------------------- the run
 
 
-SPEC = TaskSpec.of(classifier_network.NETWORK, config_class=ClassifierConfig)
+SPEC = TaskSpec.of(classifier_network.NETWORK, settings_class=ClassifierSettings)
 
 
 class ClassifierRun(FineTuningRun, ClassifierHooks):
@@ -68,22 +68,22 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         """GLUE's metric of the task (MRPC, QQP: F1; CoLA: MCC; STS-B: Pearson; else accuracy)."""
         return "eval_" + metrics.official_glue_metric(self.processor.task_name, self.is_regression)
 
-    def __init__(self, config):
-        super().__init__(config)
-        config, stride_source = self._with_checkpoint_windows(config)
-        self.config = config
-        if not config.tfds_name:
-            data.check_data_dir(config.data_dir)
-        self.processor = self.make_processor(config)
-        self.windows = config.doc_stride is not None
+    def __init__(self, settings):
+        super().__init__(settings)
+        settings, stride_source = self._with_checkpoint_windows(settings)
+        self.settings = settings
+        if not settings.tfds_name:
+            data.check_data_dir(settings.data_dir)
+        self.processor = self.make_processor(settings)
+        self.windows = settings.doc_stride is not None
         if self.windows and self.processor.is_pair:
             raise InputError(
                 f"{stride_source} windows single texts; task {self.processor.task_name} has text "
                 "pairs"
             )
         self.is_regression = self.processor.is_regression
-        self.config = dataclasses.replace(
-            self.config, is_pair=self.processor.is_pair, is_regression=self.is_regression
+        self.settings = dataclasses.replace(
+            self.settings, is_pair=self.processor.is_pair, is_regression=self.is_regression
         )
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
@@ -91,12 +91,12 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
 
     def class_weights_of_flags(self):
         """--class_weights as one float per label (logged), or None; read only when training."""
-        value = self.config.class_weights
+        value = self.settings.class_weights
         if value in (None, "", "none"):
             return None
         if self.is_regression:
             raise InputError("--class_weights is for classification; this task is regression")
-        if not self.config.do_train:
+        if not self.settings.do_train:
             return None
         weights = data_features.parse_class_weights(
             value, self.labels, lambda: [example.label for example in self.step_data("train")]
@@ -105,44 +105,44 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         logging.info("class weights (--class_weights=%s): %s", value, shown)
         return weights
 
-    def make_processor(self, config):
+    def make_processor(self, settings):
         """The DataProcessor that reads the run's examples (data.get_processor)."""
-        return data.get_processor(config)
+        return data.get_processor(settings)
 
-    def _with_checkpoint_windows(self, config):
-        """(`config` with its windows settled, where --doc_stride came from).
+    def _with_checkpoint_windows(self, settings):
+        """(`settings` with its windows settled, where --doc_stride came from).
 
         A run that does not train, or resumes, goes on with a model: unless the flags say
         otherwise, it reads texts as that model's run did (--doc_stride and --window_combination
         of its task.json), so that its results are its training's and its export's.
         """
         info = None
-        if not config.do_train or self.resumes():
+        if not settings.do_train or self.resumes():
             info = self.checkpoint_task_info()
         if info is not None and (
             info.model_type != self.spec.name or info.settings.doc_stride is None
         ):
             info = None
-        changes, stride_source = {}, f"--doc_stride={config.doc_stride}"
-        if config.doc_stride is None and info is not None:
+        changes, stride_source = {}, f"--doc_stride={settings.doc_stride}"
+        if settings.doc_stride is None and info is not None:
             changes["doc_stride"] = info.settings.doc_stride
             stride_source = (
                 f"--doc_stride={info.settings.doc_stride} (the task.json of the checkpoint's run)"
             )
-        if config.window_combination is None:
+        if settings.window_combination is None:
             changes["window_combination"] = (
                 info.settings.window_combination if info else "weighted_mean"
             )
         if changes and info is not None:
             logging.info("from the task.json of the checkpoint's run: %s", changes)
-            if info.max_seq_length != config.max_seq_length:
+            if info.max_seq_length != settings.max_seq_length:
                 logging.warning(
                     "the checkpoint's run read windows of --max_seq_length=%d, this run of %d: "
                     "its results differ from that run's and from its export's",
                     info.max_seq_length,
-                    config.max_seq_length,
+                    settings.max_seq_length,
                 )
-        return dataclasses.replace(config, **changes), stride_source
+        return dataclasses.replace(settings, **changes), stride_source
 
     # ------------------------------------------------------------------ data
 
@@ -171,7 +171,7 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
 
     def read_split(self, split):
         """The InputExamples of the "train", "dev" or "test" data."""
-        examples = self._processor_split(split)[0](self.config.data_dir)
+        examples = self._processor_split(split)[0](self.settings.data_dir)
         if not examples:
             raise InputError(f"the {split} data holds no example")
         return examples
@@ -190,30 +190,30 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
 
     def test_source(self):
         """Where the test examples come from, for messages: the file(s), or the TFDS split."""
-        if self.config.tfds_name:
-            return f"--tfds_name={self.config.tfds_name}'s test split"
-        return ", ".join(map(str, self.processor.test_source(self.config.data_dir)))
+        if self.settings.tfds_name:
+            return f"--tfds_name={self.settings.tfds_name}'s test split"
+        return ", ".join(map(str, self.processor.test_source(self.settings.data_dir)))
 
     def label_value(self, example):
         """The label_ids of an example's features: its label's id (its score for regression)."""
         return data_features.label_id(example, self.label_map, self.is_regression)
 
     def feature_settings(self, step):
-        config = self.config
+        settings = self.settings
         sources = self._processor_split(self.splits[step])[1]
-        settings = {
+        key = {
             "format": self.feature_format,
-            "task_name": config.task_name,
-            "tfds_name": config.tfds_name,
-            "inputs": [file_identity(p) if file_io.exists(p) else p for p in sources(config.data_dir)],
+            "task_name": settings.task_name,
+            "tfds_name": settings.tfds_name,
+            "inputs": [file_identity(p) if file_io.exists(p) else p for p in sources(settings.data_dir)],
             "labels": self.labels,
             "is_regression": self.is_regression,
             "split": step,
         }  # fmt: skip
         if self.windows:
             windows_format = self.feature_format.replace(" features ", " windows ")
-            settings.update(format=windows_format, doc_stride=config.doc_stride)
-        return settings
+            key.update(format=windows_format, doc_stride=settings.doc_stride)
+        return key
 
     def make_records(self, step):
         examples = self.step_data(step)
@@ -233,21 +233,21 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
     def example_features(self, example, index):
         """The feature dicts of the example at `index`: one (the original's, truncated and padded),
         or one per window with --doc_stride (each with its text_index)."""
-        config = self.config
+        settings = self.settings
         if self.windows:
             return data_features.convert_example_to_window_features(
                 example,
                 self.label_map,
-                config.max_seq_length,
+                settings.max_seq_length,
                 self.tokenizer,
-                config.doc_stride,
+                settings.doc_stride,
                 index,
                 is_regression=self.is_regression,
             )
         feature = data_features.convert_example_to_feature(
             example,
             self.label_map,
-            config.max_seq_length,
+            settings.max_seq_length,
             self.tokenizer,
             is_regression=self.is_regression,
         )
@@ -259,7 +259,7 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
 
     def feature_spec(self, is_training, path=None):
         return data_features.classifier_feature_spec(
-            self.config.max_seq_length, self.is_regression, self.windows
+            self.settings.max_seq_length, self.is_regression, self.windows
         )
 
     def text_logits(self, path, info, batch_size, feature_keys=()):
@@ -271,7 +271,7 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         combined = combine_windows(
             result["logits"],
             result["text_index"],
-            self.config.window_combination,
+            self.settings.window_combination,
             self.is_regression,
             num_tokens=result["input_mask"].sum(axis=-1),
             multi_label=self.multi_label,
@@ -290,7 +290,7 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
 
     def evaluate(self):
         path, info = self.features("eval")
-        result = self.text_logits(path, info, self.config.eval_batch_size, ["label_ids"])
+        result = self.text_logits(path, info, self.settings.eval_batch_size, ["label_ids"])
         results = evaluation_results(
             result["logits"], result["label_ids"], self.processor.task_name, self.is_regression
         )
@@ -301,7 +301,7 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
 
     def predict_test(self):
         path, info = self.features("predict")
-        logits = self.text_logits(path, info, self.config.predict_batch_size)["logits"]
+        logits = self.text_logits(path, info, self.settings.predict_batch_size)["logits"]
         if self.is_regression:
             rows = [f"{value:.6f}" for value in logits[:, 0]]
         else:

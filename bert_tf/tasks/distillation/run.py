@@ -75,34 +75,36 @@ def read_transfer_file(path, is_pair):
     return examples
 
 
-def make_run(config):
+def make_run(settings):
     """The run of run_distillation.py's settings, made and checked (the teacher, the student's
     layers and the transfer file first, each error one line), not yet started."""
-    config.check_distillation()
-    config.check_output_dir()
-    teacher = read_teacher(config.teacher_dir)
-    layers, init_checkpoint = None, config.student_init_checkpoint
-    if config.student_config:
-        if not file_io.exists(config.student_config):
-            raise InputError(f"--student_config={config.student_config} does not exist")
-        bert_config_file = config.student_config
+    settings.check_distillation()
+    settings.check_output_dir()
+    teacher = read_teacher(settings.teacher_dir)
+    layers, init_checkpoint = None, settings.student_init_checkpoint
+    if settings.student_config:
+        if not file_io.exists(settings.student_config):
+            raise InputError(f"--student_config={settings.student_config} does not exist")
+        bert_config_file = settings.student_config
     else:
         teacher_layers = teacher.info.bert_config.num_hidden_layers
-        layers = choose_layers(teacher_layers, config.student_layers, config.student_layer_map)
-        bert_config_file = os.path.join(config.output_dir, STUDENT_CONFIG_FILE)
+        layers = choose_layers(teacher_layers, settings.student_layers, settings.student_layer_map)
+        bert_config_file = os.path.join(settings.output_dir, STUDENT_CONFIG_FILE)
     transfer = []
-    if config.transfer_file:
-        transfer = read_transfer_file(config.transfer_file, teacher.info.settings.is_pair)
-    vocab_file = config.vocab_file or teacher.vocab_file
-    labels = config.labels
-    if labels is None and teacher.info.labels and config.task_name in ("tsv", "csv"):
+    if settings.transfer_file:
+        transfer = read_transfer_file(settings.transfer_file, teacher.info.settings.is_pair)
+    vocab_file = settings.vocab_file or teacher.vocab_file
+    labels = settings.labels
+    if labels is None and teacher.info.labels and settings.task_name in ("tsv", "csv"):
         labels = ",".join(teacher.info.labels)  # the student's label ids are the teacher's
-    config = dataclasses.replace(
-        config,
+    settings = dataclasses.replace(
+        settings,
         bert_config_file=bert_config_file,
         init_checkpoint=init_checkpoint,
         vocab_file=vocab_file,
-        do_lower_case=teacher.info.do_lower_case if not config.vocab_file else config.do_lower_case,
+        do_lower_case=teacher.info.do_lower_case
+        if not settings.vocab_file
+        else settings.do_lower_case,
         multi_label=teacher.kind == "multi_label",
         labels=labels,
     )
@@ -110,7 +112,7 @@ def make_run(config):
         config_of_student = student_config(teacher.info.bert_config, layers)
         file_io.write_text(bert_config_file, config_of_student.to_json_string())
     run_class = MultiLabelDistillationRun if teacher.kind == "multi_label" else DistillationRun
-    return run_class(config, teacher, layers, transfer)
+    return run_class(settings, teacher, layers, transfer)
 
 
 def write_student_init(teacher_model, student_model, layers, folder):
@@ -125,9 +127,9 @@ def write_student_init(teacher_model, student_model, layers, folder):
 class DistillationHooks:
     """What a distillation run changes in a classifier's run (a mixin before ClassifierRun)."""
 
-    def __init__(self, config, teacher, layers, transfer_examples):
+    def __init__(self, settings, teacher, layers, transfer_examples):
         self.teacher, self.layers, self.transfer_examples = teacher, layers, transfer_examples
-        super().__init__(config)
+        super().__init__(settings)
         self._check_teacher_task()
 
     def _check_teacher_task(self):
@@ -153,19 +155,19 @@ class DistillationHooks:
         the student's first weights written to student_init/ and read as its --init_checkpoint."""
         self.check_checkpoint()
         self.check_data()
-        if self.config.do_train and self.layers is not None and not self.resumes():
-            folder = os.path.join(self.config.output_dir, STUDENT_INIT_FOLDER)
+        if self.settings.do_train and self.layers is not None and not self.resumes():
+            folder = os.path.join(self.settings.output_dir, STUDENT_INIT_FOLDER)
             prefix = write_student_init(
                 self.teacher.model(), self.build_model(), self.layers, folder
             )
-            self.config = dataclasses.replace(self.config, init_checkpoint=prefix)
-        self.check_init_checkpoint(needs_head=not self.config.do_train)
+            self.settings = dataclasses.replace(self.settings, init_checkpoint=prefix)
+        self.check_init_checkpoint(needs_head=not self.settings.do_train)
 
     def feature_settings(self, step):
         settings = super().feature_settings(step)
         if step != "train":
             return settings
-        transfer = self.config.transfer_file
+        transfer = self.settings.transfer_file
         return {
             **settings,
             "distillation": TEACHER_FEATURES,
@@ -181,7 +183,7 @@ class DistillationHooks:
         logits = teacher_logits(
             self.teacher,
             examples,
-            os.path.join(self.config.output_dir, CACHE_FOLDER),
+            os.path.join(self.settings.output_dir, CACHE_FOLDER),
             write_cache=self.is_chief,
         )
         spec, records = self.feature_spec(True), []
@@ -220,7 +222,7 @@ class DistillationHooks:
         return serialize_values(feature, super().feature_spec(True))
 
     def loss(self, outputs, features, normalizers):
-        config = self.config
+        settings = self.settings
         loss = distillation_loss(
             outputs["logits"],
             features["teacher_logits"],
@@ -228,8 +230,8 @@ class DistillationHooks:
             features["hard_weight"],
             normalizers["examples"],
             kind=self.kind,
-            temperature=config.temperature,
-            hard_label_weight=config.hard_label_weight,
+            temperature=settings.temperature,
+            hard_label_weight=settings.hard_label_weight,
         )
         return {"loss": loss}
 

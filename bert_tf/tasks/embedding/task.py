@@ -33,7 +33,7 @@ from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.tasks.embedding import pairs as embedding_pairs
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.task_configs import EmbeddingConfig
+from bert_tf.tasks.task_settings import EmbeddingSettings
 
 # ---------------------------------------------------------------------------------- the export
 
@@ -61,7 +61,7 @@ def encoder_info(prefix, info):
 
 
 SPEC = TaskSpec.of(
-    embedder_network.NETWORK, info_from_encoder=encoder_info, config_class=EmbeddingConfig
+    embedder_network.NETWORK, info_from_encoder=encoder_info, settings_class=EmbeddingSettings
 )
 
 
@@ -72,26 +72,26 @@ class EmbeddingRun(FineTuningRun):
 
     metric_name = "eval_mrr@10"
 
-    def __init__(self, config):
-        super().__init__(config)
+    def __init__(self, settings):
+        super().__init__(settings)
         self._settle_pooling()
 
     def _settle_pooling(self):
-        """Sets the config's pooling and normalize: the flags', else the checkpoint's, else mean
+        """Sets the pooling and normalize: the flags', else the checkpoint's, else mean
         and normalized (what task.json records and the model is built with)."""
         recorded, source = self._recorded_settings()
-        config = self.config
-        pooling = config.pooling or recorded.get("pooling", "mean")
+        settings = self.settings
+        pooling = settings.pooling or recorded.get("pooling", "mean")
         normalize = (
-            recorded.get("normalize", True) if config.normalize is None else config.normalize
+            recorded.get("normalize", True) if settings.normalize is None else settings.normalize
         )
-        self.config = dataclasses.replace(config, pooling=pooling, normalize=normalize)
+        self.settings = dataclasses.replace(settings, pooling=pooling, normalize=normalize)
         logging.info("Embeddings: %s pooling, normalize=%s (%s)", pooling, normalize, source)
         for name in ("max_seq_length", "do_lower_case"):  # the tokenizer's: flags, not defaults
-            if name in recorded and recorded[name] != getattr(self.config, name):
+            if name in recorded and recorded[name] != getattr(self.settings, name):
                 logging.warning(
                     "--%s=%s, but %s has %s=%s: the vectors differ from the model's own",
-                    name, getattr(self.config, name), source, name, recorded[name],
+                    name, getattr(self.settings, name), source, name, recorded[name],
                 )  # fmt: skip
 
     def _recorded_settings(self):
@@ -99,8 +99,8 @@ class EmbeddingRun(FineTuningRun):
         info = self.checkpoint_task_info()
         if info is not None and info.model_type == embedder_network.MODEL_TYPE:
             return dataclasses.asdict(info.settings), "the task.json of the checkpoint's run"
-        if self.config.init_checkpoint:
-            folder = os.path.dirname(resolve_checkpoint(self.config.init_checkpoint))
+        if self.settings.init_checkpoint:
+            folder = os.path.dirname(resolve_checkpoint(self.settings.init_checkpoint))
             recorded = read_embedding_file(folder)
             if recorded is not None:
                 return recorded, os.path.join(folder, EMBEDDING_FILE)
@@ -111,7 +111,7 @@ class EmbeddingRun(FineTuningRun):
     def read_split(self, split):
         """(path, rows) of a split's file: pairs for "train" and "dev", texts for "test"."""
         path = file_io.require_split_file(
-            self.config.data_dir, embedding_pairs.PAIR_FILE_NAMES, split
+            self.settings.data_dir, embedding_pairs.PAIR_FILE_NAMES, split
         )
         if split == "test":
             return path, embedding_pairs.read_texts_file(path)
@@ -124,7 +124,7 @@ class EmbeddingRun(FineTuningRun):
         }
 
     def make_records(self, step):
-        rows, max_seq_length = self.step_data(step)[1], self.config.max_seq_length
+        rows, max_seq_length = self.step_data(step)[1], self.settings.max_seq_length
         serialized = [
             embedding_pairs.serialize_feature(
                 embedding_pairs.convert_row_to_feature(row, max_seq_length, self.tokenizer)
@@ -139,13 +139,13 @@ class EmbeddingRun(FineTuningRun):
     def feature_spec(self, is_training, path=None):
         # No weight depends on the number of texts: an anchor and a positive build the model.
         num_texts = self.feature_info(path)["num_texts"] if path else 2
-        return embedding_pairs.feature_spec(num_texts, self.config.max_seq_length)
+        return embedding_pairs.feature_spec(num_texts, self.settings.max_seq_length)
 
     # ------------------------------------------------------------------ model and loop
 
     def loss(self, outputs, features, normalizers):
         loss = embedder_network.in_batch_negatives_loss(
-            outputs["embeddings"], self.config.similarity_scale
+            outputs["embeddings"], self.settings.similarity_scale
         )
         return {"loss": loss / normalizers["examples"]}
 
@@ -157,18 +157,18 @@ class EmbeddingRun(FineTuningRun):
         return self.predict_features(path, info, batch_size, ["embeddings"])["embeddings"]
 
     def evaluate(self):
-        embeddings = self.embed("eval", self.config.eval_batch_size)  # [N, T, H]
+        embeddings = self.embed("eval", self.settings.eval_batch_size)  # [N, T, H]
         anchors = embeddings[:, 0]
         # [N, T - 1, H] -> [(T - 1) * N, H]: the positives, then the hard negatives.
         candidates = np.concatenate(list(np.swapaxes(embeddings[:, 1:], 0, 1)), axis=0)
         results = embedder_network.retrieval_metrics(
-            anchors, candidates, self.config.similarity_scale
+            anchors, candidates, self.settings.similarity_scale
         )
         top = (anchors @ candidates.T).argmax(axis=1).tolist()
         return self.evaluation_done(results, top, "top candidate")
 
     def predict_test(self):
-        embeddings = self.embed("predict", self.config.predict_batch_size)[:, 0]  # [N, H]
+        embeddings = self.embed("predict", self.settings.predict_batch_size)[:, 0]  # [N, H]
         rows = ("\t".join(f"{value:.8g}" for value in row) + "\n" for row in embeddings)
         self.write_output("test_results.tsv", "".join(rows))
         return embeddings

@@ -19,7 +19,7 @@ from bert_tf.models.networks import multiple_choice_network
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.multiple_choice import swag
 from bert_tf.tasks.spec import TaskSpec
-from bert_tf.tasks.task_configs import MultipleChoiceConfig
+from bert_tf.tasks.task_settings import MultipleChoiceSettings
 
 
 def multiple_choice_loss(outputs, features, num_examples):
@@ -36,7 +36,7 @@ def multiple_choice_loss(outputs, features, num_examples):
 # ---------------------------------------------------------------------------------- the run
 
 
-SPEC = TaskSpec.of(multiple_choice_network.NETWORK, config_class=MultipleChoiceConfig)
+SPEC = TaskSpec.of(multiple_choice_network.NETWORK, settings_class=MultipleChoiceSettings)
 
 
 class MultipleChoiceRun(FineTuningRun):
@@ -48,7 +48,7 @@ class MultipleChoiceRun(FineTuningRun):
 
     def read_split(self, split):
         """(path, examples) of a split's file ("train", "dev", "test")."""
-        path = file_io.require_split_file(self.config.data_dir, swag.SWAG_FILE_NAMES, split)
+        path = file_io.require_split_file(self.settings.data_dir, swag.SWAG_FILE_NAMES, split)
         examples = swag.read_multiple_choice_file(path)
         if split != "test" and examples[0].label is None:
             raise InputError(f"{path}: the {split} file has no labels")
@@ -61,7 +61,7 @@ class MultipleChoiceRun(FineTuningRun):
         }
 
     def make_records(self, step):
-        examples, max_seq_length = self.step_data(step)[1], self.config.max_seq_length
+        examples, max_seq_length = self.step_data(step)[1], self.settings.max_seq_length
         serialized = [
             swag.serialize_multiple_choice_feature(
                 swag.convert_example_to_multiple_choice_feature(
@@ -81,7 +81,7 @@ class MultipleChoiceRun(FineTuningRun):
     def feature_spec(self, is_training, path=None):
         # The weights do not depend on the number of choices: one choice builds them.
         num_choices = self.feature_info(path)["num_choices"] if path else 1
-        return swag.multiple_choice_feature_spec(num_choices, self.config.max_seq_length)
+        return swag.multiple_choice_feature_spec(num_choices, self.settings.max_seq_length)
 
     # ------------------------------------------------------------------ model and loop
 
@@ -93,7 +93,7 @@ class MultipleChoiceRun(FineTuningRun):
     def evaluate(self):
         path, info = self.features("eval")
         result = self.predict_features(
-            path, info, self.config.eval_batch_size, ["logits"], ["label_ids"]
+            path, info, self.settings.eval_batch_size, ["logits"], ["label_ids"]
         )
         results = evaluation_results(result["logits"], result["label_ids"])
         choices = result["logits"].argmax(axis=-1).tolist()
@@ -101,7 +101,7 @@ class MultipleChoiceRun(FineTuningRun):
 
     def predict_test(self):
         path, info = self.features("predict")
-        logits = self.predict_features(path, info, self.config.predict_batch_size, ["logits"])[
+        logits = self.predict_features(path, info, self.settings.predict_batch_size, ["logits"])[
             "logits"
         ]
         probabilities = metrics.softmax(logits)

@@ -32,7 +32,7 @@ from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.squad import data
 from bert_tf.tasks.squad import predictions as squad_predictions
-from bert_tf.tasks.task_configs import SquadConfig
+from bert_tf.tasks.task_settings import SquadSettings
 
 TFDS_SPLITS = {"train": "train", "predict": "validation"}
 # The original shuffles the training examples with this seed before writing them.
@@ -62,7 +62,7 @@ def squad_loss(outputs, features, num_examples):
 # ---------------------------------------------------------------------------------- the run
 
 
-SPEC = TaskSpec.of(squad_network.NETWORK, config_class=SquadConfig)
+SPEC = TaskSpec.of(squad_network.NETWORK, settings_class=SquadSettings)
 
 
 class SquadRun(FineTuningRun):
@@ -74,8 +74,8 @@ class SquadRun(FineTuningRun):
     # --do_eval scores the predictions of --predict_file.
     splits = {"train": "train", "eval": "predict", "predict": "predict"}
 
-    def __init__(self, config):
-        super().__init__(config)
+    def __init__(self, settings):
+        super().__init__(settings)
         self._predicted = None
         self._test_scored = False  # test_results.txt written (or said to be without answers)
 
@@ -83,21 +83,21 @@ class SquadRun(FineTuningRun):
 
     def read_split(self, split):
         """(examples, stats) of the training ("train") or prediction ("predict") data."""
-        config = self.config
+        settings = self.settings
         is_training = split == "train"
-        if config.tfds_name:
+        if settings.tfds_name:
             examples, stats = data.read_tfds_squad(
-                config.tfds_name, TFDS_SPLITS[split], is_training, data_dir=config.tfds_data_dir
+                settings.tfds_name, TFDS_SPLITS[split], is_training, data_dir=settings.tfds_data_dir
             )
         else:
-            path = config.train_file if is_training else config.predict_file
+            path = settings.train_file if is_training else settings.predict_file
             examples, stats = data.read_squad_examples(
-                path, is_training, config.version_2_with_negative
+                path, is_training, settings.version_2_with_negative
             )
         source = self._source(split)
         if not examples:
             raise InputError(f"{source} holds no usable question")
-        if not config.version_2_with_negative:
+        if not settings.version_2_with_negative:
             impossible = next((e for e in examples if e.is_impossible), None)
             if impossible is not None:
                 raise InputError(
@@ -114,35 +114,37 @@ class SquadRun(FineTuningRun):
         return examples, stats
 
     def _source(self, split):
-        config = self.config
-        if config.tfds_name:
-            return f"TFDS {config.tfds_name} split {TFDS_SPLITS[split]!r}"
-        return config.train_file if split == "train" else config.predict_file
+        settings = self.settings
+        if settings.tfds_name:
+            return f"TFDS {settings.tfds_name} split {TFDS_SPLITS[split]!r}"
+        return settings.train_file if split == "train" else settings.predict_file
 
     def _settings(self, split):
         """What the features of `split` depend on, besides the vocab, casing and max_seq_length."""
-        config = self.config
-        if config.tfds_name:
-            inputs = {"tfds_name": config.tfds_name, "tfds_data_dir": config.tfds_data_dir}
+        settings = self.settings
+        if settings.tfds_name:
+            inputs = {"tfds_name": settings.tfds_name, "tfds_data_dir": settings.tfds_data_dir}
         else:
-            inputs = file_identity(config.train_file if split == "train" else config.predict_file)
+            inputs = file_identity(
+                settings.train_file if split == "train" else settings.predict_file
+            )
         return {
             "format": "bert_tf squad features 2",
             "inputs": inputs,
-            "doc_stride": config.doc_stride,
-            "max_query_length": config.max_query_length,
-            "version_2_with_negative": config.version_2_with_negative,
+            "doc_stride": settings.doc_stride,
+            "max_query_length": settings.max_query_length,
+            "version_2_with_negative": settings.version_2_with_negative,
             "split": split,
         }
 
     def _features(self, examples, is_training):
-        config = self.config
+        settings = self.settings
         return data.convert_examples_to_features(
             examples,
             self.tokenizer,
-            config.max_seq_length,
-            config.doc_stride,
-            config.max_query_length,
+            settings.max_seq_length,
+            settings.doc_stride,
+            settings.max_query_length,
             is_training,
         )
 
@@ -186,7 +188,7 @@ class SquadRun(FineTuningRun):
         return examples, features, path, info
 
     def feature_spec(self, is_training, path=None):
-        spec = data.squad_feature_spec(self.config.max_seq_length, is_training)
+        spec = data.squad_feature_spec(self.settings.max_seq_length, is_training)
         if not is_training:
             # The original's SQuAD records have no is_real_example: 1 unless the padding says 0.
             spec["is_real_example"] = tf.io.FixedLenFeature([], tf.int64, default_value=1)
@@ -208,7 +210,7 @@ class SquadRun(FineTuningRun):
         if self._predicted is None:
             self._predicted = self._predict()
         examples, predictions, nbest, null_odds = self._predicted
-        if self.config.do_predict and not self._test_scored:
+        if self.settings.do_predict and not self._test_scored:
             self._test_scored = True
             if any(example.answer_texts or example.is_impossible for example in examples):
                 results = self.official_results(examples, predictions, null_odds)
@@ -218,12 +220,12 @@ class SquadRun(FineTuningRun):
         return {"predictions": predictions, "nbest": nbest, "null_odds": null_odds}
 
     def _predict(self):
-        config = self.config
+        settings = self.settings
         examples, features, path, info = self.prediction_features()
         result = self.predict_features(
             path,
             info,
-            config.predict_batch_size,
+            settings.predict_batch_size,
             ["start_logits", "end_logits"],
             feature_keys=["unique_ids"],
         )
@@ -240,21 +242,21 @@ class SquadRun(FineTuningRun):
         ]
 
         def output(name):
-            return os.path.join(config.output_dir, name) if self.is_chief else None
+            return os.path.join(settings.output_dir, name) if self.is_chief else None
 
         predictions, nbest, null_odds = squad_predictions.write_predictions(
             examples,
             features,
             results,
-            config.n_best_size,
-            config.max_answer_length,
-            config.do_lower_case,
+            settings.n_best_size,
+            settings.max_answer_length,
+            settings.do_lower_case,
             output("predictions.json"),
             output("nbest_predictions.json"),
             output("null_odds.json"),
-            config.version_2_with_negative,
-            config.null_score_diff_threshold,
-            verbose_logging=config.verbose_logging,
+            settings.version_2_with_negative,
+            settings.null_score_diff_threshold,
+            verbose_logging=settings.verbose_logging,
         )
         return examples, predictions, nbest, null_odds
 
@@ -262,29 +264,29 @@ class SquadRun(FineTuningRun):
         """The official SQuAD metrics of the predictions (made first if need be) -> eval_results.json."""
         self.predict_test()
         examples, predictions, _, null_odds = self._predicted
-        config = self.config
+        settings = self.settings
         results = self.official_results(examples, predictions, null_odds)
         self.write_output("eval_results.json", json.dumps(results, indent=2) + "\n")
         for name, value in results.items():
             logging.info("  %s = %s", name, value)
         self.collapsed = metrics.collapse(
-            list(predictions.values()), "answer", config.learning_rate
+            list(predictions.values()), "answer", settings.learning_rate
         )
         return results
 
     def official_results(self, examples, predictions, null_odds):
         """The official SQuAD metrics (bert_tf/squad_evaluation.py) of `predictions` against the
         gold answers of the prediction data."""
-        config = self.config
-        if config.tfds_name:
-            dataset_json = dataset_json_of(examples, config.version_2_with_negative)
+        settings = self.settings
+        if settings.tfds_name:
+            dataset_json = dataset_json_of(examples, settings.version_2_with_negative)
         else:
-            with tf.io.gfile.GFile(config.predict_file, "rb") as f:
+            with tf.io.gfile.GFile(settings.predict_file, "rb") as f:
                 dataset_json = json.loads(f.read().decode("utf-8"))
         return squad_evaluation.evaluate(
             dataset_json,
             predictions,
-            na_probs=null_odds if config.version_2_with_negative else None,
+            na_probs=null_odds if settings.version_2_with_negative else None,
             sources=(self._source("predict"), "predictions.json", "null_odds.json"),
         )
 

@@ -4,6 +4,6 @@
 `SPEC`); `serving.py`: the export's in-graph word splitting and windows; `conll.py` reads CoNLL
 files and makes the windowed features; `entity_metrics.py` scores entities as conlleval does;
 `feature_based.py` and `feature_head.py`: the variant that trains a BiLSTM on a frozen encoder's
-layers (`--feature_layers`). Its settings are `tasks/task_configs.py`'s `TaggerConfig` and
-`FeatureTaggerConfig`. Nothing is imported here: import the modules.
+layers (`--feature_layers`). Its settings are `tasks/task_settings.py`'s `TaggerSettings` and
+`FeatureTaggerSettings`. Nothing is imported here: import the modules.
 """

@@ -34,14 +34,14 @@ from bert_tf.models.networks import feature_tagger_network
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.tagging import conll
 from bert_tf.tasks.tagging import task as tagging
-from bert_tf.tasks.task_configs import FeatureTaggerConfig
+from bert_tf.tasks.task_settings import FeatureTaggerSettings
 
 # ---------------------------------------------------------------------------------- the run
 
 
 SPEC = TaskSpec.of(
     feature_tagger_network.NETWORK,
-    config_class=FeatureTaggerConfig,
+    settings_class=FeatureTaggerSettings,
     variant_of=tagging.SPEC,
     chosen_by="feature_layers",
 )
@@ -52,16 +52,16 @@ class FeatureTaggerRun(tagging.TaggerRun):
 
     spec = SPEC
 
-    def __init__(self, config):
+    def __init__(self, settings):
         self._frozen = None  # (BertModel, fingerprint) of the encoder's weights
-        super().__init__(config)
+        super().__init__(settings)
 
     def check_own_settings(self, bert_config):
-        config = self.config
+        settings = self.settings
         self.layer_indices = feature_tagger_network.layer_indices(
-            config.feature_layers, bert_config.num_hidden_layers
+            settings.feature_layers, bert_config.num_hidden_layers
         )
-        if not config.init_checkpoint and not self.resumes():
+        if not settings.init_checkpoint and not self.resumes():
             raise InputError(
                 "--feature_layers freezes the encoder: pass --init_checkpoint (a pretrained BERT) "
                 "for its weights"
@@ -75,7 +75,7 @@ class FeatureTaggerRun(tagging.TaggerRun):
             and self.checkpoint_heads != "skip"
         ):
             for name in ("feature_layers", "lstm_size"):
-                ours, theirs = getattr(self.config, name), getattr(info.settings, name)
+                ours, theirs = getattr(self.settings, name), getattr(info.settings, name)
                 if ours != theirs:
                     raise InputError(
                         f"--{name}={ours}, but the checkpoint's run has {name}={theirs} (its "
@@ -88,9 +88,9 @@ class FeatureTaggerRun(tagging.TaggerRun):
         """(BertModel, fingerprint): the encoder of the checkpoint the run's model starts from
         (--output_dir's when resuming, else --init_checkpoint's), built and loaded, not run."""
         if self._frozen is None:
-            source = self.config.output_dir if self.resumes() else self.config.init_checkpoint
+            source = self.settings.output_dir if self.resumes() else self.settings.init_checkpoint
             # Under the run's dtype policy: the cache then holds what the model's encoder computes.
-            bert = BertModel(self.bert_config, dtype=self.config.mixed_precision)
+            bert = BertModel(self.bert_config, dtype=self.settings.mixed_precision)
             bert.build()
             restore_init_checkpoint(bert, source)
             weights = {
@@ -102,23 +102,23 @@ class FeatureTaggerRun(tagging.TaggerRun):
         return self._frozen
 
     def cache_file(self, split):
-        """(path, settings) of the split's cached layers, and (path, info) of its token features
+        """(path, key) of the split's cached layers, and (path, info) of its token features
         (tagging's, in output_dir): the cache's key is everything the layers depend on."""
         token_path, token_info = super().features(split)
-        config = self.config
+        settings = self.settings
         with tf.io.gfile.GFile(token_path + SETTINGS_SUFFIX) as f:
             token_settings = json.load(f)["settings"]
-        settings = {
+        key = {
             "format": "bert_tf encoder features 1",
             "tokens": token_settings,  # data file, vocab, do_lower_case, max_seq_length, ...
             "encoder": self.frozen_encoder()[1],
             "bert_config": self.bert_config.to_dict(),
-            "mixed_precision": config.mixed_precision,
+            "mixed_precision": settings.mixed_precision,
             "layers": list(self.layer_indices),
         }
-        folder = config.encoder_features_dir or config.feature_dir or config.output_dir
-        name = f"{split}.encoder_features.{settings_digest(settings)}.tf_record"
-        return (os.path.join(folder, name), settings), (token_path, token_info)
+        folder = settings.encoder_features_dir or settings.feature_dir or settings.output_dir
+        name = f"{split}.encoder_features.{settings_digest(key)}.tf_record"
+        return (os.path.join(folder, name), key), (token_path, token_info)
 
     def features(self, split):
         """The split's cached layers, made once (the encoder runs only then); (path, info)."""
@@ -136,10 +136,10 @@ class FeatureTaggerRun(tagging.TaggerRun):
             path,
             settings,
             token_path,
-            conll.tagging_feature_spec(self.config.max_seq_length),
+            conll.tagging_feature_spec(self.settings.max_seq_length),
             token_info,
             encode,
-            self.config.predict_batch_size,
+            self.settings.predict_batch_size,
         )
         return path, info
 
@@ -153,7 +153,7 @@ class FeatureTaggerRun(tagging.TaggerRun):
             batch_size,
             is_training,
             input_context=input_context,
-            seed=self.config.seed,
+            seed=self.settings.seed,
             num_records=num_records,
         )
 

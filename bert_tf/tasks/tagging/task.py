@@ -26,7 +26,7 @@ from bert_tf.models.networks.task_info import LABELS_FILE
 from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.tagging import conll, entity_metrics
-from bert_tf.tasks.task_configs import TaggerConfig
+from bert_tf.tasks.task_settings import TaggerSettings
 
 PREDICTIONS_FILE = "test_predictions.txt"
 # Labels conlleval reads as chunks: O, or a B/I/E/S prefix, a dash and a type. Other label sets (POS
@@ -47,7 +47,7 @@ def tagging_loss(outputs, features, num_words):
 # ---------------------------------------------------------------------------------- the run
 
 
-SPEC = TaskSpec.of(tagger_network.NETWORK, config_class=TaggerConfig)
+SPEC = TaskSpec.of(tagger_network.NETWORK, settings_class=TaggerSettings)
 
 
 class TaggerRun(FineTuningRun):
@@ -59,10 +59,10 @@ class TaggerRun(FineTuningRun):
     # A fake window: no word, no sentence.
     padding_values = {"word_ids": -1, "sentence_index": -1}
 
-    def __init__(self, config):
-        super().__init__(config)
+    def __init__(self, settings):
+        super().__init__(settings)
         self.labels = self._labels()
-        spec = conll.tagging_feature_spec(config.max_seq_length)
+        spec = conll.tagging_feature_spec(settings.max_seq_length)
         # label_ids, label_mask and word_ids are [S] too: cut with the ids.
         self.sequence_features = [name for name, s in spec.items() if len(s.shape)]
 
@@ -70,21 +70,21 @@ class TaggerRun(FineTuningRun):
 
     def read_split(self, split):
         """(path, sentences) of a split's CoNLL file ("train", "dev", "test")."""
-        path = file_io.require_split_file(self.config.data_dir, conll.CONLL_FILE_NAMES, split)
-        sentences = conll.read_conll(path, self.config.label_column)
+        path = file_io.require_split_file(self.settings.data_dir, conll.CONLL_FILE_NAMES, split)
+        sentences = conll.read_conll(path, self.settings.label_column)
         if split != "test" and sentences[0].labels is None:
             raise InputError(f"{path}: the {split} file has no label column")
         return path, sentences
 
     def _labels(self):
         """The training file's labels (saved as labels.txt), else those of an earlier run."""
-        if file_io.split_files(self.config.data_dir, conll.CONLL_FILE_NAMES)["train"]:
+        if file_io.split_files(self.settings.data_dir, conll.CONLL_FILE_NAMES)["train"]:
             return conll.labels_from_sentences(self.data("train")[1])
         labels = self.earlier_labels()
         if labels is None:
             raise InputError(
-                f"{self.config.data_dir} has no training file to take the labels from, and "
-                f"there is no {os.path.join(self.config.output_dir, LABELS_FILE)} (an earlier "
+                f"{self.settings.data_dir} has no training file to take the labels from, and "
+                f"there is no {os.path.join(self.settings.output_dir, LABELS_FILE)} (an earlier "
                 "run's) nor an --init_checkpoint run's task.json"
             )
         return labels
@@ -99,12 +99,12 @@ class TaggerRun(FineTuningRun):
         return all(sentence.labels is not None for sentence in self.step_data("predict")[1])
 
     def feature_settings(self, step):
-        config = self.config
+        settings = self.settings
         return {
             "format": "bert_tf tagging features 2",
             "input": file_identity(self.step_data(step)[0]),
-            "label_column": config.label_column,
-            "doc_stride": config.doc_stride,
+            "label_column": settings.label_column,
+            "doc_stride": settings.doc_stride,
             "labels": self.labels,
         }
 
@@ -114,9 +114,9 @@ class TaggerRun(FineTuningRun):
             sentences = [dataclasses.replace(s, labels=None) for s in sentences]
         else:
             conll.check_labels(sentences, self.labels, input_path)
-        config = self.config
+        settings = self.settings
         features = conll.convert_sentences_to_features(
-            sentences, self.labels, config.max_seq_length, self.tokenizer, config.doc_stride
+            sentences, self.labels, settings.max_seq_length, self.tokenizer, settings.doc_stride
         )
         serialized = [conll.serialize_tagging_feature(feature) for feature in features]
         return serialized, {"num_real_examples": len(features), "sentences": len(sentences)}
@@ -125,7 +125,7 @@ class TaggerRun(FineTuningRun):
         return f"{info['num_records']} windows of {info['sentences']} sentences"
 
     def feature_spec(self, is_training, path=None):
-        return conll.tagging_feature_spec(self.config.max_seq_length)
+        return conll.tagging_feature_spec(self.settings.max_seq_length)
 
     # ------------------------------------------------------------------ model and loop
 
@@ -169,14 +169,14 @@ class TaggerRun(FineTuningRun):
     # ------------------------------------------------------------------ the steps
 
     def evaluate(self):
-        predicted, loss = self.predict_words("eval", self.config.eval_batch_size)
+        predicted, loss = self.predict_words("eval", self.settings.eval_batch_size)
         gold = [sentence.labels for sentence in self.step_data("eval")[1]]
         results = evaluation_results(gold, predicted, self.labels)
         results.update(eval_loss=loss, loss=loss)
         return self.evaluation_done(results, [tag for tags in predicted for tag in tags], "tag")
 
     def predict_test(self):
-        predicted, loss = self.predict_words("predict", self.config.predict_batch_size)
+        predicted, loss = self.predict_words("predict", self.settings.predict_batch_size)
         test_path, sentences = self.step_data("predict")
         if not self.test_is_labelled():
             self.no_test_labels(test_path)
@@ -190,7 +190,7 @@ class TaggerRun(FineTuningRun):
                 test_path,
                 sentences,
                 predicted,
-                os.path.join(self.config.output_dir, PREDICTIONS_FILE),
+                os.path.join(self.settings.output_dir, PREDICTIONS_FILE),
             )
         return predicted
 

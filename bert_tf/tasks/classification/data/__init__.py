@@ -9,7 +9,7 @@ One module per job:
   * `features`: examples -> the original run_classifier.py's features and their TFRecords;
   * `processor`: the `InputExample` and `DataProcessor` they share.
 
-`get_processor(source)` picks the reader of the data flags (tasks/task_configs.py's `DataSource`).
+`get_processor(source)` picks the reader of the data flags (tasks/task_settings.py's `DataSource`).
 Bad data raises `InputError` naming the file and line (or the TFDS split and index).
 """
 

@@ -1,6 +1,6 @@
 """run_distillation.py's settings: run_classifier.py's, plus the teacher, the student and the loss.
 
-The student's encoder config, vocabulary, casing and first weights come from the teacher's run
+The student's encoder settings, vocabulary, casing and first weights come from the teacher's run
 (--teacher_dir), so --bert_config_file, --init_checkpoint are not this script's to take: the run
 fills them (tasks/distillation/run.py). A multi-label or regression teacher makes a student of its
 kind; --multi_label follows the teacher.
@@ -10,11 +10,11 @@ import dataclasses
 
 from bert_tf.errors import InputError
 from bert_tf.settings import changed, setting
-from bert_tf.tasks.task_configs import MultiLabelConfig
+from bert_tf.tasks.task_settings import MultiLabelSettings
 
 
 @dataclasses.dataclass(kw_only=True)
-class DistillationConfig(MultiLabelConfig):
+class DistillationSettings(MultiLabelSettings):
     """run_distillation.py's settings."""
 
     vocab_file = changed(help="vocab.txt of the student; default the teacher's (its vocab.txt).")
@@ -51,7 +51,7 @@ class DistillationConfig(MultiLabelConfig):
         "the training data with the teacher's probabilities as their only targets.",
     )
 
-    positive = (*MultiLabelConfig.positive, "temperature")
+    positive = (*MultiLabelSettings.positive, "temperature")
 
     def check_distillation(self):
         """The distillation flags on their own, before the teacher is read.

@@ -3,10 +3,10 @@ task.json (the fields declared `recorded`).
 
 They sit below every task folder and import none. task.json's reader (bert_tf.models.networks.
 task_info) knows each task's recorded settings from its own plain table, RECORDED_SETTINGS, which
-tests/test_task_info.py holds equal to the recorded fields of CONFIG_CLASSES; the flags several scripts share (--vocab_file, --data_dir, --tfds_data_dir, --doc_stride) are
+tests/test_task_info.py holds equal to the recorded fields of SETTINGS_CLASSES; the flags several scripts share (--vocab_file, --data_dir, --tfds_data_dir, --doc_stride) are
 declared once in bert_tf/shared_settings.py, and a task changes only their default or help. A task
-module names its config class in its TaskSpec (`config_class`); tests/test_task_contract.py checks
-that CONFIG_CLASSES and bert_tf.tasks.TASKS agree.
+module names its settings class in its TaskSpec (`settings_class`); tests/test_task_contract.py checks
+that SETTINGS_CLASSES and bert_tf.tasks.TASKS agree.
 """
 
 import dataclasses
@@ -18,7 +18,7 @@ from bert_tf.models.networks.squad_serving import SQUAD_MAX_SEQ_LENGTH, check_wi
 from bert_tf.models.networks.task_info import FEATURE_LAYERS, POOLINGS, WINDOW_COMBINATIONS
 from bert_tf.settings import changed, derived, setting
 from bert_tf.shared_settings import DataDirSetting, DocStrideSetting, TfdsDataDirSetting
-from bert_tf.tasks.run_settings import FineTuningConfig
+from bert_tf.tasks.run_settings import FineTuningSettings
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -54,8 +54,8 @@ class DataSource(DataDirSetting, TfdsDataDirSetting):
 
 
 @dataclasses.dataclass
-class SquadFlags(DocStrideSetting):
-    """run_squad.py's windowing and n-best settings, each declared once: its flags (SquadConfig
+class SquadWindowSettings(DocStrideSetting):
+    """run_squad.py's windowing and n-best settings, each declared once: its flags (SquadSettings
     derives from this), its part of task.json (recorded) and the export's (bert_tf/models/networks/
     squad_serving.py's QaSettings)."""
 
@@ -86,7 +86,7 @@ class SquadFlags(DocStrideSetting):
 
 
 @dataclasses.dataclass(kw_only=True)
-class ClassifierConfig(FineTuningConfig, DataSource, DocStrideSetting):
+class ClassifierSettings(FineTuningSettings, DataSource, DocStrideSetting):
     """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
 
     doc_stride = changed(
@@ -127,7 +127,7 @@ class ClassifierConfig(FineTuningConfig, DataSource, DocStrideSetting):
 
 
 @dataclasses.dataclass(kw_only=True)
-class MultiLabelConfig(ClassifierConfig):
+class MultiLabelSettings(ClassifierSettings):
     """run_classifier.py's settings: the classifier's, and those of --multi_label."""
 
     multi_label: bool = setting(
@@ -166,9 +166,9 @@ class MultiLabelConfig(ClassifierConfig):
 
 
 @dataclasses.dataclass(kw_only=True)
-class SquadConfig(FineTuningConfig, SquadFlags, TfdsDataDirSetting):
+class SquadSettings(FineTuningSettings, SquadWindowSettings, TfdsDataDirSetting):
     """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384), the windowing and
-    n-best ones (SquadFlags) and where the data comes from."""
+    n-best ones (SquadWindowSettings) and where the data comes from."""
 
     max_seq_length = changed(
         SQUAD_MAX_SEQ_LENGTH,
@@ -186,7 +186,7 @@ class SquadConfig(FineTuningConfig, SquadFlags, TfdsDataDirSetting):
     )
 
     def check(self):
-        """FineTuningConfig.check, SQuAD's windowing and n-best rules (`check_windows`, which the
+        """FineTuningSettings.check, SQuAD's windowing and n-best rules (`check_windows`, which the
         export checks too) and where the data comes from."""
         super().check()
         self.check_windows(self.max_seq_length)
@@ -199,7 +199,7 @@ class SquadConfig(FineTuningConfig, SquadFlags, TfdsDataDirSetting):
 
 
 @dataclasses.dataclass(kw_only=True)
-class TaggerConfig(FineTuningConfig, DataDirSetting, DocStrideSetting):
+class TaggerSettings(FineTuningSettings, DataDirSetting, DocStrideSetting):
     """run_ner.py's settings: the shared fine-tuning ones plus the data and the window stride."""
 
     data_dir = changed(
@@ -225,7 +225,7 @@ class TaggerConfig(FineTuningConfig, DataDirSetting, DocStrideSetting):
 
 
 @dataclasses.dataclass(kw_only=True)
-class FeatureTaggerConfig(TaggerConfig):
+class FeatureTaggerSettings(TaggerSettings):
     """run_ner.py's settings: the tagger's, plus the feature-based approach's."""
 
     feature_layers: str | None = setting(
@@ -261,7 +261,7 @@ class FeatureTaggerConfig(TaggerConfig):
 
 
 @dataclasses.dataclass(kw_only=True)
-class MultipleChoiceConfig(FineTuningConfig, DataDirSetting):
+class MultipleChoiceSettings(FineTuningSettings, DataDirSetting):
     """run_swag.py's settings: the shared fine-tuning ones plus the data folder."""
 
     data_dir = changed(
@@ -275,7 +275,7 @@ class MultipleChoiceConfig(FineTuningConfig, DataDirSetting):
 
 
 @dataclasses.dataclass(kw_only=True)
-class EmbeddingConfig(FineTuningConfig, DataDirSetting):
+class EmbeddingSettings(FineTuningSettings, DataDirSetting):
     """run_embedding.py's settings: the shared fine-tuning ones, the data folder and the pooling."""
 
     data_dir = changed(
@@ -304,20 +304,20 @@ class EmbeddingConfig(FineTuningConfig, DataDirSetting):
         "over the in-batch candidates (sentence-transformers' default, 20).",
     )
 
-    positive = (*FineTuningConfig.positive, "similarity_scale")
+    positive = (*FineTuningSettings.positive, "similarity_scale")
 
     def check(self):
         super().check()
         self.check_data_dir()
 
 
-# {model_type: its config class}: the registry of what task.json records of each task.
-CONFIG_CLASSES = {
-    "classifier": ClassifierConfig,
-    "multi_label": MultiLabelConfig,
-    "squad": SquadConfig,
-    "tagger": TaggerConfig,
-    "feature_tagger": FeatureTaggerConfig,
-    "multiple_choice": MultipleChoiceConfig,
-    "embedding": EmbeddingConfig,
+# {model_type: its settings class}: the registry of what task.json records of each task.
+SETTINGS_CLASSES = {
+    "classifier": ClassifierSettings,
+    "multi_label": MultiLabelSettings,
+    "squad": SquadSettings,
+    "tagger": TaggerSettings,
+    "feature_tagger": FeatureTaggerSettings,
+    "multiple_choice": MultipleChoiceSettings,
+    "embedding": EmbeddingSettings,
 }

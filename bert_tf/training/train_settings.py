@@ -1,4 +1,4 @@
-"""What the loop is given: a `Trainable` and the loop's `TrainConfig`, the one batch-size check and the
+"""What the loop is given: a `Trainable` and the loop's `TrainSettings`, the one batch-size check and the
 one learning-rate check."""
 
 import dataclasses
@@ -46,7 +46,7 @@ class Trainable:
 
 
 @dataclasses.dataclass
-class TrainConfig:
+class TrainSettings:
     """Loop settings; batch sizes are global (all replicas, all accumulation micro-batches of one update).
 
     The batch sizes are checked once, by `check_batch_sizes`, which a run calls before any work (it
@@ -123,8 +123,10 @@ def check_learning_rate(optimizer, num_train_steps):
     """
     rate = optimizer._learning_rate  # the schedule or variable as given; .learning_rate is step 0's
     if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
-        config = rate.get_config()
-        peak = [config[key] for key in _PEAK_RATE_KEYS if isinstance(config.get(key), int | float)]
+        schedule = rate.get_config()
+        peak = [
+            schedule[key] for key in _PEAK_RATE_KEYS if isinstance(schedule.get(key), int | float)
+        ]
         steps = np.unique(np.linspace(0, num_train_steps, 21).astype(np.int64))
         rates = peak[:1] or [float(rate(int(step))) for step in steps]
     else:
