@@ -11,8 +11,9 @@ the same --threads for every TF runner:
      Greek, Russian, Chinese, lines with control and format characters, and all of them
      shuffled together), each language's lines repeated to --multilingual_lines lines, with two
      vocabs: the uncased fixture vocab (lower-casing on) and bench/vocab_multilingual_cased.txt
-     (lower-casing off; made by bench/make_multilingual_vocab.py). Every batch holds non-ASCII
-     lines, so BertPreprocessor takes its general paths; the table says how many lines took the
+     (lower-casing off; learned from those sentences and sample_data/sample_text.txt at frequency
+     threshold 1 by bench/make_multilingual_vocab.py, in git history at commit a648816). Every
+     batch holds non-ASCII lines, so BertPreprocessor takes its general paths; the table says how many lines took the
      normalized path (tensorflow-text kernels fed BERT's own per-character mapping) and how many
      the code point path, and times the code point path alone too (the path every non-ASCII
      line took before the normalized path existed).
@@ -97,11 +98,12 @@ def _tokenizers(vocab_file, do_lower_case):
     import tensorflow as tf
     import tensorflow_text as tf_text
 
-    from bert_tf.preprocessing import BertPreprocessor
+    from bert_tf import BertPreprocessor
     from bert_tf.tokenization import FullTokenizer, load_vocab
 
     full = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-    preprocessor = BertPreprocessor(vocab_file, do_lower_case=do_lower_case, max_seq_length=128)
+    # The Keras layer's in-graph tokenizer: what an export and BertTextClassifier tokenize with.
+    preprocessor = BertPreprocessor(vocab_file, do_lower_case, max_seq_length=128).tokenizer
     fast_bert = tf_text.FastBertTokenizer(
         list(load_vocab(vocab_file)),
         token_out_type=tf.int32,

@@ -43,7 +43,6 @@ import tempfile
 import time
 
 from bench import machine, report
-from bert_tf import file_io
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
@@ -186,11 +185,11 @@ def main():
         not_run = [name for name in STEPS if name not in names]
         text = report.render(run, steps, not_run)
         appendix = report.appendix(args.results)
-        file_io.write_text(args.results, text + ("\n" + appendix if appendix else ""))
+        with open(args.results, "w", encoding="utf-8") as writer:
+            writer.write(text + ("\n" + appendix if appendix else ""))
         record_path = os.path.splitext(args.results)[0] + ".json"
-        file_io.write_text(
-            record_path, report.render_json(run, steps, True if args.quiet else None)
-        )
+        with open(record_path, "w", encoding="utf-8") as writer:
+            writer.write(report.render_json(run, steps, True if args.quiet else None))
         print(f"wrote {args.results} and {record_path}")
     return 1 if failed else 0
 
