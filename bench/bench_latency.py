@@ -1,9 +1,9 @@
 """One request at a time: our exports as a server runs them, against transformers and keras-hub.
 
-An encoder of `--model`'s shape (random weights, seed 0: only the time is compared) is exported by
-`bert_tf.tasks.extract_features_run.export_model`, the writer behind export_saved_model.py (weights as variables, or
-frozen into the graph with --freeze_weights), and, on CPUs with a bfloat16 matmul, again under mixed_bfloat16 with its kernels stored in
-bfloat16; with ai-edge-litert, its serve_ids also as float32 and int8 LiteRT files. Each runner
+An encoder of `--model`'s shape (random weights, seed 0: only the time is compared) is saved as a
+Google checkpoint and exported by `export_saved_model.py --model_type=encoder` (weights as variables,
+or frozen into the graph with --freeze_weights), and, on CPUs with a bfloat16 matmul, again with
+--mixed_precision=mixed_bfloat16; with ai-edge-litert, with --litert=float32 and int8 too. Each runner
 (latency_runners.py) lives in a process of its own, with `--threads` intra-op and inter-op threads,
 and is called with the same raw strings of exactly N wordpieces ([CLS] and [SEP] included; batch x N
 of `--shapes`): our exports' serving_default (and serve_ids on the ids: tokenization's share; the
@@ -21,6 +21,7 @@ measured tf.matmul rate, weight bytes / the measured read bandwidth), measured i
     .venv/bin/python -m bench.bench_latency --model=bert_tiny --calls=5 --runners=bert_tf   # smoke
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -31,7 +32,7 @@ import tempfile
 import numpy as np
 from absl import app, flags
 
-from bench import latency_runners, machine, timing
+from bench import latency_runners, machine, scripts, timing
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
@@ -123,17 +124,12 @@ def _inputs(shapes, calls):
     return inputs
 
 
-def _export(work_dir):
-    """The float32 export (export_saved_model.py's; frozen weights with --freeze_weights)."""
-    import keras
-
-    from bert_tf.modeling import BertConfig, BertModel
-
-    keras.utils.set_random_seed(0)
-    model = BertModel(BertConfig.from_preset(FLAGS.model))
-    model.build()
-    distinct_weights(model)
-    return _write_export(model, os.path.join(work_dir, "export"))
+def _export(work_dir, **flags):
+    """export_saved_model.py --model_type=encoder of the encoder _setup saved, with `flags`."""
+    checkpoint = os.path.join(work_dir, "encoder", "bert_model.ckpt")
+    config_file = os.path.join(work_dir, "encoder", "bert_config.json")
+    export_dir = os.path.join(work_dir, "_".join(["export", *flags.values()]))
+    return scripts.export_encoder(checkpoint, config_file, FLAGS.vocab_file, export_dir, **flags)
 
 
 def distinct_weights(model, seed=0):
@@ -145,22 +141,6 @@ def distinct_weights(model, seed=0):
     for variable in model.weights:
         values = 0.02 * rng.standard_normal(variable.shape)
         variable.assign((values + variable.path.endswith("gamma")).astype(variable.dtype))
-
-
-def _write_export(model, export_dir):
-    from bert_tf.models.networks.task_info import TaskInfo
-    from bert_tf.tasks.extract_features_run import MODEL_TYPE, export_model
-
-    info = TaskInfo(
-        model_type=MODEL_TYPE, bert_config=model.config, do_lower_case=True,
-        max_seq_length=FLAGS.max_seq_length,
-    )  # fmt: skip
-    return export_model(
-        model, info, FLAGS.vocab_file, export_dir, freeze_weights=FLAGS.freeze_weights
-    )
-
-
-# ---- the workers: each builds its runner (latency_runners.py), then answers with timings ----
 
 
 def _timed(call, argument):
@@ -324,21 +304,10 @@ def _bfloat16():
     return machine.bfloat16_support()[0]
 
 
-def _export_bfloat16(work_dir, config):
-    """The export of `export_saved_model.py --mixed_precision=mixed_bfloat16` (kernels stored in
-    bfloat16), of the same weights as the float32 export (`distinct_weights`)."""
-    from bert_tf.modeling import BertModel
-    from bert_tf.precision import build_with_policy, store_in_compute_dtype
-
-    model = build_with_policy(lambda: BertModel(config), "mixed_bfloat16")
-    model.build()
-    distinct_weights(model)
-    store_in_compute_dtype(model)
-    return _write_export(model, os.path.join(work_dir, "export_bfloat16"))
-
-
 def _setup(work_dir, shapes, runners):
-    from bert_tf.modeling import BertConfig
+    import keras
+
+    from bert_tf.modeling import BertConfig, BertModel
 
     config = BertConfig.from_preset(FLAGS.model)
     inputs = _inputs(shapes, max(FLAGS.calls, WARMUP_CALLS + 1))
@@ -346,30 +315,28 @@ def _setup(work_dir, shapes, runners):
         inputs=inputs, threads=FLAGS.threads, vocab_file=os.path.abspath(FLAGS.vocab_file),
         max_seq_length=FLAGS.max_seq_length, config=config.to_dict(),
     )  # fmt: skip
+    keras.utils.set_random_seed(0)
+    model = BertModel(config)
+    model.build()
+    distinct_weights(model)
+    scripts.save_encoder(model, os.path.join(work_dir, "encoder"))
+    frozen = {"freeze_weights": "true"} if FLAGS.freeze_weights else {}
     if {"bert_tf", "bert_tf_assume_frozen", "litert_float32", "litert_int8"} & set(runners):
-        setup["export"] = _export(work_dir)
+        setup["export"] = _export(work_dir, **frozen)
     if {"bert_tf_bf16", "bert_tf_bf16_assume_frozen", "transformers_bf16"} & set(
         runners
-    ) and _bfloat16():
-        setup["export_bfloat16"] = _export_bfloat16(work_dir, config)
+    ) and _bfloat16():  # the same weights, kernels stored in bfloat16
+        setup["export_bfloat16"] = _export(work_dir, mixed_precision="mixed_bfloat16", **frozen)
     for quantization in ("float32", "int8"):
-        if f"litert_{quantization}" in runners:
-            setup[f"litert_{quantization}"] = _litert(setup["export"], quantization)
+        if f"litert_{quantization}" in runners and importlib.util.find_spec("ai_edge_litert"):
+            # <export_dir>/<version>_serve_ids_<quantization>.tflite, beside the version folder
+            version = _export(work_dir, litert=quantization, **frozen)
+            setup[f"litert_{quantization}"] = (
+                f"{version.rstrip('/')}_serve_ids_{quantization}.tflite"
+            )
     with open(os.path.join(work_dir, "setup.json"), "w", encoding="utf-8") as writer:
         json.dump(setup, writer)
     return config
-
-
-def _litert(export, quantization):
-    """The export's serve_ids as a .tflite (bert_tf.litert), or None without ai-edge-litert."""
-    try:
-        from bert_tf import litert
-    except ImportError:
-        return None
-    try:
-        return litert.write_tflite(export, quantization)
-    except ImportError:
-        return None
 
 
 def main(argv):

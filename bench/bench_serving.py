@@ -1,7 +1,7 @@
 """Serving: what the in-graph tokenizer costs in an exported SavedModel, and what dynamic padding saves.
 
-An encoder (random weights, `--models` shapes) is exported by `bert_tf.tasks.extract_features_run.export_model`,
-the writer behind export_saved_model.py, then loaded back with `tf.saved_model.load` as a server
+An encoder (random weights, `--models` shapes) is saved as a Google checkpoint and exported by
+`export_saved_model.py --model_type=encoder`, then loaded back with `tf.saved_model.load` as a server
 holds it. For batches of real sentences (../shared/data/austen_sentences.txt, in file order) at
 batch 1 and 32, each call is timed through:
 
@@ -25,7 +25,7 @@ import time
 import numpy as np
 from absl import app, flags
 
-from bench import machine
+from bench import machine, scripts
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,17 +54,15 @@ PATHS = {
 
 
 def _export(model_name, export_dir):
+    """export_saved_model.py --model_type=encoder of a `model_name` encoder (its initial weights)."""
     from bert_tf.modeling import BertConfig, BertModel
-    from bert_tf.models.networks.task_info import TaskInfo
-    from bert_tf.tasks.extract_features_run import MODEL_TYPE, export_model
 
     model = BertModel(BertConfig.from_preset(model_name))
     model.build()
-    info = TaskInfo(
-        model_type=MODEL_TYPE, bert_config=model.config, do_lower_case=True,
-        max_seq_length=FLAGS.max_seq_length,
-    )  # fmt: skip
-    return export_model(model, info, FLAGS.vocab_file, export_dir)
+    checkpoint, config_file = scripts.save_encoder(model, export_dir + "_checkpoint")
+    return scripts.export_encoder(
+        checkpoint, config_file, FLAGS.vocab_file, export_dir, max_seq_length=FLAGS.max_seq_length
+    )
 
 
 def _batches(lines, batch_size, count):
