@@ -262,8 +262,11 @@ def _stats(path):
     """{"instances", "mean length", "predictions/instance", "random next"} (read with tf.data)."""
     code = f"""
 import numpy as np, tensorflow as tf
-from bert_tf.data.pretraining.reader import pretraining_feature_spec
-spec = pretraining_feature_spec(128, 20)
+# The original run_pretraining.py's record format (max_seq_length 128, 20 predictions).
+ints = lambda n: tf.io.FixedLenFeature([n], tf.int64)
+spec = dict(input_ids=ints(128), input_mask=ints(128), segment_ids=ints(128),
+            masked_lm_positions=ints(20), masked_lm_ids=ints(20), next_sentence_labels=ints(1),
+            masked_lm_weights=tf.io.FixedLenFeature([20], tf.float32))
 n = length = predictions = random_next = 0
 for batch in tf.data.TFRecordDataset({path!r}).batch(4096).map(lambda r: tf.io.parse_example(r, spec)):
     n += len(batch["input_ids"]); length += batch["input_mask"].numpy().sum()
