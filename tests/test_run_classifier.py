@@ -158,7 +158,7 @@ def test_training_batches_are_the_original_s_cut_to_their_longest_input_but_on_a
         ("tpu", False, True, 32, 32),
     ):
         classifier = ClassifierRun(trained["config"])
-        classifier.config = dataclasses.replace(
+        classifier.settings = dataclasses.replace(
             trained["config"], length_bucketing=bucketing, cut_batches_to_longest=cut,
             distribution_strategy=strategy,
         )  # fmt: skip

@@ -382,7 +382,7 @@ _MIRRORED_SCRIPT = textwrap.dedent(
         "one": [w.tolist() for w in t._weights(one)],
         "two": [w.tolist() for w in t._weights(two)],
         "eval_one": one.evaluate(), "eval_two": two.evaluate(),
-        "evaluate_two": evaluate(two.trainable, two.model, strategy, two.config.eval_batch_size),
+        "evaluate_two": evaluate(two.trainable, two.model, strategy, two.settings.eval_batch_size),
         "train_one": one.train_logs, "train_two": two.train_logs,
         "one16": [w.tolist() for w in t._weights(one16)],
         "two16": [w.tolist() for w in t._weights(two16)],
