@@ -20,7 +20,8 @@ from bert_tf.models.task import BertTask, doc_stride_argument, integer_labels, l
 
 # The peak learning rate of the default compile: the paper's 5e-5 (it picks among 5e-5, 3e-5 and
 # 2e-5), the largest of its choices; a larger one can leave a small fine-tuning set at chance
-# (bench/bench_keras_fit.py measures it).
+# (measured in bench/results/history/RESULTS_2026-12-07.md, *The Keras API's `fit` against
+# run_classifier.py*).
 DEFAULT_LEARNING_RATE = 5e-5
 
 
