@@ -1,8 +1,11 @@
 """The project's scripts as a user runs them: `python <script>.py --flag=value ...` in a process of its own."""
 
+import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -14,7 +17,8 @@ def command(script, **flags):
 
 
 def run(script, **flags):
-    """Runs `script` with `flags` and returns what it printed (stdout).
+    """Runs `script` with `flags`; returns its subprocess.CompletedProcess (stdout, stderr: the
+    absl log, progress lines included).
 
     Raises:
       RuntimeError: when it exits non-zero; the message holds the command and the end of its stderr.
@@ -26,7 +30,27 @@ def run(script, **flags):
     )
     if result.returncode:
         raise RuntimeError(f"{' '.join(line)} exited {result.returncode}:\n{result.stderr[-3000:]}")
-    return result.stdout
+    return result
+
+
+def timed(script, **flags):
+    """(wall seconds, run()'s result): what a user waits for, the process's start included."""
+    start = time.perf_counter()
+    result = run(script, **flags)
+    return time.perf_counter() - start, result
+
+
+def training_rate(stderr):
+    """The examples/s of the last training progress line in a run's log ("step 40/50 ... 812.3
+    examples/s"), or None when it logged none."""
+    rates = re.findall(r"step \d+/\d+ .* ([0-9.]+) examples/s", stderr)
+    return float(rates[-1]) if rates else None
+
+
+def eval_results(output_dir):
+    """{name: value} of the eval_results.json a run's --do_eval wrote to output_dir."""
+    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as reader:
+        return json.load(reader)
 
 
 def save_encoder(model, folder):
@@ -48,4 +72,4 @@ def export_encoder(checkpoint, config_file, vocab_file, export_dir, **flags):
         "export_saved_model", model_type="encoder", init_checkpoint=checkpoint,
         bert_config_file=config_file, vocab_file=vocab_file, export_dir=export_dir, **flags,
     )  # fmt: skip
-    return printed.strip().splitlines()[-1]
+    return printed.stdout.strip().splitlines()[-1]
