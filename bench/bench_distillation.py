@@ -19,6 +19,7 @@ Prints one JSON line per run, then the tables.
     .venv/bin/python -m bench.bench_distillation --work_dir=/tmp/distillation_quick --quick
 """
 
+import importlib.util
 import json
 import os
 import random
@@ -27,7 +28,7 @@ import shutil
 import numpy as np
 from absl import app, flags
 
-from bench import machine, minilm, stats, timing
+from bench import machine, minilm, scripts, stats, timing
 from bench.bench_real_text import read_set, stratified_split
 
 # bench_real_text.py's flags: --work_dir, --seeds, --split_seed, --short_max_seq_length, --threads.
@@ -91,61 +92,62 @@ def _settings(data_dir, output_dir, seed, labels):
     )  # fmt: skip
 
 
-def _accuracy(output_dir, labels, test):
-    rows = open(os.path.join(output_dir, "test_results.tsv")).read().splitlines()
-    predicted = [labels[int(np.argmax([float(p) for p in row.split("\t")]))] for row in rows]
+def _accuracy(output_dir, test):
+    predicted = scripts.test_predictions(output_dir)
     return float(np.mean([p == label for p, (label, _) in zip(predicted, test, strict=True)]))
 
 
-def teacher_run(model_dir, data_dir, output_dir, seed, labels):
-    from bert_tf.tasks import TASKS, run_script
-    from bert_tf.tasks.task_settings import ClassifierSettings
+def _export(output_dir):
+    """The version folder the run's --export_dir holds (a run writes one)."""
+    export_dir = os.path.join(output_dir, "export")
+    return os.path.join(export_dir, max(os.listdir(export_dir), key=int))
 
-    config = ClassifierSettings(
-        bert_config_file=os.path.join(model_dir, "bert_config.json"),
-        vocab_file=os.path.join(model_dir, "vocab.txt"),
-        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
+
+def teacher_run(model_dir, data_dir, output_dir, seed, labels):
+    """run_classifier.py from model_dir's checkpoint; returns its export."""
+    scripts.run(
+        "run_classifier",
+        **scripts.model_flags(model_dir),
         **_settings(data_dir, output_dir, seed, labels),
     )
-    return run_script(TASKS["classifier"], config)
+    return _export(output_dir)
 
 
 def student_run(teacher_dir, data_dir, output_dir, seed, labels, layers):
-    from bert_tf.tasks.distillation import run as distillation
-    from bert_tf.tasks.distillation.distillation_settings import DistillationSettings
-
-    config = DistillationSettings(
-        teacher_dir=teacher_dir, student_layers=layers,
+    """run_distillation.py --student_layers=layers from the teacher's run; returns its export."""
+    scripts.run(
+        "run_distillation", teacher_dir=teacher_dir, student_layers=layers,
         transfer_file=os.path.join(data_dir, "transfer.txt"), temperature=FLAGS.temperature,
         hard_label_weight=FLAGS.hard_label_weight, **_settings(data_dir, output_dir, seed, labels),
     )  # fmt: skip
-    return distillation.make_run(config).run()
+    return _export(output_dir)
 
 
 def shallow_minilm(model_dir, layers, folder):
-    """The pretrained MiniLM with `layers` of its layers (spread as a student's), in Google's
-    layout: the start of the student fine-tuned without its teacher."""
+    """The pretrained MiniLM with `layers` of its layers, spread as run_distillation.py spreads a
+    student's (the top layer of each of `layers` equal groups), in Google's layout: the start of
+    the student fine-tuned without its teacher."""
     import dataclasses
 
-    from bert_tf.checkpoints import restore_init_checkpoint, save_google_checkpoint
-    from bert_tf.modeling import BertConfig, BertModel
-    from bert_tf.models import distillation
+    from bert_tf import BertConfig, BertModel, load_google_checkpoint
 
     if os.path.exists(os.path.join(folder, "bert_model.ckpt.index")):
         return folder
     config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))
-    chosen = distillation.spread_layers(config.num_hidden_layers, layers)
-    full, shallow = (
-        BertModel(config),
-        BertModel(dataclasses.replace(config, num_hidden_layers=layers)),
-    )
-    restore_init_checkpoint(full, os.path.join(model_dir, "bert_model.ckpt"))
-    shallow(shallow.dummy_inputs(), training=False)
-    distillation.copy_teacher_weights(full, shallow, chosen)
-    os.makedirs(folder, exist_ok=True)
-    save_google_checkpoint(shallow, os.path.join(folder, "bert_model.ckpt"))
-    with open(os.path.join(folder, "bert_config.json"), "w") as f:
-        f.write(dataclasses.replace(config, num_hidden_layers=layers).to_json_string())
+    teacher_layers = config.num_hidden_layers
+    chosen = [(index + 1) * teacher_layers // layers - 1 for index in range(layers)]
+    full = BertModel(config)
+    shallow = BertModel(dataclasses.replace(config, num_hidden_layers=layers))
+    for model in (full, shallow):
+        model(model.dummy_inputs(), training=False)
+    load_google_checkpoint(full, os.path.join(model_dir, "bert_model.ckpt"))
+    shallow.embeddings.set_weights(full.embeddings.get_weights())
+    shallow.pooler.set_weights(full.pooler.get_weights())
+    for student_layer, teacher_layer in enumerate(chosen):
+        shallow.encoder_layers[student_layer].set_weights(
+            full.encoder_layers[teacher_layer].get_weights()
+        )
+    scripts.save_encoder(shallow, folder)
     shutil.copy(os.path.join(model_dir, "vocab.txt"), folder)
     return folder
 
@@ -166,12 +168,11 @@ def latency(exports):
     import tensorflow_text  # noqa: F401
 
     calls = {}
-    for name, path in exports.items():
+    for name, (output_dir, path) in exports.items():
         serve = tf.saved_model.load(path).signatures["serving_default"]
         calls[name] = lambda texts, serve=serve: serve(text_a=tf.constant(texts))
-        int8 = _litert_call(path)
-        if int8 is not None:
-            calls[f"{name}_int8"] = int8
+        if importlib.util.find_spec("ai_edge_litert") is not None:
+            calls[f"{name}_int8"] = _litert_call(output_dir)
     results = {name: {} for name in calls}
     for length in (int(n) for n in FLAGS.lengths):
         text = [" ".join(["the"] * (length - 2))]  # length word pieces with [CLS] and [SEP]
@@ -182,19 +183,24 @@ def latency(exports):
     return results
 
 
-def _litert_call(export):
-    """A raw-text call of the export's LiteRT int8 serve_ids (tokenized by its preprocess)."""
-    try:
-        from bert_tf import litert
-
-        path = litert.write_tflite(export, "int8")
-    except (ImportError, ValueError):
-        return None
+def _litert_call(output_dir):
+    """A raw-text call of the run's LiteRT int8 serve_ids (export_saved_model.py --litert=int8),
+    tokenized by its export's preprocess."""
     import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
 
-    preprocess = tf.saved_model.load(export).signatures["preprocess"]
+    export_dir = os.path.join(output_dir, "export_litert")
+    version = scripts.run(
+        "export_saved_model", init_checkpoint=output_dir, export_dir=export_dir, litert="int8",
+        vocab_file=os.path.join(output_dir, "vocab.txt"),
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    preprocess = tf.saved_model.load(version).signatures["preprocess"]
     # --threads=0 leaves TensorFlow's choice; LiteRT needs a count: the machine's cores.
-    runner = litert.signature_runner(path, num_threads=FLAGS.threads or os.cpu_count())
+    interpreter = Interpreter(
+        model_path=f"{version.rstrip('/')}_serve_ids_int8.tflite",
+        num_threads=FLAGS.threads or os.cpu_count(),
+    )
+    runner = interpreter.get_signature_runner("serve_ids")
 
     def call(texts):
         features = preprocess(text_a=tf.constant(texts))
@@ -228,18 +234,19 @@ def run_one(name, train_size, seed, model_dir, work_dir):
     data_dir = os.path.join(folder, "data")
     write_data(data_dir, train, dev, test, transfer)
     teacher_dir = os.path.join(folder, "teacher")
-    outcome = teacher_run(model_dir, data_dir, teacher_dir, seed, labels)
-    accuracies = {"teacher": _accuracy(teacher_dir, labels, test)}
-    exports = {"teacher": outcome["export"]}
+    exports = {
+        "teacher": (teacher_dir, teacher_run(model_dir, data_dir, teacher_dir, seed, labels))
+    }
+    accuracies = {"teacher": _accuracy(teacher_dir, test)}
     for layers in (int(n) for n in FLAGS.layers):
         student_dir = os.path.join(folder, f"student_{layers}")
-        outcome = student_run(teacher_dir, data_dir, student_dir, seed, labels, layers)
-        accuracies[f"student_{layers}"] = _accuracy(student_dir, labels, test)
-        exports[f"student_{layers}"] = outcome["export"]
+        export = student_run(teacher_dir, data_dir, student_dir, seed, labels, layers)
+        accuracies[f"student_{layers}"] = _accuracy(student_dir, test)
+        exports[f"student_{layers}"] = (student_dir, export)
         shallow = shallow_minilm(model_dir, layers, os.path.join(work_dir, f"minilm_{layers}"))
         alone_dir = os.path.join(folder, f"alone_{layers}")
         teacher_run(shallow, data_dir, alone_dir, seed, labels)
-        accuracies[f"alone_{layers}"] = _accuracy(alone_dir, labels, test)
+        accuracies[f"alone_{layers}"] = _accuracy(alone_dir, test)
     accuracies["tfidf_svm"] = tfidf_svm(train, test)
     row = {"set": name, "train": train_size, "seed": seed, "transfer": len(transfer),
            "test": len(test), "accuracy": accuracies}  # fmt: skip
@@ -324,7 +331,7 @@ def main(argv):
                 row, exports = run_one(name, size, seed, model_dir, FLAGS.work_dir)
                 rows.append(row)
     # The latency of the last run's exports (every run's models have the same shapes).
-    from bert_tf.modeling import BertConfig
+    from bert_tf import BertConfig
 
     times = latency(exports)
     config = BertConfig.from_json_file(os.path.join(model_dir, "bert_config.json"))

@@ -103,7 +103,8 @@ def set_threads(num_threads):
     Intra-op threads split one op (a matmul); inter-op threads run independent ops at once. Both are
     pinned, to the same number for every runner of a table (0 = one per core), so that no runner gets
     a larger pool by its framework's default. Must run before TensorFlow executes its first op and
-    before torch runs any parallel work; torch is only configured when it is installed.
+    before torch runs any parallel work; torch is only configured when it is installed. The
+    scripts this process starts (bench/scripts.py) take the same pools, by TensorFlow's variables.
 
     Returns:
       The number of threads of each pool.
@@ -111,6 +112,7 @@ def set_threads(num_threads):
     import tensorflow as tf
 
     num_threads = num_threads or os.cpu_count()
+    os.environ["TF_NUM_INTRAOP_THREADS"] = os.environ["TF_NUM_INTEROP_THREADS"] = str(num_threads)
     tf.config.threading.set_intra_op_parallelism_threads(num_threads)
     tf.config.threading.set_inter_op_parallelism_threads(num_threads)
     try:

@@ -40,17 +40,36 @@ def timed(script, **flags):
     return time.perf_counter() - start, result
 
 
-def training_rate(stderr):
-    """The examples/s of the last training progress line in a run's log ("step 40/50 ... 812.3
-    examples/s"), or None when it logged none."""
-    rates = re.findall(r"step \d+/\d+ .* ([0-9.]+) examples/s", stderr)
-    return float(rates[-1]) if rates else None
+def training_rates(stderr):
+    """[(global step, examples/s)] of a run's training progress lines ("step 40/50  loss 0.41  lr
+    2e-05  812.3 examples/s  ETA 0:00:03"), each line's rate over the steps since the one before."""
+    lines = re.findall(r"step (\d+)/\d+ .* ([0-9.]+) examples/s", stderr)
+    return [(int(step), float(rate)) for step, rate in lines]
 
 
 def eval_results(output_dir):
     """{name: value} of the eval_results.json a run's --do_eval wrote to output_dir."""
     with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as reader:
         return json.load(reader)
+
+
+def model_flags(model_dir):
+    """--bert_config_file, --vocab_file and --init_checkpoint of a Google release's folder."""
+    return dict(
+        bert_config_file=os.path.join(model_dir, "bert_config.json"),
+        vocab_file=os.path.join(model_dir, "vocab.txt"),
+        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
+    )
+
+
+def test_predictions(output_dir):
+    """The label of each row of the test_results.tsv a run's --do_predict wrote (its highest
+    probability's, of the run's labels.txt)."""
+    with open(os.path.join(output_dir, "labels.txt"), encoding="utf-8") as reader:
+        labels = reader.read().splitlines()
+    with open(os.path.join(output_dir, "test_results.tsv"), encoding="utf-8") as reader:
+        rows = [[float(p) for p in line.split("\t")] for line in reader.read().splitlines()]
+    return [labels[max(range(len(row)), key=row.__getitem__)] for row in rows]
 
 
 def save_encoder(model, folder):
