@@ -4,16 +4,18 @@ Same shapes, batch, sequence length, masked positions, float32, with and without
 
     .venv/bin/python -m bench.bench_pretraining --models=mini,small --batch_size=32 --steps=20
 
-Ours trains MLM + NSP with the original optimizer through bert_tf.training.Trainer, reading TFRecords in the
-original format; keras-hub trains its masked-LM head only (it has no NSP head) with keras AdamW. Every runner
-is built and warmed up first (tracing, XLA compilation), then the runners take turns for `--rounds` rounds
-of `--steps` steps each, so that load from other work on the machine falls on all of them alike. Each round
-is timed from outside the runner's own call (Trainer.train, model.fit, a torch loop): wall clock, and the
-CPU time of all the process's threads. Prints a Markdown table of training examples/s (median and best
-round) and CPU milliseconds per example.
+Ours is run_pretraining.py as a user runs it (MLM + NSP, the original optimizer, TFRecords in the
+original format), in a process of its own: warm-up rounds, then `--rounds` rounds of `--steps` steps,
+each timed by its progress line (--log_steps = --steps; its CPU time is not told apart from the
+process's start, so its CPU column says n/a). keras-hub trains its masked-LM head only (it has no NSP
+head) with keras AdamW. The in-process runners are built and warmed up first (tracing, XLA
+compilation), then take turns for `--rounds` rounds of `--steps` steps each, so that load from other
+work on the machine falls on them alike; each round is timed from outside the runner's own call
+(model.fit, a torch loop): wall clock, and the CPU time of all the process's threads. Prints a
+Markdown table of training examples/s (median and best round) and CPU milliseconds per example.
 
-The TF runners run a round the same way: ours as one `steps_per_loop` call (a tf.function looping over
-the round's steps), keras-hub compiled with `steps_per_execution` equal to the round's steps (its own
+The TF runners run a round the same way: ours as one `--iterations_per_loop` call (a tf.function
+looping over the round's steps), keras-hub compiled with `steps_per_execution` equal to the round's steps (its own
 tf.function loop over them), so neither pays a host round trip per step that the other does not. Keras
 runs whole executions, so keras-hub's warm-up is --warmup_steps rounded up to whole rounds.
 
@@ -32,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bench import machine, timing
+from bench import machine, scripts, timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["mini", "small"], "Shapes to run: mini, small.")
@@ -100,39 +102,35 @@ def write_records(path, features):
             )
 
 
-def bert_tf_runner(shape, jit_compile, records, work_dir):
-    """() -> trains FLAGS.steps more steps through the Trainer, as run_pretraining.py does."""
-    from bert_tf.modeling import BertConfig
-    from bert_tf.optimization import create_optimizer
-    from bert_tf.tasks.pretraining import pretraining_trainable
-    from bert_tf.training import Trainer, TrainSettings
+def bert_tf_rounds(shape, jit_compile, records, work_dir):
+    """[examples/s of each timed round] of one run_pretraining.py process, as a user runs it: the
+    warm-up rounds, then --rounds rounds of --steps steps, one `--iterations_per_loop` call and one
+    progress line each (a line's rate covers the steps since the line before)."""
+    from bert_tf import BertConfig
 
+    folder = tempfile.mkdtemp(dir=work_dir)
+    config_file = os.path.join(folder, "bert_config.json")
     config = BertConfig(
         vocab_size=VOCAB_SIZE, hidden_act="gelu", max_position_embeddings=512, type_vocab_size=2,
         hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=0.02, **SHAPES[shape],
     )  # fmt: skip
-    task = pretraining_trainable(config, records, FLAGS.seq_length, FLAGS.max_predictions, seed=1)
-    train_settings = TrainSettings(
-        model_dir=tempfile.mkdtemp(dir=work_dir), train_batch_size=FLAGS.batch_size,
-        num_train_steps=FLAGS.warmup_steps, steps_per_loop=1000, save_checkpoints_steps=10**9,
-        log_steps=10**9, jit_compile=jit_compile, mixed_precision=FLAGS.mixed_precision,
+    with open(config_file, "w", encoding="utf-8") as writer:
+        writer.write(config.to_json_string())
+    warmup_rounds = -(-FLAGS.warmup_steps // FLAGS.steps)  # whole rounds, as keras-hub's
+    _, result = scripts.timed(
+        "run_pretraining", bert_config_file=config_file, input_file=records, do_train=True,
+        output_dir=os.path.join(folder, "run"), train_batch_size=FLAGS.batch_size,
+        max_seq_length=FLAGS.seq_length, max_predictions_per_seq=FLAGS.max_predictions,
+        num_train_steps=(warmup_rounds + FLAGS.rounds) * FLAGS.steps, num_warmup_steps=100,
+        learning_rate=1e-4, iterations_per_loop=FLAGS.steps, log_steps=FLAGS.steps,
+        save_checkpoints_steps=10**9, jit_compile=jit_compile,
+        mixed_precision=FLAGS.mixed_precision, seed=1,
     )  # fmt: skip
-    trainer = Trainer(
-        task,
-        tf.distribute.get_strategy(),
-        lambda: create_optimizer(1e-4, 10**6, 100),
-        train_settings,
-    )
-    # Each round ends at a new num_train_steps, where the Trainer would save a checkpoint: not
-    # what is measured here (the keras-hub runner saves none either).
-    trainer.state.save = lambda step, iterator=None: None
-    trainer.train()  # traces (and compiles) the step, then runs the warm-up steps
-
-    def run():
-        trainer.settings.num_train_steps += FLAGS.steps
-        trainer.train()
-
-    return run
+    return [
+        rate
+        for step, rate in scripts.training_rates(result.stderr)
+        if step % FLAGS.steps == 0 and step > warmup_rounds * FLAGS.steps
+    ]
 
 
 def keras_hub_runner(shape, jit_compile, features):
@@ -225,6 +223,14 @@ NAMES = {
 }
 
 
+def _row(shape, runner, jit_compile, speeds, cpu_ms_per_example):
+    return dict(
+        model=shape, runner=runner, jit_compile=jit_compile,
+        examples_per_sec=round(float(np.median(speeds)), 2), best_examples_per_sec=round(max(speeds), 2),
+        cpu_ms_per_example=None if cpu_ms_per_example is None else round(cpu_ms_per_example, 1),
+    )  # fmt: skip
+
+
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
@@ -245,35 +251,32 @@ def main(argv):
     write_records(records, features)
     rows = []
     for shape in FLAGS.models:
-        runners = {}
+        runners, rows_of_shape = {}, []
         for runner in FLAGS.runners:
             settings = (
                 [False] if runner == "transformers" else [x == "yes" for x in FLAGS.jit_compile]
             )
             for jit_compile in settings:
                 keras.utils.set_random_seed(0)
-                if runner == "bert_tf":
-                    run = bert_tf_runner(shape, jit_compile, records, work_dir)
+                if runner == "bert_tf":  # in a process of its own: its rounds from its log
+                    speeds = bert_tf_rounds(shape, jit_compile, records, work_dir)
+                    rows_of_shape.append(_row(shape, runner, jit_compile, speeds, None))
                 elif runner == "keras_hub":
-                    run = keras_hub_runner(shape, jit_compile, features)
+                    runners[runner, jit_compile] = keras_hub_runner(shape, jit_compile, features)
                 else:
-                    run = transformers_runner(shape, features)
-                runners[runner, jit_compile] = run
+                    runners[runner, jit_compile] = transformers_runner(shape, features)
         times = {key: [] for key in runners}
         for _ in range(FLAGS.rounds):
             for key, run in runners.items():
                 times[key].append(timing.timed(run)[:2])
+        examples = FLAGS.steps * FLAGS.batch_size
         for (runner, jit_compile), rounds in times.items():
-            examples = FLAGS.steps * FLAGS.batch_size
             speeds = [examples / wall for wall, _ in rounds]
-            row = dict(
-                model=shape, runner=runner, jit_compile=jit_compile,
-                examples_per_sec=round(float(np.median(speeds)), 2),
-                best_examples_per_sec=round(max(speeds), 2),
-                cpu_ms_per_example=round(1e3 * min(cpu for _, cpu in rounds) / examples, 1),
-            )  # fmt: skip
+            cpu = 1e3 * min(cpu for _, cpu in rounds) / examples
+            rows_of_shape.append(_row(shape, runner, jit_compile, speeds, cpu))
+        for row in rows_of_shape:
             print(json.dumps(row), flush=True)
-            rows.append(row)
+        rows += rows_of_shape
 
     print(
         "\n| model | implementation | XLA | examples/s (median of rounds) | best round | CPU ms per example (best) |"
@@ -283,7 +286,7 @@ def main(argv):
         xla = "yes" if row["jit_compile"] else "no"
         print(
             f"| BERT-{row['model']} | {NAMES[row['runner']]} | {xla} | {row['examples_per_sec']} | "
-            f"{row['best_examples_per_sec']} | {row['cpu_ms_per_example']} |"
+            f"{row['best_examples_per_sec']} | {row['cpu_ms_per_example'] or 'n/a'} |"
         )
     for shape in FLAGS.models:
         ours = [r for r in rows if r["model"] == shape and r["runner"] == "bert_tf"]
@@ -297,8 +300,7 @@ def main(argv):
                 f"BERT-{shape}: bert_tf (XLA {'yes' if best['jit_compile'] else 'no'}) / "
                 f"{NAMES[peer_name]} (XLA {'yes' if peer['jit_compile'] else 'no'}), the fastest "
                 f"setting of each: {best['examples_per_sec'] / peer['examples_per_sec']:.2f}x "
-                f"examples/s, {peer['cpu_ms_per_example'] / best['cpu_ms_per_example']:.2f}x less "
-                "CPU per example"
+                "examples/s"
             )
     print(machine.load_line())
 
