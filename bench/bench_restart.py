@@ -7,43 +7,39 @@ restores that position; from a checkpoint written before the input state existed
 through (skips) every batch it trained on, which costs time in proportion to the step.
 
     .venv/bin/python -m bench.bench_restart           # steps 10,1000,10000,100000, batch 256:
-                                                      # about 45 minutes on 2 cores, 7 GB of disk
+                                                      # trains to each step first; 7 GB of disk
     .venv/bin/python -m bench.bench_restart --quick   # steps 10,100, batch 16: checks that it runs
 
-Measured, for each --steps value N: the wall time of a fresh process (a new TensorFlow) from just
-before the Trainer is built (which restores model.ckpt-N) until `trainer.train(until=N + 1)`
-returns, which includes placing the input, tracing the step, the step itself and the checkpoint
-the Trainer writes at N + 1. "ours" resumes from the checkpoint with its input state; "skip" from
-a copy of the same checkpoint without input_state/, as checkpoints of earlier versions are.
-Each is the median of --repeats (ours) and --baseline_repeats (skip) processes, all taking turns,
-each on a fresh copy of the checkpoint. Also printed: the bytes of model.ckpt-N.* and of the input
-state at each step, and whether the first step's loss is the same both ways (the same batch).
+Measured, for each --steps value N: the wall time of `run_pretraining.py --num_train_steps=N+1`
+resuming from model.ckpt-N in a fresh process, as a user restarts a run: its start, the restore,
+placing the input, tracing the step, the step itself and the checkpoint it writes at N + 1. "ours"
+resumes from the checkpoint with its input state; "skip" from a copy of the same checkpoint without
+input_state/, as checkpoints of earlier versions are. Each is the median of --repeats (ours) and
+--baseline_repeats (skip) processes, all taking turns, each on a fresh copy of the checkpoint. Also
+printed: the bytes of model.ckpt-N.* and of the input state at each step, whether the run's log
+says it restored the input position, and whether the first step's loss is the same both ways (the
+same batch).
 
-The checkpoint at step N is made without training N steps: a setup process builds the Trainer of
-run_pretraining.py (PretrainingRun) over the corpus, creates its training iterator as the Trainer
-does, reads N batches through it (bert_tf.training.inputs._advance, the skip path's own loop), sets the
-global step and the input steps to N and saves (CheckpointState.save). Its weights are therefore
-untrained, which does not change what a restart costs. The model is sample_data's tiny config
-(2 layers, hidden 64) so that the step itself is small; the corpus is synthetic records of
+The checkpoint at step N is made by run_pretraining.py training N steps. The model is sample_data's
+tiny config (2 layers, hidden 64) so that a step is small; the corpus is synthetic records of
 --max_seq_length tokens with 2 masked positions (a few thousand distinct ones, repeated), in
 --num_files files holding more records than the runs read (max step x batch plus a margin).
 Target: ours at the largest step within 2x of ours at the smallest, an input state whose size does
 not grow with the step.
 """
 
-import argparse
 import glob
 import json
 import os
 import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
-from bench import machine
+from absl import app, flags
+
+from bench import machine, scripts
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
@@ -52,24 +48,48 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 TINY_CONFIG = os.path.join(REPO_DIR, "sample_data", "bert_config_tiny.json")
 FULL = dict(steps="10,1000,10000,100000", batch_size=256, repeats=3)
 QUICK = dict(steps="10,100", batch_size=16, repeats=1)
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string(
+    "steps",
+    None,
+    f"Global steps to resume at; default {FULL['steps']} ({QUICK['steps']} with --quick).",
+)
+flags.DEFINE_integer(
+    "batch_size",
+    None,
+    f"Global batch; default {FULL['batch_size']} ({QUICK['batch_size']} with --quick).",
+)
+flags.DEFINE_integer(
+    "repeats",
+    None,
+    f"Resumes of ours per step (the median counts); default {FULL['repeats']} ({QUICK['repeats']} with --quick).",
+)
+flags.DEFINE_integer("baseline_repeats", 1, "Resumes of the skip baseline per step.")
+flags.DEFINE_integer(
+    "skip_baseline_max_step",
+    0,
+    "Run the skip baseline only at steps up to this one; 0: at every step.",
+)
+flags.DEFINE_integer("max_seq_length", 16, "Tokens per record.")
+flags.DEFINE_integer("vocab_size", 30522, "The model's vocabulary, and the synthetic ids' range.")
+flags.DEFINE_integer("num_files", 4, "TFRecord files of the corpus.")
+flags.DEFINE_string(
+    "work_dir", tempfile.gettempdir(), "Where a new folder for the corpus and checkpoints is made."
+)
+flags.DEFINE_bool("keep", False, "Keep that folder (removed at the end by default).")
+flags.DEFINE_bool("quick", False, "Tiny sizes: a smoke test, not results.")
 MAX_PREDICTIONS = 2
 DISTINCT_RECORDS = 4096
 MARGIN_BATCHES = 100  # beyond the largest step: the step at N + 1, the shuffle and prefetch buffers
-NUM_TRAIN_STEPS = 1_000_000  # the learning-rate schedule's length (BERT's); never reached
-ADVANCE_CHUNK = 2000  # batches between two progress lines of a setup process
 BYTES_PER_RECORD = 300  # an upper bound of one synthetic record's size, for the disk check
-_CPP_INFO_LINE = re.compile(r"I\d{4} ")
 
 
-# ------------------------------------------------------------ child processes (TensorFlow)
-
-
-def _write_corpus(settings):
-    """Writes settings["num_records"] records over settings["files"], cycling over distinct ones."""
+def _write_corpus(files, num_records, seq_length, vocab_size):
+    """Writes num_records records over `files`, cycling over DISTINCT_RECORDS distinct ones."""
     import numpy as np
     import tensorflow as tf
 
-    seq_length, vocab_size = settings["max_seq_length"], settings["vocab_size"]
     rng = np.random.default_rng(0)
 
     def ints(values):
@@ -91,143 +111,36 @@ def _write_corpus(settings):
         }
         example = tf.train.Example(features=tf.train.Features(feature=feature))
         records.append(example.SerializeToString())
-    per_file = -(-settings["num_records"] // len(settings["files"]))
-    for path in settings["files"]:
+    per_file = -(-num_records // len(files))
+    for path in files:
         with tf.io.TFRecordWriter(path) as writer:
             for i in range(per_file):
                 writer.write(records[i % DISTINCT_RECORDS])
-    return {"records": per_file * len(settings["files"])}
+    return per_file * len(files)
 
 
-def _pretraining_run(settings):
-    """run_pretraining.py's run (PretrainingRun) in settings["model_dir"], as its flags would make it."""
-    from bert_tf.tasks.pretraining import PretrainingRun, PretrainingSettings
-
-    config = PretrainingSettings(
-        bert_config_file=settings["bert_config_file"],
-        output_dir=settings["model_dir"],
-        input_file=settings["input_file"],
-        max_seq_length=settings["max_seq_length"],
-        max_predictions_per_seq=MAX_PREDICTIONS,
-        train_batch_size=settings["batch_size"],
-        do_train=True,
-        num_train_steps=NUM_TRAIN_STEPS,
-        num_warmup_steps=10000,
-        learning_rate=1e-4,
-    )
-    return PretrainingRun(config)
+def _pretrain(settings, model_dir, steps):
+    """run_pretraining.py to global step `steps` in model_dir: (wall seconds, its log)."""
+    seconds, result = scripts.timed(
+        "run_pretraining", bert_config_file=settings["bert_config_file"],
+        input_file=settings["input_file"], output_dir=model_dir, do_train=True,
+        max_seq_length=settings["max_seq_length"], max_predictions_per_seq=MAX_PREDICTIONS,
+        train_batch_size=settings["batch_size"], num_train_steps=steps, num_warmup_steps=1,
+        learning_rate=1e-4, iterations_per_loop=min(steps, 1000), save_checkpoints_steps=steps,
+        log_steps=10**9,
+    )  # fmt: skip
+    return seconds, result.stderr
 
 
-def _make_checkpoint(settings):
-    """model.ckpt-N and its input state as a run at step N writes them, without training N steps."""
-    import tensorflow as tf
-
-    from bert_tf.training.inputs import _advance
-
-    step = settings["step"]
-    trainer = _pretraining_run(settings).trainer()
-    if trainer.global_step:
-        raise ValueError(f"{settings['model_dir']} already holds a checkpoint")
-    trainer._train_iterator = trainer._input.iterator()  # a new run's: at the corpus' start
-    start, done = time.perf_counter(), 0
-    while done < step:
-        chunk = min(ADVANCE_CHUNK, step - done)
-        _advance(trainer._train_iterator, tf.constant(chunk, tf.int64))
-        done += chunk
-        seconds = time.perf_counter() - start
-        eta = (step - done) * seconds / done
-        print(
-            f"  setup of step {step}: {done}/{step} batches read, {done / seconds:.0f} batches/s, "
-            f"ETA {eta:.0f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-    trainer.optimizer.iterations.assign(step)
-    trainer._input_steps.assign(step)
-    trainer.state.save(step, trainer._train_iterator)
-    return {"read_seconds": time.perf_counter() - start}
-
-
-def _resume(settings):
-    """Seconds from building the Trainer (the restore) to the end of train(until=N + 1), and parts."""
-    step = settings["step"]
-    run = _pretraining_run(settings)
-    start = time.perf_counter()
-    trainer = run.trainer()
-    built = time.perf_counter()
-    if trainer.global_step != step:
-        raise ValueError(
-            f"{settings['model_dir']}: resumed at step {trainer.global_step}, not {step}"
-        )
-    restored, save_seconds = [], []
-    restore_input, save = trainer.state.restore_input, trainer.state.save
-
-    def observed_restore_input(iterator):
-        restored.append(restore_input(iterator))
-        return restored[-1]
-
-    def timed_save(*args, **kwargs):
-        save_start = time.perf_counter()
-        save(*args, **kwargs)
-        save_seconds.append(time.perf_counter() - save_start)
-
-    trainer.state.restore_input, trainer.state.save = observed_restore_input, timed_save
-    last = trainer.train(until=step + 1)
-    end = time.perf_counter()
-    if trainer.global_step != step + 1:
-        raise ValueError(f"trained to step {trainer.global_step}, not {step + 1}")
+def _resume(settings, model_dir, step):
+    """One resume from model.ckpt-step in model_dir: its seconds, input restored, first loss."""
+    seconds, log = _pretrain(settings, model_dir, step + 1)
+    losses = re.findall(rf"step {step + 1}/{step + 1}\s+loss ([0-9.]+)", log)
     return {
-        "seconds": end - start,
-        "restore_seconds": built - start,
-        "train_seconds": end - built,
-        "save_seconds": sum(save_seconds),
-        "input_restored": bool(restored and restored[0]),
-        "loss": last["loss"],
+        "seconds": seconds,
+        "input_restored": "Input position restored" in log,
+        "loss": float(losses[-1]),
     }
-
-
-def _child_main(role, settings):
-    from bert_tf import cli
-
-    cli.load_tensorflow_quietly()
-    from absl import logging
-
-    logging.set_verbosity(logging.WARNING)
-    work = {"write": _write_corpus, "setup": _make_checkpoint, "resume": _resume}[role]
-    print(json.dumps(work(settings)), flush=True)
-
-
-# ------------------------------------------------------------ the parent (no TensorFlow)
-
-
-def _child(role, settings):
-    """Runs one child process; returns the JSON object it printed last.
-
-    Its stderr (progress lines, errors) passes through as it comes, but for TensorFlow's C++ INFO
-    lines (oneDNN's notice, twice a process), which TF_CPP_MIN_LOG_LEVEL no longer silences.
-    """
-    command = [
-        sys.executable,
-        "-m",
-        "bench.bench_restart",
-        f"--_child={role}",
-        json.dumps(settings),
-    ]
-    env = {**os.environ, "PYTHONPATH": REPO_DIR, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    process = subprocess.Popen(
-        command, cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    for line in process.stderr:  # stdout is one short line: its pipe cannot fill meanwhile
-        if not _CPP_INFO_LINE.match(line):
-            sys.stderr.write(line)
-            sys.stderr.flush()
-    output = process.stdout.read()
-    if process.wait():
-        raise RuntimeError(
-            f"the {role} process at step {settings.get('step')} failed with exit status "
-            f"{process.returncode} (its error is above)"
-        )
-    return json.loads(output.strip().splitlines()[-1])
 
 
 def _rounded(values):
@@ -255,18 +168,10 @@ def _write_inputs(work_dir, args, max_step):
         )
     files = [os.path.join(work_dir, f"corpus-{i}.tfrecord") for i in range(args.num_files)]
     start = time.perf_counter()
-    written = _child(
-        "write",
-        dict(
-            files=files,
-            num_records=num_records,
-            max_seq_length=args.max_seq_length,
-            vocab_size=args.vocab_size,
-        ),
-    )
+    written = _write_corpus(files, num_records, args.max_seq_length, args.vocab_size)
     size = sum(os.path.getsize(path) for path in files)
     print(
-        f"corpus: {written['records']:,} records in {len(files)} files, {size / 1e9:.2f} GB, "
+        f"corpus: {written:,} records in {len(files)} files, {size / 1e9:.2f} GB, "
         f"written in {time.perf_counter() - start:.0f} s",
         flush=True,
     )
@@ -278,7 +183,7 @@ def _timed_resume(source, trial_dir, settings, keep_input_state):
     ignore = None if keep_input_state else shutil.ignore_patterns("input_state")
     shutil.copytree(source, trial_dir, ignore=ignore)
     try:
-        return _child("resume", {**settings, "model_dir": trial_dir})
+        return _resume(settings, trial_dir, settings["step"])
     finally:
         shutil.rmtree(trial_dir)
 
@@ -288,11 +193,11 @@ def _make_checkpoints(work_dir, settings, steps):
     rows = {}
     for step in steps:
         model_dir = os.path.join(work_dir, f"step-{step}")
-        setup = _child("setup", {**settings, "model_dir": model_dir, "step": step})
+        seconds, _ = _pretrain(settings, model_dir, step)
         rows[step] = dict(
             step=step,
             model_dir=model_dir,
-            setup_read_seconds=round(setup["read_seconds"], 1),
+            setup_train_seconds=round(seconds, 1),
             checkpoint_bytes=_bytes(os.path.join(model_dir, f"model.ckpt-{step}.*")),
             input_state_bytes=_bytes(os.path.join(model_dir, "input_state", f"*-{step}.*")),
         )
@@ -375,70 +280,15 @@ def _print_verdicts(rows):
         print(f"first new step's loss, ours vs skip (the same batch?): {verdict} ({losses})")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--steps",
-        help=f"comma-separated global steps to resume at; default {FULL['steps']} ({QUICK['steps']} with --quick)",
-    )
-    parser.add_argument(
-        "--batch_size",
-        type=int,
-        help=f"global batch; default {FULL['batch_size']} ({QUICK['batch_size']} with --quick)",
-    )
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        help=f"resumes of ours per step (the median counts); default {FULL['repeats']} ({QUICK['repeats']} with --quick)",
-    )
-    parser.add_argument(
-        "--baseline_repeats",
-        type=int,
-        default=1,
-        help="resumes of the skip baseline per step; default 1",
-    )
-    parser.add_argument(
-        "--skip_baseline_max_step",
-        type=int,
-        default=0,
-        help="run the skip baseline only at steps up to this one; default 0: at every step",
-    )
-    parser.add_argument(
-        "--max_seq_length", type=int, default=16, help="tokens per record; default 16"
-    )
-    parser.add_argument(
-        "--vocab_size",
-        type=int,
-        default=30522,
-        help="the model's vocabulary, and the synthetic ids' range; default 30522",
-    )
-    parser.add_argument(
-        "--num_files", type=int, default=4, help="TFRecord files of the corpus; default 4"
-    )
-    parser.add_argument(
-        "--work_dir",
-        default=tempfile.gettempdir(),
-        help="where a new folder for the corpus and checkpoints is made; default the temp folder",
-    )
-    parser.add_argument(
-        "--keep", action="store_true", help="keep that folder (removed at the end by default)"
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="tiny sizes: a smoke test, not results"
-    )
-    parser.add_argument("--_child", help=argparse.SUPPRESS)
-    args, rest = parser.parse_known_args()
-    if args._child:
-        _child_main(args._child, json.loads(rest[0]))
-        return
-    if rest:
-        parser.error(f"unrecognized arguments: {rest}")
+def main(argv):
+    del argv
+    args = FLAGS
     for name, value in (QUICK if args.quick else FULL).items():
         if getattr(args, name) is None:
-            setattr(args, name, value)
+            setattr(args, name, value)  # the flag's default: --quick's, else the full run's
     steps = sorted({int(step) for step in args.steps.split(",") if step})
     if not steps or steps[0] <= 0:
-        parser.error(f"--steps must be positive global steps, got {args.steps!r}")
+        raise app.UsageError(f"--steps must be positive global steps, got {args.steps!r}")
 
     print(machine.header(with_tensorflow=False), flush=True)
     print(
@@ -469,4 +319,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    app.run(main)
