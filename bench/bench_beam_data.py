@@ -9,15 +9,12 @@ Corpora: Austen (../shared/data, 2.7 MB) as one file, 20 copies (54 MB) as one f
 copies (1.1 GB) as 20 files of 20 copies; each copy's documents in another shuffled order
 (bench_create_pretraining_data.scaled_corpus, seeds varied per file).
 
-Measured for each run (a child process): wall and CPU seconds (user + system of every process of
-the tree), and peak memory sampled every 20 ms per process: the largest worker's peak RSS (Beam's
-SDK workers, or the pool's forked workers) and the coordinating process's peak RSS (Beam's runner,
-or the pool's main process). On the local runner the coordinating process holds the data between
-stages (the chunks' text and the records on their way to the shards), so its memory grows with the
-corpus; on Dataflow, Flink or Spark that is the shuffle service's and workers' disk. dupe_factor is
-1 for the three sizes (so that the 1.1 GB run's records, about 2.4 GB, fit the runner's memory
-here), and 10 (the default) for one more 54 MB pair, which gives the per-CPU rate the projection
-uses.
+Measured for each run (a child process): wall and CPU seconds of the process tree, and peak memory
+sampled every 20 ms: the largest worker's peak RSS and the coordinating process's (Beam's runner, or
+the pool's main process; on the local runner it holds the data between stages, so it grows with the
+corpus, where a cluster uses its shuffle service's disk). dupe_factor is 1 for the three sizes (the
+1.1 GB run's records must fit the runner's memory here), and 10 for one more 54 MB pair, which
+gives the per-CPU rate the projection uses.
 
     .venv/bin/python -m bench.bench_beam_data                 # about 25 minutes on 2 cores
     .venv/bin/python -m bench.bench_beam_data --scales=1,20   # without the 1.1 GB corpus

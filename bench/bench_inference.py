@@ -13,14 +13,10 @@ given the same intra-op and inter-op thread pools (machine.set_threads):
   share of this machine's own matmul rate (a 2048 x 2048 tf.matmul, measured after the runners, in
   the same process): how close each comes to the physical limit.
 
-Every runner is built and warmed up first; then the runners take turns batch by batch (runner A one
-batch, runner B one batch, runner C one batch, again) and call by call for the latency, so that load
-from other work on the machine falls on all of them alike.
-
-Each TensorFlow runner is a tf.function with a [None, None] input signature (traced once, as a
-server would hold it); torch runs eagerly under `torch.inference_mode()`. The peers need
-`pip install -e .[bench]` (keras-hub) and `.[compare]` (torch + transformers); a runner whose
-package is missing is reported as skipped. `--runners=` picks some.
+Every runner is built and warmed up first; then the runners take turns batch by batch and call by
+call, so that load from other work falls on all alike. Each TensorFlow runner is a tf.function with
+a [None, None] input signature (traced once, as a server holds it); torch runs eagerly under
+`torch.inference_mode()`. A runner whose package is missing is reported as skipped.
 """
 
 import numpy as np

@@ -10,20 +10,20 @@ seed, one run of each mode at the same settings (batch, learning rate, epochs):
     training reads every window as an example with its article's label (an epoch is every window
     once), eval combines an article's windows.
 
-From each run's one pass over the dev windows the script scores every --window_combination rule
-(weighted_mean: the windows' log-probabilities averaged, each window weighted by its wordpieces;
-mean: unweighted; max: each label's largest), the first window alone and the windows alone (how many
-predict their article's label; how many of the wrong ones do so with a probability over 0.9); the
-truncated model is also scored on the dev windows (windows at eval only). --eval_doc_strides scores
-each model on the windows of other strides too. The dev windows' logits are saved under
-work_dir/dev_logits/; from them the table is followed by how many dev articles the default rule
-(weighted_mean) gets wrong in every seed of a mode (errors no seed fixes), and how many of those a
-named peer that reads whole articles, TF-IDF + LinearSVC (scikit-learn), gets wrong too: articles
-whose label is in doubt whatever reads them. Every run appends one JSON line to --results; a run
-already there is skipped, so the seeds can be split over commands. --summarize_only trains nothing,
-but reads the corpus again (writing work_dir/bbc_news/ again) for the peer; it scores every rule
-from the saved dev logits, so a rule added since a run counts too. evaluate() (the table's first
-column) runs with --window_combination=mean.
+Each run is run_classifier.py as a user runs it: --do_train, then its model read by --do_eval
+runs (--init_checkpoint=<the run>) with each --window_combination rule (weighted_mean: the windows'
+log-probabilities averaged, each window weighted by its wordpieces; mean: unweighted; max: each
+label's largest) and without --doc_stride (the first window alone); the truncated model is scored
+on the dev windows too (windows at eval only). --eval_doc_strides scores each model on the windows
+of other strides too. Each run's dev articles' probabilities by the default rule (--do_predict, the
+dev set as its test file) are saved under work_dir/dev_probabilities/; from them the table is
+followed by how many dev articles the default rule gets wrong in every seed of a mode (errors no
+seed fixes), and how many of those a named peer that reads whole articles, TF-IDF + LinearSVC
+(scikit-learn), gets wrong too: articles whose label is in doubt whatever reads them. Every run
+appends one JSON line to --results; a run already there is skipped, so the seeds can be split over
+commands. --summarize_only trains nothing, but reads the corpus again (writing work_dir/bbc_news/
+again) for the peer. A mode's own reading of dev (the table's first column) is the mean rule for
+windows, the first window for truncated.
 
     .venv/bin/python -m bench.bench_long_documents --work_dir=/tmp/long --seeds=1,2,3
     .venv/bin/python -m bench.bench_long_documents --work_dir=/tmp/long --summarize_only
@@ -38,9 +38,9 @@ finetune_real.py's.
 import hashlib
 import json
 import os
+import re
 import shutil
 import statistics
-import time
 
 import numpy as np
 from absl import app, flags, logging
@@ -49,6 +49,7 @@ from bench import (
     finetune_real,  # defines the shared flags
     machine,
     minilm,
+    scripts,
     stats,
 )
 
@@ -67,138 +68,87 @@ flags.DEFINE_string("results", None, "JSON lines of the runs (default: work_dir/
 flags.DEFINE_bool("summarize_only", False, "Train nothing: print the table of --results.")
 
 
-def config_of(data_dir, model_dir, output_dir, seed, doc_stride, do_train=True):
-    from bert_tf.tasks.classification.task import ClassifierSettings
-
-    return ClassifierSettings(
-        bert_config_file=os.path.join(model_dir, "bert_config.json"),
-        vocab_file=os.path.join(model_dir, "vocab.txt"),
-        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt") if do_train else None,
-        output_dir=output_dir, data_dir=data_dir, task_name="tsv", text_a_column="1",
-        label_column="0", do_train=do_train, do_eval=True, max_seq_length=FLAGS.max_seq_length,
+def _flags(model_dir, data_dir, output_dir, seed):
+    """run_classifier.py's flags of a run on data_dir's label<TAB>text files from model_dir."""
+    return dict(
+        **scripts.model_flags(model_dir), output_dir=output_dir, data_dir=data_dir,
+        task_name="tsv", text_a_column="1", label_column="0", max_seq_length=FLAGS.max_seq_length,
         train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
-        learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs, seed=seed,
-        length_bucketing=FLAGS.length_bucketing, doc_stride=doc_stride, log_steps=100,
+        predict_batch_size=FLAGS.eval_batch_size, learning_rate=FLAGS.learning_rate,
+        num_train_epochs=FLAGS.num_train_epochs, seed=seed, length_bucketing=FLAGS.length_bucketing,
+        log_steps=100, save_checkpoints_steps=10**6,
         cut_batches_to_longest=False,  # padded batches, as RESULTS' runs were made
-        window_combination="mean",  # evaluate()'s column; rule_accuracies scores every rule
-        save_checkpoints_steps=10**6,
     )  # fmt: skip
 
 
-def window_scores(run, dump_path):
-    """Dev accuracy of a windowed ClassifierRun's model by each rule, from one pass over the windows.
-
-    Also the windows alone: the share predicting their text's label, and the share of the wrong ones
-    with a probability over 0.9 (confidently wrong windows weigh on the averaging rules). The
-    windows' logits, text_index, label_ids and input_mask are saved to `dump_path` (.npz).
-    """
-    from bert_tf import file_io, metrics
-
-    path, info = run.features("eval")
-    result = run.predict_features(
-        path, info, FLAGS.eval_batch_size, ["logits"], ["label_ids", "text_index", "input_mask"]
-    )
-    with file_io.atomic_write(dump_path, "wb") as writer:
-        np.savez(writer, **result)
-    scores = {"windows_per_text": len(result["text_index"]) / len(np.unique(result["text_index"]))}
-    scores.update(rule_accuracies(result))
-    probabilities = metrics.softmax(np.asarray(result["logits"], np.float64))
-    wrong = probabilities.argmax(-1) != result["label_ids"]
-    scores["window_accuracy"] = float(1 - np.mean(wrong))
-    scores["wrong_windows_over_0.9"] = float(np.mean(probabilities[wrong].max(-1) > 0.9))
-    return scores
-
-
-def rule_accuracies(windows):
-    """{rule: dev accuracy} for each --window_combination rule and "first_window" (that alone),
-    from the dev windows' logits, text_index, label_ids and input_mask (a dict or a saved .npz)."""
-    from bert_tf.models.networks.text_windows import combine_windows
-
-    first = np.unique(windows["text_index"], return_index=True)[1]
-    labels = windows["label_ids"][first]
-    num_tokens = windows["input_mask"].sum(axis=-1)
+def rule_accuracies(flags, trained_dir, stride):
+    """{rule: dev accuracy} of the trained run read in windows `stride` apart, each rule of
+    --window_combination (run_classifier.py --do_eval --init_checkpoint=<the run>), and
+    "first_window": the same model without --doc_stride (the first window alone)."""
     scores = {}
-    for rule in RULES:
-        combined = combine_windows(
-            windows["logits"], windows["text_index"], rule, num_tokens=num_tokens
-        )
-        scores[rule] = float(np.mean(combined.argmax(-1) == labels))
-    scores["first_window"] = float(np.mean(windows["logits"][first].argmax(-1) == labels))
+    for rule, doc_stride in [*((rule, stride) for rule in RULES), ("first_window", None)]:
+        eval_dir = os.path.join(trained_dir + "_eval", f"{rule}_{stride}")
+        scripts.run(
+            "run_classifier", **{**flags, "init_checkpoint": trained_dir, "output_dir": eval_dir},
+            do_eval=True, doc_stride=doc_stride,
+            window_combination=rule if doc_stride else None,
+        )  # fmt: skip
+        scores[rule] = float(scripts.eval_results(eval_dir)["eval_accuracy"])
     return scores
 
 
 def train_and_score(mode, seed, data_dir, model_dir, work_dir):
-    """One run of `mode`: {"accuracy" (evaluate()'s), each rule's, "first_window", speeds...}."""
-    from bert_tf.tasks.classification.task import ClassifierRun
-
+    """One run of `mode`: {"accuracy" (its own reading of dev), each rule's, "first_window", speeds}."""
     output_dir = os.path.join(work_dir, "runs", f"{mode}_seed{seed}")
     shutil.rmtree(output_dir, ignore_errors=True)  # a run cut off earlier starts again
+    shutil.rmtree(output_dir + "_eval", ignore_errors=True)
     doc_stride = FLAGS.doc_stride if mode == "windows" else None
-    run = ClassifierRun(config_of(data_dir, model_dir, output_dir, seed, doc_stride))
-    run.validate()
-    path, info = run.features("train")
-    trainer = run.trainer(path, info["num_real_examples"])
-    start = time.perf_counter()
-    run.train()
-    train_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    results = run.evaluate()
-    eval_seconds = time.perf_counter() - start
-    steps = trainer.settings.num_train_steps
+    flags = _flags(model_dir, data_dir, output_dir, seed)
+    train_seconds, trained = scripts.timed(
+        "run_classifier", **flags, do_train=True, doc_stride=doc_stride,
+        window_combination="mean" if doc_stride else None,
+    )  # fmt: skip
+    steps = int(re.findall(r"step \d+/(\d+)", trained.stderr)[-1])
     row = {
-        "accuracy": float(results["eval_accuracy"]),
-        "eval_loss": float(results["eval_loss"]),
-        "train_inputs": info["num_real_examples"],
+        "train_inputs": round(steps * FLAGS.train_batch_size / FLAGS.num_train_epochs),
         "steps": steps,
         "train_seconds": train_seconds,
         "train_examples_per_sec": steps * FLAGS.train_batch_size / train_seconds,
-        "eval_seconds": eval_seconds,
     }
-    os.makedirs(os.path.join(work_dir, "dev_logits"), exist_ok=True)
     # The trained model reads the dev articles whole through the windows of each prediction
     # stride (the truncated model too: windows at prediction only).
     for stride in eval_doc_strides():
-        run = ClassifierRun(config_of(data_dir, model_dir, output_dir, seed, stride, False))
-        scores = window_scores(run, dump_path(work_dir, mode, seed, settings(), stride))
+        scores = rule_accuracies(flags, output_dir, stride)
         if stride == FLAGS.doc_stride:
             row.update(scores)
         row.setdefault("by_eval_stride", {})[str(stride)] = scores
+    row["accuracy"] = row["mean"] if doc_stride else row["first_window"]
+    # Each dev article's probabilities by the default rule (--do_predict; test.tsv is dev.tsv).
+    predict_dir = os.path.join(output_dir + "_eval", "predict")
+    scripts.run(
+        "run_classifier", **{**flags, "init_checkpoint": output_dir, "output_dir": predict_dir},
+        do_predict=True, doc_stride=FLAGS.doc_stride,
+    )  # fmt: skip
+    path = dump_path(work_dir, mode, seed, settings())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    shutil.copy(os.path.join(predict_dir, "test_results.tsv"), path)
+    with open(os.path.join(output_dir, "labels.txt"), encoding="utf-8") as reader:
+        row["labels"] = reader.read().splitlines()  # test_results.tsv's columns
     shutil.rmtree(output_dir, ignore_errors=True)
+    shutil.rmtree(output_dir + "_eval", ignore_errors=True)
     return row
 
 
-def dump_path(work_dir, mode, seed, run_settings, stride):
-    """The .npz of a run's dev window logits at a prediction stride."""
+def dump_path(work_dir, mode, seed, run_settings):
+    """The test_results.tsv of a run's dev articles (probabilities, --doc_stride, the default rule)."""
     digest = hashlib.sha1(json.dumps(run_settings, sort_keys=True).encode()).hexdigest()[:10]
-    return os.path.join(work_dir, "dev_logits", f"{mode}_seed{seed}_{digest}_stride{stride}.npz")
+    return os.path.join(work_dir, "dev_probabilities", f"{mode}_seed{seed}_{digest}.tsv")
 
 
-def dev_log_probabilities(saved):
-    """(per run, its dev articles' log-probabilities [articles, labels] by the default rule; the
-    labels),
-    from the runs' saved dev windows (`saved`: saved_windows' dicts)."""
-    from bert_tf.models.networks.text_windows import combine_windows
-
-    combined = [
-        combine_windows(
-            windows["logits"],
-            windows["text_index"],
-            RULES[0],
-            num_tokens=windows["input_mask"].sum(axis=-1),
-        )
-        for windows in saved
-    ]
-    first = np.unique(saved[0]["text_index"], return_index=True)[1]
-    return combined, saved[0]["label_ids"][first]
-
-
-def saved_windows(row, work_dir):
-    """A run's saved dev windows ({name: array}, at --doc_stride), or None when not saved."""
-    path = dump_path(work_dir, row["mode"], row["seed"], row["settings"], FLAGS.doc_stride)
-    if not os.path.exists(path):
-        return None
-    with np.load(path) as dump:
-        return {name: dump[name] for name in dump.files}
+def saved_probabilities(row, work_dir):
+    """A run's dev articles' probabilities [articles, labels] (labels sorted), or None."""
+    path = dump_path(work_dir, row["mode"], row["seed"], row["settings"])
+    return np.loadtxt(path, delimiter="\t", ndmin=2) if os.path.exists(path) else None
 
 
 def bag_of_words_wrong(train, dev):
@@ -238,27 +188,19 @@ def settings():
 def summarize(rows, work_dir, dev, peer_wrong):
     """Per mode: each rule's dev accuracy over seeds (mean, standard error, min - max); the articles
     wrong in every seed; the bag-of-words peer (`peer_wrong`: its wrong dev articles)."""
-    saved = {(row["mode"], row["seed"]): saved_windows(row, work_dir) for row in rows}
-    for row in rows:
-        windows = saved[row["mode"], row["seed"]]
-        if windows is not None:  # every rule, from the saved windows (rules added since count)
-            row.update(rule_accuracies(windows))
+    saved = {(row["mode"], row["seed"]): saved_probabilities(row, work_dir) for row in rows}
     print(
-        "\n| training input | seeds | eval: evaluate() (mean rule) | windows, weighted_mean rule "
-        "(default) | windows, mean rule | windows, max rule | first window only | dev windows "
-        "right | wrong windows with p > 0.9 | training inputs | train examples/s (median) | train "
-        "s (median) |"
+        "\n| training input | seeds | eval: its own reading (mean rule) | windows, weighted_mean rule "
+        "(default) | windows, mean rule | windows, max rule | first window only | training inputs "
+        "| train examples/s (median) | train s (median) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for mode in MODES:
         runs = [row for row in rows if row["mode"] == mode]
         if not runs:
             continue
-        keys = ("accuracy", *RULES, "first_window", "window_accuracy")
-        # Runs recorded before a column existed, their windows not saved, leave it empty ("-").
+        keys = ("accuracy", *RULES, "first_window")
         cells = [_mean_cell([r[key] for r in runs if key in r]) for key in keys]
-        wrong = [r["wrong_windows_over_0.9"] for r in runs if "wrong_windows_over_0.9" in r]
-        cells.append(f"{100 * statistics.fmean(wrong):.0f}%" if wrong else "-")
         print(
             f"| {mode} | {len(runs)} | " + " | ".join(cells) + f" | {runs[0]['train_inputs']} | "
             f"{statistics.median(r['train_examples_per_sec'] for r in runs):.1f} | "
@@ -272,15 +214,17 @@ def summarize(rows, work_dir, dev, peer_wrong):
         runs = [row for row in rows if row["mode"] == mode]
         if len(runs) < 2:
             continue
-        windows = [saved[mode, row["seed"]] for row in runs]
-        if any(run_windows is None for run_windows in windows):
-            print(f"{mode}: the dev logits of some seeds are not in {work_dir}/dev_logits")
+        combined = [saved[mode, row["seed"]] for row in runs]
+        if any(probabilities is None for probabilities in combined):
+            print(
+                f"{mode}: the dev probabilities of some seeds are not in {work_dir}/dev_probabilities"
+            )
         else:
-            combined, labels = dev_log_probabilities(windows)
+            labels = np.array([runs[0]["labels"].index(topic) for topic, _ in dev])
             counts = sum((run.argmax(-1) != labels).astype(int) for run in combined)
             always = set(np.flatnonzero(counts == len(runs)).tolist())
             # The seeds' errors of their own, averaged away: how far more seeds could go.
-            ensemble = np.mean(sum(combined).argmax(-1) == labels)
+            ensemble = np.mean(sum(np.log(p) for p in combined).argmax(-1) == labels)
             print(
                 f"{mode}: {len(always)} dev articles wrong ({RULES[0]} rule) in all {len(runs)} "
                 f"seeds ({len(always & peer_wrong)} of them wrong for the bag-of-words peer too), "
@@ -296,7 +240,7 @@ def summarize(rows, work_dir, dev, peer_wrong):
             )
             rules = "".join(f", {rule} {row[rule]:.4f}" for rule in RULES if rule in row)
             print(
-                f"{mode} seed {row['seed']}: evaluate() {row['accuracy']:.4f}{rules}, first window "
+                f"{mode} seed {row['seed']}: its own reading {row['accuracy']:.4f}{rules}, first window "
                 f"{row['first_window']:.4f}{others}"
             )
 
@@ -318,6 +262,7 @@ def main(argv):
     work_dir = FLAGS.work_dir or "/tmp/bench_long_documents"
     results_path = FLAGS.results or os.path.join(work_dir, "runs.jsonl")
     data_dir, train, dev = finetune_real.write_bbc_news(work_dir)
+    shutil.copy(os.path.join(data_dir, "dev.tsv"), os.path.join(data_dir, "test.tsv"))
     peer_wrong = bag_of_words_wrong(train, dev)
     if FLAGS.summarize_only:
         summarize(

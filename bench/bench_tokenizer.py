@@ -8,22 +8,16 @@ the same --threads for every TF runner:
      reference ids), BertPreprocessor.tokenize under tf.function, the same in a tf.data map and
      with packing, and FastBertTokenizer(lower_case_nfd_strip_accents=True).
   2. Multilingual: bench/multilingual_sentences.jsonl, one row per language (French, German,
-     Greek, Russian, Chinese, lines with control and format characters, and all of them
-     shuffled together), each language's lines repeated to --multilingual_lines lines, with two
-     vocabs: the uncased fixture vocab (lower-casing on) and bench/vocab_multilingual_cased.txt
-     (lower-casing off; learned from those sentences and sample_data/sample_text.txt at frequency
-     threshold 1 by bench/make_multilingual_vocab.py, in git history at commit a648816). Every
-     batch holds non-ASCII lines, so BertPreprocessor takes its general paths; the table says how many lines took the
-     normalized path (tensorflow-text kernels fed BERT's own per-character mapping) and how many
-     the code point path, and times the code point path alone too (the path every non-ASCII
-     line took before the normalized path existed).
+     Greek, Russian, Chinese, control and format characters, all shuffled together), repeated to
+     --multilingual_lines lines, with the uncased fixture vocab and bench/vocab_multilingual_cased.txt
+     (cased; learned by build_vocab.py's learner at threshold 1 from those sentences and
+     sample_data/sample_text.txt). The table says how many lines took the normalized path and how
+     many the code point path, and times the code point path alone too.
   3. FullTokenizer's own time on Austen (one pass, and the original algorithm it speeds up).
 
-Speed is given twice: tokens per wall-clock second, and tokens per CPU second of this process
-(all its threads). BertPreprocessor cuts a batch into two slices that parallel kernels tokenize,
-so with a second core free its wall-clock rate can pass its CPU rate; FullTokenizer and
-FastBertTokenizer run on one core. Ratios per CPU second compare work done; ratios per wall
-second compare latency on this machine. Every ratio is between runners of the same run.
+Speed is given per wall-clock second and per CPU second of this process (all its threads):
+BertPreprocessor tokenizes a batch in two parallel slices, FullTokenizer and FastBertTokenizer on one
+core, so CPU ratios compare work and wall ratios latency on this machine.
 
     .venv/bin/python -m bench.bench_tokenizer                       # the tables of bench/results/tokenizer.md
     .venv/bin/python -m bench.bench_tokenizer --batch_sizes=256 --repeats=1   # quick

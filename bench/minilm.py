@@ -2,7 +2,7 @@
 
 The fine-tuning benchmarks start from it: `convert_checkpoint.py` turns the Hugging Face folder into
 `bert_config.json`, `vocab.txt` and `bert_model.ckpt.*`, which `--init_checkpoint` reads as it reads
-Google's releases.
+Google's releases. Its transformers peers train with transformers_optimizer.
 """
 
 import os
@@ -29,3 +29,30 @@ def converted(work_dir):
 
         convert_checkpoint.convert(hf_model_dir(), output_dir, overwrite=True)
     return output_dir
+
+
+def transformers_optimizer(model, learning_rate, total_steps):
+    """torch AdamW with the original's settings (weight decay 0.01 except on LayerNorm and biases, eps
+    1e-6; torch corrects the moments' bias) and schedule (10% linear warmup, then linear decay to
+    0): the transformers peers' optimizer. Returns (optimizer, LambdaLR schedule)."""
+    import torch
+
+    from bert_tf.optimization import NO_DECAY_PATTERNS
+
+    named = list(model.named_parameters())
+    decays = [not any(p in name for p in NO_DECAY_PATTERNS) for name, _ in named]
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": [p for (_, p), d in zip(named, decays, strict=True) if d]},
+            {"params": [p for (_, p), d in zip(named, decays, strict=True) if not d],
+             "weight_decay": 0.0},
+        ],
+        lr=learning_rate, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01,
+    )  # fmt: skip
+    warmup = int(0.1 * total_steps)
+    # The original's schedule, as ours: linear warmup to the peak, then linear decay to 0.
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda step: step / warmup if step < warmup else max(0.0, 1.0 - step / total_steps),
+    )
+    return optimizer, schedule

