@@ -15,10 +15,13 @@ cli.load_tensorflow_quietly()
 
 from bert_tf.beam import batch_prediction  # noqa: E402 (after TensorFlow's quiet start)
 
+# The flags: bert_tf/beam/batch_prediction.py.
+SETTINGS = batch_prediction.BatchPredictSettings
+
 
 def cli_main():
     """Console entry point `bert-batch-predict`."""
-    cli.main(batch_prediction.BatchPredictSettings, batch_prediction.run, __name__)
+    cli.main(SETTINGS, batch_prediction.run, __name__)
 
 
 if __name__ == "__main__":

@@ -11,19 +11,22 @@ an Apache Beam pipeline, and the file is byte-identical to the one-machine run's
 
 from bert_tf import cli, vocabulary
 
+# The flags: bert_tf/vocabulary.py.
+SETTINGS = vocabulary.VocabSettings
 
-def run(config):
+
+def run(settings):
     """One machine, or Beam when --beam_pipeline_options is given; returns the vocabulary."""
-    if config.beam_pipeline_options:
+    if settings.beam_pipeline_options:
         from bert_tf.beam import vocabulary as beam_vocabulary
 
-        return beam_vocabulary.run(config)
-    return vocabulary.run(config)
+        return beam_vocabulary.run(settings)
+    return vocabulary.run(settings)
 
 
 def cli_main():
     """Console entry point `bert-build-vocab`."""
-    cli.main(vocabulary.VocabSettings, run, __name__)
+    cli.main(SETTINGS, run, __name__)
 
 
 if __name__ == "__main__":

@@ -22,10 +22,13 @@ cli.load_tensorflow_quietly()
 
 from bert_tf.formats.convert import ConvertSettings, bert_config_from_hf, convert, run  # noqa: E402, F401
 
+# The flags: bert_tf/formats/convert.py and the shared ones (bert_tf/shared_settings.py).
+SETTINGS = ConvertSettings
+
 
 def cli_main():
     """Console entry point `bert-convert-checkpoint`."""
-    cli.main(ConvertSettings, run, __name__)
+    cli.main(SETTINGS, run, __name__)
 
 
 if __name__ == "__main__":

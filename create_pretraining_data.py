@@ -16,19 +16,22 @@ Flink, Spark, or Beam's local runner) and write the same records as shards <outp
 from bert_tf import cli
 from bert_tf.data.pretraining import writer
 
+# The flags: bert_tf/data/pretraining/writer.py and the shared ones (bert_tf/shared_settings.py).
+SETTINGS = writer.CreateSettings
 
-def run(config):
+
+def run(settings):
     """One machine, or Beam when --beam_pipeline_options is given."""
-    if config.beam_pipeline_options:
+    if settings.beam_pipeline_options:
         from bert_tf.beam import pretraining_data
 
-        return pretraining_data.run(config)
-    return writer.run(config)
+        return pretraining_data.run(settings)
+    return writer.run(settings)
 
 
 def cli_main():
     """Console entry point `bert-create-pretraining-data`."""
-    cli.main(writer.CreateSettings, run, __name__)
+    cli.main(SETTINGS, run, __name__)
 
 
 if __name__ == "__main__":

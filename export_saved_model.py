@@ -15,17 +15,20 @@ cli.load_tensorflow_quietly()
 
 from bert_tf.tasks import exporting  # noqa: E402 (after TensorFlow's quiet start)
 
+# The flags: bert_tf/tasks/exporting.py and the shared ones (bert_tf/shared_settings.py).
+SETTINGS = exporting.ExportSettings
 
-def run(config):
-    """Exports as `config` (an ExportSettings) says and prints the version folder."""
-    path = exporting.export_checkpoint(config)
+
+def run(settings):
+    """Exports as `settings` (an ExportSettings) says and prints the version folder."""
+    path = exporting.export_checkpoint(settings)
     print(path)
     return path
 
 
 def cli_main():
     """Console entry point `bert-export-saved-model`."""
-    cli.main(exporting.ExportSettings, run, __name__)
+    cli.main(SETTINGS, run, __name__)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,13 @@ cli.load_tensorflow_quietly()
 
 from bert_tf.tasks import extract_features_run  # noqa: E402 (after TensorFlow's quiet start)
 
+# The flags: bert_tf/tasks/extract_features_run.py and the shared ones (bert_tf/shared_settings.py).
+SETTINGS = extract_features_run.ExtractSettings
+
 
 def cli_main():
     """Console entry point `bert-extract-features`."""
-    cli.main(
-        extract_features_run.ExtractSettings, extract_features_run.run_extract_features, __name__
-    )
+    cli.main(SETTINGS, extract_features_run.run_extract_features, __name__)
 
 
 if __name__ == "__main__":

@@ -16,17 +16,20 @@ from bert_tf import cli
 cli.load_tensorflow_quietly()
 
 from bert_tf.tasks.distillation import run  # noqa: E402 (after TensorFlow's quiet start)
-from bert_tf.tasks.distillation.distillation_settings import DistillationSettings  # noqa: E402
+from bert_tf.tasks.task_settings import DistillationSettings  # noqa: E402
+
+# The flags: bert_tf/tasks/task_settings.py and the shared ones (bert_tf/shared_settings.py).
+SETTINGS = DistillationSettings
 
 
-def make_run(config):
+def make_run(settings):
     """The distillation run of the flags (the teacher and the student checked first)."""
-    return run.make_run(config)
+    return run.make_run(settings)
 
 
 def cli_main():
     """Console entry point `bert-run-distillation`."""
-    cli.run_main(DistillationSettings, make_run, __name__)
+    cli.run_main(SETTINGS, make_run, __name__)
 
 
 if __name__ == "__main__":

@@ -21,17 +21,20 @@ cli.load_tensorflow_quietly()
 from bert_tf import tasks  # noqa: E402 (after TensorFlow's quiet start)
 
 TASK = tasks.TASKS["tagger"]
+# The flags: FeatureTaggerSettings (bert_tf/tasks/task_settings.py) and the shared ones it derives from
+# (bert_tf/shared_settings.py).
+SETTINGS = tasks.script_settings(TASK)
 
 
-def make_run(config):
+def make_run(settings):
     """The run the flags ask for: a tagger's, the feature-based tagger's with --feature_layers,
     or a sweep of such runs when a sweep flag lists several values."""
-    return tasks.make_run(TASK, config)
+    return tasks.make_run(TASK, settings)
 
 
 def cli_main():
     """Console entry point `bert-run-ner`."""
-    cli.run_main(tasks.script_settings(TASK), make_run, __name__)
+    cli.run_main(SETTINGS, make_run, __name__)
 
 
 if __name__ == "__main__":

@@ -16,15 +16,18 @@ cli.load_tensorflow_quietly()
 
 from bert_tf.tasks import pretraining  # noqa: E402 (after TensorFlow's quiet start)
 
+# The flags: bert_tf/tasks/pretraining.py and the shared ones (bert_tf/shared_settings.py).
+SETTINGS = pretraining.PretrainingSettings
 
-def run(config):
-    """Pretrains and/or evaluates as `config` (a PretrainingSettings) says; returns the Trainer."""
-    return pretraining.PretrainingRun(config).run()
+
+def run(settings):
+    """Pretrains and/or evaluates as `settings` (a PretrainingSettings) says; returns the Trainer."""
+    return pretraining.PretrainingRun(settings).run()
 
 
 def cli_main():
     """Console entry point `bert-run-pretraining`."""
-    cli.run_main(pretraining.PretrainingSettings, pretraining.PretrainingRun, __name__)
+    cli.run_main(SETTINGS, pretraining.PretrainingRun, __name__)
 
 
 if __name__ == "__main__":

@@ -16,17 +16,20 @@ cli.load_tensorflow_quietly()
 from bert_tf import tasks  # noqa: E402 (after TensorFlow's quiet start)
 
 TASK = tasks.TASKS["squad"]
+# The flags: SquadSettings (bert_tf/tasks/task_settings.py) and the shared ones it derives from
+# (bert_tf/shared_settings.py).
+SETTINGS = tasks.script_settings(TASK)
 
 
-def make_run(config):
+def make_run(settings):
     """The run the flags ask for: SQuAD's, or a sweep of such runs when a sweep flag lists
     several values."""
-    return tasks.make_run(TASK, config)
+    return tasks.make_run(TASK, settings)
 
 
 def cli_main():
     """Console entry point `bert-run-squad`."""
-    cli.run_main(tasks.script_settings(TASK), make_run, __name__)
+    cli.run_main(SETTINGS, make_run, __name__)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Running a top-level script: its flags from its settings dataclass, one-line errors, quiet devices.
 
 Every script is the same few lines: `load_tensorflow_quietly()` before its imports, then
-`main(ItsConfig, its_run_function, __name__)`, or for a training script `run_main(ItsConfig,
+`main(ItsSettings, its_run_function, __name__)`, or for a training script `run_main(ItsSettings,
 make_its_run, __name__)`. This module imports no TensorFlow itself; it declares the dataclass's
 flags (bert_tf.settings), parses the command line, builds the settings and calls the run function
 (or makes the run and calls its `run()`). Bad input raises `InputError` anywhere below; it ends the program with one
@@ -85,11 +85,11 @@ def _cuda_probe_lines_dropped():
 
 
 def main(settings_class, run_function, module_name, **flag_defaults):
-    """Declares `settings_class`'s flags, parses argv and runs `run_function(config)`.
+    """Declares `settings_class`'s flags, parses argv and runs `run_function(settings)`.
 
     Args:
       settings_class: the script's settings dataclass (fields declared with bert_tf.settings.setting).
-      run_function: (config) -> anything (not the exit status); the script's work.
+      run_function: (settings) -> anything (not the exit status); the script's work.
       module_name: the script's `__name__`: --helpshort lists its flags.
       **flag_defaults: the script's own defaults for some flags.
     """
@@ -101,7 +101,7 @@ def main(settings_class, run_function, module_name, **flag_defaults):
 
 def run_main(settings_class, make_run, module_name):
     """A training script's main: declares `settings_class`'s flags, parses argv, makes the run of
-    the settings (`make_run(config)`, which checks everything before any work) and calls its
+    the settings (`make_run(settings)`, which checks everything before any work) and calls its
     `run()`, the first call of the path to the gradient (docs/architecture.md's trail)."""
     from absl import app
 
@@ -124,8 +124,8 @@ def _define_flags(settings_class, module_name, flag_defaults):
 
 
 def _absl_main(settings_class, run_function=None, make_run=None):
-    """absl's main: the settings of the parsed flags to `run_function(config)`, or to
-    `make_run(config).run()`; one line for bad input or a stop from outside."""
+    """absl's main: the settings of the parsed flags to `run_function(settings)`, or to
+    `make_run(settings).run()`; one line for bad input or a stop from outside."""
     from absl import app
 
     from bert_tf import log_filter
@@ -139,11 +139,11 @@ def _absl_main(settings_class, run_function=None, make_run=None):
         try:
             log_filter.shorten_long_lines()
             with stopping_on_sigterm():
-                config = from_flags(settings_class)
+                settings = from_flags(settings_class)
                 if make_run is None:
-                    run_function(config)
+                    run_function(settings)
                 else:
-                    make_run(config).run()
+                    make_run(settings).run()
         except InputError as error:
             sys.exit(f"error: {error}")
         except RunStopped as error:  # SIGTERM or a lost peer: a rerun resumes

@@ -2,17 +2,23 @@
 
 A run's settings travel as a dataclass (so tasks run the same from flags, tests and bench/), and each of
 its `setting` fields declares the flag of the same name, its default and its help text. A script calls
-`define_flags(ItsConfig, __name__)` and later `from_flags(ItsConfig)`; nothing else restates a flag.
+`define_flags(ItsSettings, __name__)` and later `from_flags(ItsSettings)`.
+
+A flag several scripts take is declared once (bert_tf/shared_settings.py) and their settings classes
+derive from its class. A script whose use of it differs declares the field again in its own class, type
+and all, with `restated`: its own default or help, the rest of the flag the base's. A class's flags are
+its fields as `dataclasses` collects them; no hook rewrites them.
 
 Example:
 ```python
 @dataclasses.dataclass(kw_only=True)
-class LayerSettings:
+class LayerSettings(VocabFileSetting):
     layers: str = setting("-1,-2,-3,-4", "Encoder layers to write (negative: from the top).")
     batch_size: int = setting(32, "Lines per forward pass.")
+    vocab_file: str | None = restated(VocabFileSetting, "vocab_file", help="The model's vocab.txt.")
 
-define_flags(LayerSettings, __name__)        # --layers, --batch_size, shown by --helpshort
-config = from_flags(LayerSettings)           # after absl parsed the command line
+define_flags(LayerSettings, __name__)        # --layers, --batch_size, --vocab_file (--helpshort)
+settings = from_flags(LayerSettings)         # after absl parsed the command line
 ```
 """
 
@@ -87,47 +93,27 @@ def recorded_settings(settings_class, **values):
     return types.SimpleNamespace(**settings)
 
 
-class _Change:
-    """What `changed` records: the base field's default, help or sweep, changed in a subclass."""
+def restated(base, name, default=dataclasses.MISSING, *, help=None, sweep=None):
+    """A class's own declaration of the flag `name` of `base`, with its default, help or sweep changed.
 
-    def __init__(self, **changes):
-        self.changes = changes
+    The class declares the field with its type, as `base` does, and this as its value; the rest of
+    the flag (its choices, whether it is recorded) is `base`'s:
 
+        doc_stride: int | None = restated(DocStrideSetting, "doc_stride", 128, help="...")
 
-def changed(default=dataclasses.MISSING, *, help=None, sweep=None):
-    """A subclass's change to a `setting` of its base: its default, help text or sweep, nothing else.
-
-    The subclass names the field without its type (`max_seq_length = changed(384)`); the class
-    must derive from `Settings`, which fills in the rest from the base's declaration.
+    Raises:
+      TypeError: when `base` has no flag `name`.
     """
-    changes = {"default": default, "help": help, "sweep": sweep}
-    return _Change(
-        **{key: value for key, value in changes.items() if value not in (None, dataclasses.MISSING)}
-    )
-
-
-class Settings:
-    """Base of settings dataclasses: turns a subclass's `changed(...)` into the base's field, changed."""
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        annotations = cls.__dict__.get("__annotations__", {})
-        for name, change in list(vars(cls).items()):
-            if not isinstance(change, _Change):
-                continue
-            base = next(
-                (b.__dataclass_fields__[name] for b in cls.__mro__[1:]
-                 if name in getattr(b, "__dataclass_fields__", {})),
-                None,
-            )  # fmt: skip
-            if base is None:
-                raise TypeError(f"{cls.__name__}.{name}: changed() needs a base field of that name")
-            metadata = dict(base.metadata)
-            metadata.update({k: v for k, v in change.changes.items() if k in ("help", "sweep")})
-            default = change.changes.get("default", base.default)
-            setattr(cls, name, dataclasses.field(default=default, metadata=metadata))
-            annotations[name] = base.type
-        cls.__annotations__ = annotations
+    fields = {field.name: field for field in flag_fields(base)}
+    if name not in fields:
+        raise TypeError(f"restated: {base.__name__} has no flag {name!r}")
+    metadata = dict(fields[name].metadata)
+    if help is not None:
+        metadata["help"] = help
+    if sweep is not None:
+        metadata["sweep"] = sweep
+    default = fields[name].default if default is dataclasses.MISSING else default
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def flag_fields(settings_class):

@@ -162,45 +162,45 @@ def write_vocab(path, vocab):
     file_io.write_text(path, "".join(token + "\n" for token in vocab))
 
 
-def check_config(config):
+def check_config(settings):
     """The flags' errors, one line each, before any work.
 
     Returns:
       The input files (each pattern's matches, sorted).
     """
     for name in ("input_file", "vocab_file"):
-        if not getattr(config, name):
+        if not getattr(settings, name):
             raise InputError(f"--{name} is required")
-    if config.vocab_size <= len(SPECIAL_TOKENS):
-        raise InputError(f"--vocab_size must be > {len(SPECIAL_TOKENS)}, got {config.vocab_size}")
-    if config.num_unused < 0:
-        raise InputError(f"--num_unused must be >= 0, got {config.num_unused}")
-    folder = os.path.dirname(os.path.abspath(config.vocab_file))
-    if not file_io.is_url(config.vocab_file) and not os.path.isdir(folder):
-        raise InputError(f"--vocab_file={config.vocab_file}: the folder {folder} does not exist")
-    return file_io.expand_globs(config.input_file, "--input_file")
+    if settings.vocab_size <= len(SPECIAL_TOKENS):
+        raise InputError(f"--vocab_size must be > {len(SPECIAL_TOKENS)}, got {settings.vocab_size}")
+    if settings.num_unused < 0:
+        raise InputError(f"--num_unused must be >= 0, got {settings.num_unused}")
+    folder = os.path.dirname(os.path.abspath(settings.vocab_file))
+    if not file_io.is_url(settings.vocab_file) and not os.path.isdir(folder):
+        raise InputError(f"--vocab_file={settings.vocab_file}: the folder {folder} does not exist")
+    return file_io.expand_globs(settings.input_file, "--input_file")
 
 
-def run(config):
+def run(settings):
     """build_vocab.py on one machine: counts the words, learns, writes --vocab_file.
 
     Returns:
       The vocabulary (a list of tokens).
     """
-    paths = check_config(config)
+    paths = check_config(settings)
     for path in paths:
         if not file_io.is_url(path):
             file_io.check_utf8(path)  # invalid UTF-8 is named (file and line) before the counting
     with doing(f"counting the words of {len(paths)} file(s)"):
-        counts = count_file_words(paths, config.do_lower_case)
-    return learn_and_write(counts, config)
+        counts = count_file_words(paths, settings.do_lower_case)
+    return learn_and_write(counts, settings)
 
 
-def learn_and_write(counts, config):
+def learn_and_write(counts, settings):
     """The second half of both runs: the learner on the counts, then the file."""
     logging.info("%d distinct words, %d in all", len(counts), sum(counts.values()))
     with doing("learning the vocabulary"):
-        vocab = learn_vocab(counts, config.vocab_size, reserved_tokens(config.num_unused))
-    write_vocab(config.vocab_file, vocab)
-    logging.info("Wrote %d tokens to %s", len(vocab), config.vocab_file)
+        vocab = learn_vocab(counts, settings.vocab_size, reserved_tokens(settings.num_unused))
+    write_vocab(settings.vocab_file, vocab)
+    logging.info("Wrote %d tokens to %s", len(vocab), settings.vocab_file)
     return vocab

@@ -26,8 +26,7 @@ from bert_tf.tasks import run_script
 from bert_tf.tasks.classification.task import SPEC as CLASSIFIER
 from bert_tf.tasks.distillation import run as distillation_run
 from bert_tf.tasks.distillation import teacher
-from bert_tf.tasks.distillation.distillation_settings import DistillationSettings
-from bert_tf.tasks.task_settings import ClassifierSettings, MultiLabelSettings
+from bert_tf.tasks.task_settings import ClassifierSettings, DistillationSettings, MultiLabelSettings
 from bert_tf.training.checkpoint_state import CheckpointState
 
 from conftest import (

@@ -81,7 +81,7 @@ class BatchPredictSettings:
     num_shards: int = setting(0, "Output files; 0 = as many as the runner chooses. Default 0.")
 
 
-def run(config):
+def run(settings):
     """batch_predict.py: checks the settings and files, then runs the pipeline to its end.
 
     Returns:
@@ -91,25 +91,25 @@ def run(config):
       InputError: in one line, for anything refused before submission or by a worker.
     """
     for name in ("export_dir", "input_file", "output_file"):
-        if not getattr(config, name):
+        if not getattr(settings, name):
             raise InputError(f"--{name} is required")
-    if config.num_shards < 0:
-        raise InputError(f"--num_shards must be >= 0, got {config.num_shards}")
-    options = pipeline.parse_options(config.beam_pipeline_options)
+    if settings.num_shards < 0:
+        raise InputError(f"--num_shards must be >= 0, got {settings.num_shards}")
+    options = pipeline.parse_options(settings.beam_pipeline_options)
     from bert_tf.beam.inference import ExportModelHandler  # needs apache_beam: after parse_options
 
     handler = ExportModelHandler(
-        config.export_dir,
-        min_batch_size=config.min_batch_size,
-        max_batch_size=config.max_batch_size,
+        settings.export_dir,
+        min_batch_size=settings.min_batch_size,
+        max_batch_size=settings.max_batch_size,
     )
     reserved = sorted(set(_KEYS) & set(handler.signature.outputs))
     if reserved:
         raise InputError(f"{handler.folder}: an output is named {reserved[0]!r}, a key of ours")
-    files = file_io.expand_globs(config.input_file, "--input_file")
+    files = file_io.expand_globs(settings.input_file, "--input_file")
     for path in files:
         check_input_file(path, handler.signature.inputs)
-    _check_output_prefix(config.output_file)
+    _check_output_prefix(settings.output_file)
     logging.info(
         "Predicting %d file(s) with %s (%s)",
         len(files),
@@ -117,11 +117,11 @@ def run(config):
         handler.signature.describe_inputs(),
     )
     beam_pipeline = pipeline.make_pipeline(options)
-    add_predictions(beam_pipeline, handler, files, config.output_file, config.num_shards)
-    with pipeline.removing_sink_temporaries(config.output_file):
+    add_predictions(beam_pipeline, handler, files, settings.output_file, settings.num_shards)
+    with pipeline.removing_sink_temporaries(settings.output_file):
         pipeline.run(beam_pipeline)
-    written = output_files(config.output_file)
-    logging.info("Wrote %d file(s): %s", len(written), f"{config.output_file}*{OUTPUT_SUFFIX}")
+    written = output_files(settings.output_file)
+    logging.info("Wrote %d file(s): %s", len(written), f"{settings.output_file}*{OUTPUT_SUFFIX}")
     return written
 
 

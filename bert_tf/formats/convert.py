@@ -35,7 +35,7 @@ from bert_tf.formats.sentence_transformers_folder import (
     sentence_transformers_settings,
 )
 from bert_tf.modeling import SIZE_FIELDS, BertConfig, BertModel, BertPretrainingModel
-from bert_tf.settings import changed, setting
+from bert_tf.settings import restated, setting
 from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
 
 _BERT_CONFIG_KEYS = tuple(field.name for field in dataclasses.fields(BertConfig))
@@ -76,45 +76,51 @@ class ConvertSettings(BertConfigFileSetting, InitCheckpointSetting, VocabFileSet
         "--hf_model_dir, huggingface with --init_checkpoint.",
         choices=OUTPUT_FORMATS,
     )
-    init_checkpoint = changed(
+    init_checkpoint: str | None = restated(
+        InitCheckpointSetting,
+        "init_checkpoint",
         help="--output_format=huggingface|keras_hub: a checkpoint prefix, a release folder or a "
-        "fine-tuning run's output_dir (its task.json gives the task and labels)."
+        "fine-tuning run's output_dir (its task.json gives the task and labels).",
     )
-    vocab_file = changed(
+    vocab_file: str | None = restated(
+        VocabFileSetting,
+        "vocab_file",
         help="--output_format=huggingface|keras_hub: vocab.txt. Default: the vocab.txt beside the "
-        "checkpoint (a run's output_dir, a release folder)."
+        "checkpoint (a run's output_dir, a release folder).",
     )
-    bert_config_file = changed(
-        help="Default: the run's task.json, else bert_config.json beside the checkpoint."
+    bert_config_file: str | None = restated(
+        BertConfigFileSetting,
+        "bert_config_file",
+        help="Default: the run's task.json, else bert_config.json beside the checkpoint.",
     )
     do_lower_case: bool | None = setting(
         None, "Default: the run's (task.json), a converted model's (embedding.json), else True."
     )
 
 
-def run(config):
-    """convert_checkpoint.py: converts as `config` says; bad input is an InputError naming it."""
-    if config.output_format is None:  # the direction the input flag says
-        out = config.init_checkpoint and not config.hf_model_dir
-        config = dataclasses.replace(config, output_format="huggingface" if out else "google")
-    if config.output_format not in OUTPUT_FORMATS:
+def run(settings):
+    """convert_checkpoint.py: converts as `settings` says; bad input is an InputError naming it."""
+    if settings.output_format is None:  # the direction the input flag says
+        out = settings.init_checkpoint and not settings.hf_model_dir
+        settings = dataclasses.replace(settings, output_format="huggingface" if out else "google")
+    if settings.output_format not in OUTPUT_FORMATS:
         raise InputError(f"--output_format must be one of {OUTPUT_FORMATS}")
-    if not config.output_dir:
+    if not settings.output_dir:
         raise InputError("--output_dir is required")
-    remove_leftovers(config.output_dir)  # of a killed conversion into the same folder
-    if config.output_format != "google":
+    remove_leftovers(settings.output_dir)  # of a killed conversion into the same folder
+    if settings.output_format != "google":
         from bert_tf.formats.convert_out import convert_out
 
-        return convert_out(config)
-    if not config.hf_model_dir:
-        if config.init_checkpoint:
+        return convert_out(settings)
+    if not settings.hf_model_dir:
+        if settings.init_checkpoint:
             raise InputError(
                 "--init_checkpoint converts out: pass --output_format=huggingface or keras_hub "
                 "(--output_format=google converts --hf_model_dir in)"
             )
         raise InputError("--hf_model_dir is required")
     try:
-        return convert(config.hf_model_dir, config.output_dir, overwrite=config.overwrite)
+        return convert(settings.hf_model_dir, settings.output_dir, overwrite=settings.overwrite)
     except (FileNotFoundError, FileExistsError) as error:
         raise InputError(str(error)) from None
 

@@ -30,7 +30,7 @@ from bert_tf.models.networks.task_info import (
 )
 from bert_tf.models.task import QUANTIZATION_MODES
 from bert_tf.precision import MIXED_PRECISION_POLICIES, build_with_policy, store_in_compute_dtype
-from bert_tf.settings import changed, setting
+from bert_tf.settings import restated, setting
 from bert_tf.shared_settings import BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting
 from bert_tf.tasks import TASKS, get_task
 from bert_tf.tasks.run import check_objective_matches
@@ -41,13 +41,19 @@ from bert_tf.tokenization import check_vocab
 class ExportSettings(BertConfigFileSetting, InitCheckpointSetting, VocabFileSetting):
     """export_saved_model.py's settings."""
 
-    init_checkpoint = changed(
-        help="Checkpoint prefix, or a folder holding bert_model.ckpt.* or a run's checkpoints."
+    init_checkpoint: str | None = restated(
+        InitCheckpointSetting,
+        "init_checkpoint",
+        help="Checkpoint prefix, or a folder holding bert_model.ckpt.* or a run's checkpoints.",
     )
     export_dir: str | None = setting(None, "Folder TF Serving watches; gets <version>/.")
-    vocab_file = changed(help="vocab.txt of the model (copied into the export).")
-    bert_config_file = changed(
-        help="Default: the run's task.json, or bert_config.json beside the checkpoint."
+    vocab_file: str | None = restated(
+        VocabFileSetting, "vocab_file", help="vocab.txt of the model (copied into the export)."
+    )
+    bert_config_file: str | None = restated(
+        BertConfigFileSetting,
+        "bert_config_file",
+        help="Default: the run's task.json, or bert_config.json beside the checkpoint.",
     )
     do_lower_case: bool | None = setting(None, "Default: the run's setting (task.json), else True.")
     max_seq_length: int | None = setting(

@@ -16,7 +16,6 @@ from absl import logging
 
 from bert_tf import file_io
 from bert_tf.checkpoints import export_google_checkpoint
-from bert_tf.data.pretraining.dynamic import DynamicMaskingSetting
 from bert_tf.data.pretraining.masking import MaskingOptions
 from bert_tf.data.pretraining.reader import check_records, make_pretraining_dataset
 from bert_tf.data.pretraining.record_objective import file_objective
@@ -25,11 +24,11 @@ from bert_tf.errors import InputError
 from bert_tf.modeling import BertPretrainingModel, pretraining_loss
 from bert_tf.models.networks.task_info import TaskInfo, write_task_info
 from bert_tf.optimization import OPTIMIZER_TYPES, create_optimizer
-from bert_tf.settings import changed, setting
-from bert_tf.shared_settings import ObjectiveSetting
+from bert_tf.settings import restated, setting
+from bert_tf.shared_settings import DynamicMaskingSetting, ObjectiveSetting, RunSettings
 from bert_tf.sigterm import doing
 from bert_tf.tasks.run import Run
-from bert_tf.tasks.run_settings import RunSettings
+from bert_tf.tasks.run_settings import check_learning_rates
 from bert_tf.training import Trainable
 from bert_tf.training.evaluation import evaluate
 
@@ -154,9 +153,13 @@ class PretrainingSettings(RunSettings, ObjectiveSetting, DynamicMaskingSetting):
     input_file: str | None = setting(
         None, "Comma-separated TFRecord files or globs (create_pretraining_data.py)."
     )
-    max_seq_length = changed(help="Sequence length S the TFRecords were written with.")
+    max_seq_length: int = restated(
+        RunSettings, "max_seq_length", help="Sequence length S the TFRecords were written with."
+    )
     max_predictions_per_seq: int = setting(20, "Masked positions P per sequence in the TFRecords.")
-    do_eval = changed(help="Evaluate on --input_file after training.")
+    do_eval: bool = restated(
+        RunSettings, "do_eval", help="Evaluate on --input_file after training."
+    )
     num_train_steps: int = setting(
         100000, "Optimizer updates in all (the run stops at this global step)."
     )
@@ -179,6 +182,7 @@ class PretrainingSettings(RunSettings, ObjectiveSetting, DynamicMaskingSetting):
 
     def check(self):
         super().check()
+        check_learning_rates(self)
         if not (self.do_train or self.do_eval):
             raise InputError("At least one of --do_train or --do_eval must be True")
         if not self.input_file:

@@ -1,12 +1,16 @@
-"""The settings of each fine-tuning task: its script's flags, each declared once, and its part of
+"""The settings of each fine-tuning script: its flags, each declared once, and its part of
 task.json (the fields declared `recorded`).
+
+A script's flags are read here and in bert_tf/shared_settings.py, which declares those several scripts
+share (FineTuningSettings, --data_dir, --tfds_data_dir, --doc_stride, ...); a class that changes a
+shared flag's default or help declares that field again here (`restated`). Every class here derives
+from tasks/run_settings.py's TaskSettings (FineTuningSettings and the checks that need the model).
 
 They sit below every task folder and import none. task.json's reader (bert_tf.models.networks.
 task_info) knows each task's recorded settings from its own plain table, RECORDED_SETTINGS, which
-tests/test_task_info.py holds equal to the recorded fields of SETTINGS_CLASSES; the flags several scripts share (--vocab_file, --data_dir, --tfds_data_dir, --doc_stride) are
-declared once in bert_tf/shared_settings.py, and a task changes only their default or help. A task
-module names its settings class in its TaskSpec (`settings_class`); tests/test_task_contract.py checks
-that SETTINGS_CLASSES and bert_tf.tasks.TASKS agree.
+tests/test_task_info.py holds equal to the recorded fields of SETTINGS_CLASSES. A task module names
+its settings class in its TaskSpec (`settings_class`); tests/test_task_contract.py checks that
+SETTINGS_CLASSES and bert_tf.tasks.TASKS agree.
 """
 
 import dataclasses
@@ -16,9 +20,15 @@ from bert_tf.models.networks.embedder_network import DEFAULT_SCALE
 from bert_tf.models.networks.feature_head import DEFAULT_LSTM_SIZE
 from bert_tf.models.networks.squad_serving import SQUAD_MAX_SEQ_LENGTH, check_windows
 from bert_tf.models.networks.task_info import FEATURE_LAYERS, POOLINGS, WINDOW_COMBINATIONS
-from bert_tf.settings import changed, derived, setting
-from bert_tf.shared_settings import DataDirSetting, DocStrideSetting, TfdsDataDirSetting
-from bert_tf.tasks.run_settings import FineTuningSettings
+from bert_tf.settings import derived, restated, setting
+from bert_tf.shared_settings import (
+    DataDirSetting,
+    DocStrideSetting,
+    RunSettings,
+    TfdsDataDirSetting,
+    VocabFileSetting,
+)
+from bert_tf.tasks.run_settings import TaskSettings
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -26,7 +36,9 @@ class DataSource(DataDirSetting, TfdsDataDirSetting):
     """Where run_classifier.py's examples come from: the data flags (read by
     tasks/classification/data's `get_processor`)."""
 
-    data_dir = changed(help="Folder with the task's files (GLUE layout or yours).")
+    data_dir: str | None = restated(
+        DataDirSetting, "data_dir", help="Folder with the task's files (GLUE layout or yours)."
+    )
     task_name: str | None = setting(
         None,
         "cola, sst-2, mrpc, qqp, sts-b, mnli, mnli-mm, qnli, rte, wnli, ax, xnli; tsv / csv for "
@@ -59,7 +71,12 @@ class SquadWindowSettings(DocStrideSetting):
     derives from this), its part of task.json (recorded) and the export's (bert_tf/models/networks/
     squad_serving.py's QaSettings)."""
 
-    doc_stride = changed(128, help="Wordpieces between the starts of a long context's windows.")
+    doc_stride: int | None = restated(
+        DocStrideSetting,
+        "doc_stride",
+        128,
+        help="Wordpieces between the starts of a long context's windows.",
+    )
     max_query_length: int = setting(
         64, "Question wordpieces kept; longer questions are cut to this.", recorded=True
     )
@@ -86,16 +103,18 @@ class SquadWindowSettings(DocStrideSetting):
 
 
 @dataclasses.dataclass(kw_only=True)
-class ClassifierSettings(FineTuningSettings, DataSource, DocStrideSetting):
+class ClassifierSettings(TaskSettings, DataSource, DocStrideSetting):
     """run_classifier.py's settings: the shared fine-tuning ones plus where the data comes from."""
 
-    doc_stride = changed(
+    doc_stride: int | None = restated(
+        DocStrideSetting,
+        "doc_stride",
         help="Classify each text whole: a text longer than --max_seq_length - 2 wordpieces becomes "
         "windows of that many, starting this many apart (as run_squad.py's). Training uses every "
         "window (steps count windows); eval, predict and the export combine a text's windows "
         "(--window_combination). Single-text tasks. Default: cut texts, as the original; a run "
         "that does not train, or resumes, takes the windows of the checkpoint's run (its "
-        "task.json), as its export does."
+        "task.json), as its export does.",
     )
     class_weights: str | None = setting(
         None,
@@ -166,11 +185,13 @@ class MultiLabelSettings(ClassifierSettings):
 
 
 @dataclasses.dataclass(kw_only=True)
-class SquadSettings(FineTuningSettings, SquadWindowSettings, TfdsDataDirSetting):
+class SquadSettings(TaskSettings, SquadWindowSettings, TfdsDataDirSetting):
     """run_squad.py's settings: the shared fine-tuning ones (max_seq_length 384), the windowing and
     n-best ones (SquadWindowSettings) and where the data comes from."""
 
-    max_seq_length = changed(
+    max_seq_length: int = restated(
+        RunSettings,
+        "max_seq_length",
         SQUAD_MAX_SEQ_LENGTH,
         help="Longest WordPiece sequence: question, window and 3 tokens.",
     )
@@ -199,21 +220,25 @@ class SquadSettings(FineTuningSettings, SquadWindowSettings, TfdsDataDirSetting)
 
 
 @dataclasses.dataclass(kw_only=True)
-class TaggerSettings(FineTuningSettings, DataDirSetting, DocStrideSetting):
+class TaggerSettings(TaskSettings, DataDirSetting, DocStrideSetting):
     """run_ner.py's settings: the shared fine-tuning ones plus the data and the window stride."""
 
-    data_dir = changed(
+    data_dir: str | None = restated(
+        DataDirSetting,
+        "data_dir",
         help="Folder with train.txt, dev.txt (or valid.txt) and test.txt in CoNLL format (also the "
-        "original release's eng.train, eng.testa, eng.testb)."
+        "original release's eng.train, eng.testa, eng.testb).",
     )
     label_column: int = setting(
         -1,
         "Column holding the label (0-based; negative counts from the end, -1 = last). The word is "
         "column 0.",
     )
-    doc_stride = changed(
+    doc_stride: int | None = restated(
+        DocStrideSetting,
+        "doc_stride",
         help="A sentence longer than max_seq_length - 2 wordpieces is split into overlapping windows "
-        "starting this many pieces apart (default: (max_seq_length - 2) // 2)."
+        "starting this many pieces apart (default: (max_seq_length - 2) // 2).",
     )
 
     def check(self):
@@ -261,12 +286,14 @@ class FeatureTaggerSettings(TaggerSettings):
 
 
 @dataclasses.dataclass(kw_only=True)
-class MultipleChoiceSettings(FineTuningSettings, DataDirSetting):
+class MultipleChoiceSettings(TaskSettings, DataDirSetting):
     """run_swag.py's settings: the shared fine-tuning ones plus the data folder."""
 
-    data_dir = changed(
+    data_dir: str | None = restated(
+        DataDirSetting,
+        "data_dir",
         help="Folder with SWAG's train.csv, val.csv and test.csv, or train.jsonl, dev.jsonl and "
-        'test.jsonl of {"context", "choices", "label", "question" (optional)}.'
+        'test.jsonl of {"context", "choices", "label", "question" (optional)}.',
     )
 
     def check(self):
@@ -275,13 +302,15 @@ class MultipleChoiceSettings(FineTuningSettings, DataDirSetting):
 
 
 @dataclasses.dataclass(kw_only=True)
-class EmbeddingSettings(FineTuningSettings, DataDirSetting):
+class EmbeddingSettings(TaskSettings, DataDirSetting):
     """run_embedding.py's settings: the shared fine-tuning ones, the data folder and the pooling."""
 
-    data_dir = changed(
+    data_dir: str | None = restated(
+        DataDirSetting,
+        "data_dir",
         help="Folder with train.tsv and dev.tsv (rows anchor<TAB>positive[<TAB>hard negative]; or "
         'train.jsonl, dev.jsonl of {"anchor", "positive", "negative" (optional)}) and test.txt '
-        '(one text to embed per line; or test.jsonl of {"text"}).'
+        '(one text to embed per line; or test.jsonl of {"text"}).',
     )
     # Recorded in task.json as the run settled them (EmbeddingRun: the flag, else the checkpoint's).
     pooling: str | None = setting(
@@ -304,11 +333,99 @@ class EmbeddingSettings(FineTuningSettings, DataDirSetting):
         "over the in-batch candidates (sentence-transformers' default, 20).",
     )
 
-    positive = (*FineTuningSettings.positive, "similarity_scale")
+    positive = (*TaskSettings.positive, "similarity_scale")
 
     def check(self):
         super().check()
         self.check_data_dir()
+
+
+@dataclasses.dataclass(kw_only=True)
+class DistillationSettings(MultiLabelSettings):
+    """run_distillation.py's settings: run_classifier.py's, plus the teacher, the student and the loss.
+
+    The student's encoder settings, vocabulary, casing and first weights come from the teacher's run
+    (--teacher_dir): the run fills --bert_config_file and --init_checkpoint (tasks/distillation/run.py).
+    A multi-label or regression teacher makes a student of its kind.
+    """
+
+    vocab_file: str | None = restated(
+        VocabFileSetting,
+        "vocab_file",
+        help="vocab.txt of the student; default the teacher's (its vocab.txt).",
+    )
+    teacher_dir: str | None = setting(
+        None, "The teacher: a run_classifier.py --output_dir (task.json, checkpoints, vocab.txt)."
+    )
+    student_layers: int | None = setting(
+        None,
+        "Encoder layers of the student, taken from the teacher's, spread evenly: the top layer of "
+        "each of that many equal groups (2 of 12: layers 5 and 11).",
+    )
+    student_layer_map: str | None = setting(
+        None, "Which teacher layers (0-based, comma-separated) the student starts from, e.g. 0,3."
+    )
+    student_config: str | None = setting(
+        None,
+        "bert_config.json of another BERT to start the student from (e.g. a small BERT of Turc "
+        "et al., 2019) instead of the teacher's layers; its weights: --student_init_checkpoint.",
+    )
+    student_init_checkpoint: str | None = setting(
+        None, "With --student_config: the student's first weights (its encoder; a new head)."
+    )
+    temperature: float = setting(
+        2.0, "Softmax temperature of the teacher's and the student's probabilities (Hinton, 2015)."
+    )
+    hard_label_weight: float = setting(
+        0.0,
+        "Weight of the ordinary loss on the true labels beside the teacher's soft loss (weight "
+        "1); transfer texts have no label and count 0.",
+    )
+    transfer_file: str | None = setting(
+        None,
+        "Unlabelled in-domain texts, one per line (text_a<TAB>text_b for a pair task), added to "
+        "the training data with the teacher's probabilities as their only targets.",
+    )
+
+    positive = (*MultiLabelSettings.positive, "temperature")
+
+    def check_distillation(self):
+        """The distillation flags on their own, before the teacher is read.
+
+        Raises:
+          InputError: naming the flag.
+        """
+        if not self.teacher_dir:
+            raise InputError("--teacher_dir is required (a run_classifier.py --output_dir)")
+        for name in ("bert_config_file", "init_checkpoint"):
+            if getattr(self, name):
+                raise InputError(
+                    f"--{name}: the student's encoder comes from --teacher_dir, or from "
+                    "--student_config and --student_init_checkpoint"
+                )
+        if self.temperature <= 0:
+            raise InputError(f"--temperature must be positive, got {self.temperature}")
+        if self.hard_label_weight < 0:
+            raise InputError(f"--hard_label_weight must be >= 0, got {self.hard_label_weight}")
+        if self.student_init_checkpoint and not self.student_config:
+            raise InputError("--student_init_checkpoint needs --student_config (its bert_config)")
+        chosen = [
+            f"--{name}"
+            for name in ("student_layers", "student_layer_map", "student_config")
+            if getattr(self, name) is not None
+        ]
+        if not chosen:
+            raise InputError(
+                "give the student: --student_layers, --student_layer_map or --student_config"
+            )
+        if self.student_config and len(chosen) > 1:
+            raise InputError(f"{' and '.join(chosen)}: --student_config takes no teacher layers")
+        if self.doc_stride is not None:
+            raise InputError(
+                "--doc_stride: distillation reads each text whole (cut to --max_seq_length)"
+            )
+        if self.class_weights not in (None, "", "none"):
+            raise InputError("--class_weights: the distillation loss weighs no labels")
 
 
 # {model_type: its settings class}: the registry of what task.json records of each task.

@@ -12,12 +12,9 @@ input pipeline (masking.py) by the original's rules without the vocab file:
   [0, vocab_size), the vocab file's ids, as the original draws them.
 
 No masked_lm_* features: reading such records as masked ones (or masked ones as these) fails at once,
-with one line (reader.check_records). No TensorFlow here: the data writer imports this module.
+with one line (reader.check_records). No TensorFlow here: the data writer imports this module. The
+--dynamic_masking flag of both scripts is bert_tf/shared_settings.py's.
 """
-
-import dataclasses
-
-from bert_tf.settings import setting
 
 FEATURE_NAMES = (
     "input_ids",
@@ -28,20 +25,6 @@ FEATURE_NAMES = (
     "mask_token_id",
     "vocab_size",
 )
-
-
-@dataclasses.dataclass(kw_only=True)
-class DynamicMaskingSetting:
-    """The --dynamic_masking flag of create_pretraining_data.py and run_pretraining.py (give both)."""
-
-    dynamic_masking: bool = setting(
-        False,
-        "Dynamic masking (RoBERTa): create_pretraining_data.py writes the instances without masks "
-        "(its masking flags then do not apply); run_pretraining.py masks them as it reads them, by "
-        "its --masked_lm_prob, --max_predictions_per_seq and --do_whole_word_mask, with a fresh "
-        "mask on every pass over the data, drawn from --seed and the record's place in the files. "
-        "Give both scripts the same value. Default False.",
-    )
 
 
 def word_ids(input_ids, special_ids, subword_ids):

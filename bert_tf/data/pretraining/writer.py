@@ -30,11 +30,10 @@ from absl import logging
 
 from bert_tf import file_io
 from bert_tf.data.pretraining import chunks, encoding, instances
-from bert_tf.data.pretraining.dynamic import DynamicMaskingSetting
 from bert_tf.errors import InputError
 from bert_tf.file_io import expand_globs, read_lines
-from bert_tf.settings import changed, setting
-from bert_tf.shared_settings import ObjectiveSetting, VocabFileSetting
+from bert_tf.settings import restated, setting
+from bert_tf.shared_settings import DynamicMaskingSetting, ObjectiveSetting, VocabFileSetting
 from bert_tf.sigterm import doing
 
 
@@ -50,7 +49,11 @@ class CreateSettings(ObjectiveSetting, DynamicMaskingSetting, VocabFileSetting):
     output_file: str | None = setting(
         None, "Output TFRecord file(s), comma-separated; instances are dealt round-robin."
     )
-    vocab_file = changed(help="The WordPiece vocabulary file the model is trained with.")
+    vocab_file: str | None = restated(
+        VocabFileSetting,
+        "vocab_file",
+        help="The WordPiece vocabulary file the model is trained with.",
+    )
     do_lower_case: bool = setting(True, "Lower-case the text (uncased models). Default True.")
     do_whole_word_mask: bool = setting(
         False, "Mask whole words (a word and its ## pieces together). Default False."
@@ -110,53 +113,55 @@ class CreateSettings(ObjectiveSetting, DynamicMaskingSetting, VocabFileSetting):
     )
 
 
-def run(config):
+def run(settings):
     """create_pretraining_data.py on one machine: checks the flags and files, writes the TFRecords."""
-    tokenizer, options = prepare(config)
-    with doing(f"writing {config.output_file}"):
+    tokenizer, options = prepare(settings)
+    with doing(f"writing {settings.output_file}"):
         return create_pretraining_data(
-            config.input_file,
-            config.output_file,
+            settings.input_file,
+            settings.output_file,
             tokenizer,
             options,
-            dupe_factor=config.dupe_factor,
-            random_seed=config.random_seed,
-            num_workers=config.num_workers,
-            chunk_bytes=config.chunk_bytes,
-            shuffle_buffer_size=config.shuffle_buffer_size,
-            compression=config.output_compression,
-            skip_invalid_utf8=config.skip_invalid_utf8,
-            progress_interval_s=config.progress_interval_s,
+            dupe_factor=settings.dupe_factor,
+            random_seed=settings.random_seed,
+            num_workers=settings.num_workers,
+            chunk_bytes=settings.chunk_bytes,
+            shuffle_buffer_size=settings.shuffle_buffer_size,
+            compression=settings.output_compression,
+            skip_invalid_utf8=settings.skip_invalid_utf8,
+            progress_interval_s=settings.progress_interval_s,
         )
 
 
-def prepare(config):
+def prepare(settings):
     """Checks the flags every run needs (one machine or Beam); returns (tokenizer, options)."""
     from bert_tf import tokenization
 
     for name in ("input_file", "output_file", "vocab_file"):
-        if not getattr(config, name):
+        if not getattr(settings, name):
             raise InputError(f"--{name} is required")
-    if not file_io.exists(config.vocab_file):
-        raise InputError(f"--vocab_file={config.vocab_file} does not exist")
+    if not file_io.exists(settings.vocab_file):
+        raise InputError(f"--vocab_file={settings.vocab_file} does not exist")
     for name in ("chunk_bytes", "shuffle_buffer_size"):
-        if getattr(config, name) <= 0:
-            raise InputError(f"--{name} must be positive, got {getattr(config, name)}")
-    tokenization.check_vocab(config.vocab_file, (*tokenization.REQUIRED_TOKENS, "[MASK]"))
-    tokenizer = tokenization.FullTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
+        if getattr(settings, name) <= 0:
+            raise InputError(f"--{name} must be positive, got {getattr(settings, name)}")
+    tokenization.check_vocab(settings.vocab_file, (*tokenization.REQUIRED_TOKENS, "[MASK]"))
+    tokenizer = tokenization.FullTokenizer(
+        settings.vocab_file, do_lower_case=settings.do_lower_case
+    )
     options = instances.InstanceOptions.from_vocab(
         tokenizer.vocab,
-        max_seq_length=config.max_seq_length,
-        max_predictions_per_seq=config.max_predictions_per_seq,
-        masked_lm_prob=config.masked_lm_prob,
-        short_seq_prob=config.short_seq_prob,
-        do_whole_word_mask=config.do_whole_word_mask,
-        objective=config.objective,
-        dynamic_masking=config.dynamic_masking,
+        max_seq_length=settings.max_seq_length,
+        max_predictions_per_seq=settings.max_predictions_per_seq,
+        masked_lm_prob=settings.masked_lm_prob,
+        short_seq_prob=settings.short_seq_prob,
+        do_whole_word_mask=settings.do_whole_word_mask,
+        objective=settings.objective,
+        dynamic_masking=settings.dynamic_masking,
     )
-    if config.dupe_factor < 1:
-        raise InputError(f"--dupe_factor must be >= 1, got {config.dupe_factor}")
-    if config.dynamic_masking:
+    if settings.dupe_factor < 1:
+        raise InputError(f"--dupe_factor must be >= 1, got {settings.dupe_factor}")
+    if settings.dynamic_masking:
         logging.info(
             "--dynamic_masking: unmasked instances; run_pretraining.py --dynamic_masking=True masks "
             "them by its own --masked_lm_prob, --max_predictions_per_seq, --do_whole_word_mask"
