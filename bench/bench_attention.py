@@ -1,12 +1,9 @@
 """The attention block's forms, each timed forward + backward, taking turns round by round.
 
-1. Multiplying the heads: einsum over [B, S, N, D] heads vs batched matmuls after one transpose.
-   bert_tf.layers.attention.SelfAttention used two `tf.einsum`s ("bqnd,bknd->bqnd"-style); it now
-   transposes the heads to [B, N, S, D] once and uses `tf.matmul`. Both compute the same products
-   and sums. Timed from query, key and value (the gradient with respect to the three).
-2. The query/key/value projections: three [H, H] matmuls (SelfAttention's three Dense layers) vs one
-   fused [H, 3H] matmul whose output is split in three; each followed by the matmul form of 1.
-   Timed from the hidden states (the gradient with respect to them, the kernels and the biases).
+1. The heads: einsum over [B, S, N, D] against batched matmuls after one transpose to [B, N, S, D]
+   (what SelfAttention now runs), timed from query, key and value.
+2. The query/key/value projections: three [H, H] matmuls against one fused [H, 3H] matmul split
+   in three, each followed by 1's matmul form, timed from the hidden states.
 
 At BERT-mini training shapes by default (batch 32, sequence 128, 4 heads of 64):
 

@@ -1,20 +1,13 @@
 """Benchmark: create_pretraining_data.py on Beam (2 local worker processes) beside the one-machine pool.
 
-Issue 41: per-worker memory must stay flat as the corpus grows, and the per-CPU rate tells what a
-cluster would take. Both commands run on the same corpus with the same flags in the same run:
-  * "pool": today's one-machine run, --num_workers=2;
-  * "beam": --beam_pipeline_options=runner=DirectRunner,direct_num_workers=2,
-    direct_running_mode=multi_processing (Beam's FnApiRunner; 2 SDK worker processes).
-Corpora: Austen (../shared/data, 2.7 MB) as one file, 20 copies (54 MB) as one file, and 400
-copies (1.1 GB) as 20 files of 20 copies; each copy's documents in another shuffled order
-(bench_create_pretraining_data.scaled_corpus, seeds varied per file).
-
-Measured for each run (a child process): wall and CPU seconds of the process tree, and peak memory
-sampled every 20 ms: the largest worker's peak RSS and the coordinating process's (Beam's runner, or
-the pool's main process; on the local runner it holds the data between stages, so it grows with the
-corpus, where a cluster uses its shuffle service's disk). dupe_factor is 1 for the three sizes (the
-1.1 GB run's records must fit the runner's memory here), and 10 for one more 54 MB pair, which
-gives the per-CPU rate the projection uses.
+Per-worker memory must stay flat as the corpus grows; the per-CPU rate tells what a cluster would
+take. On the same corpus and flags: "pool" (--num_workers=2) and "beam"
+(--beam_pipeline_options=runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing).
+Corpora: Austen (2.7 MB), 20 copies (54 MB) and 400 copies (1.1 GB, 20 files), each copy shuffled
+(bench_create_pretraining_data.scaled_corpus). Measured per run (a child process): wall and CPU
+seconds of the process tree, and peak RSS sampled every 20 ms of the largest worker and of the
+coordinating process (which, on the local runner, holds the data between stages). dupe_factor is 1
+for the three sizes, and 10 for one more 54 MB pair, which gives the projection's per-CPU rate.
 
     .venv/bin/python -m bench.bench_beam_data                 # about 25 minutes on 2 cores
     .venv/bin/python -m bench.bench_beam_data --scales=1,20   # without the 1.1 GB corpus
@@ -27,13 +20,9 @@ import random
 import sys
 import tempfile
 
-from bench import bench_create_pretraining_data, machine
+from bench import REPO_DIR, SHARED_DIR, bench_create_pretraining_data, machine
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(BENCH_DIR)
-
-
-AUSTEN = os.path.join(REPO_DIR, "..", "shared", "data", "austen_sentences.txt")
+AUSTEN = os.path.join(SHARED_DIR, "data", "austen_sentences.txt")
 VOCAB = os.path.join(REPO_DIR, "sample_data", "vocab.txt")
 FLAGS = dict(max_seq_length=128, max_predictions_per_seq=20, random_seed=12345)
 LOCAL_BEAM = "runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"

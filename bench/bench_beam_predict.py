@@ -1,22 +1,13 @@
 """Batch prediction on Apache Beam: batch_predict.py's examples/s against a direct loop over the export.
 
-A classifier (random weights, the --model shape, max_seq_length 128) is exported by
-BertTextClassifier.export (run_classifier.py --export_dir's export), and --rows real sentences (../shared/data/austen_sentences.txt,
-in file order) are written as one TSV file. Then, on this machine, each path writes the same JSON
-lines for them:
-
-  * direct loop (the peer): one process loads the export with tf.saved_model.load and calls
-    serving_default on batches of --batch_size rows in file order, writing each row's outputs;
-  * batch_predict.py with no --beam_pipeline_options: Beam's local runner, one worker in its process;
-  * batch_predict.py on DirectRunner with 2 worker processes (multi_processing), as the tests run it.
-
-batch_predict.py runs as a user runs it, in a process of its own. Each run is timed whole, by the
-wall clock (for Beam: the process's start, submission, worker start, model loading, the
-predictions, the output's finalization), --repeats times in turns; the table shows the fastest,
-with its CPU time (this process and its finished children: Beam's worker processes), which other
-work on the machine disturbs less than the wall time.
-Each path also runs on --startup_rows rows: that time is its fixed cost, and
-(rows - startup_rows) / (time - fixed cost) its steady rate once running.
+A classifier (random weights, the --model shape, max_seq_length 128) exported by
+BertTextClassifier.export predicts --rows sentences of ../shared/data/austen_sentences.txt (one TSV
+file), each path writing the same JSON lines: a direct loop over serving_default in one process (the
+peer), and batch_predict.py as a user runs it (its own process) on Beam's local runner (one worker)
+and on DirectRunner with 2 worker processes. Each run is timed whole by the wall clock, --repeats
+times in turns (the fastest shown, with its CPU time, this process's and its children's); each path
+also runs on --startup_rows rows: its fixed cost, and (rows - startup_rows) / (time - fixed cost)
+its steady rate.
 
     .venv/bin/python -m bench.bench_beam_predict
     .venv/bin/python -m bench.bench_beam_predict --model=bert_tiny --rows=500     # quick
@@ -30,12 +21,8 @@ import time
 
 from absl import app, flags
 
-from bench import machine, scripts
+from bench import REPO_DIR, SHARED_DIR, machine, scripts
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
 MULTI_PROCESS = "runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing"
 
 FLAGS = flags.FLAGS

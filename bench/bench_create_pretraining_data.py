@@ -1,17 +1,13 @@
 """Benchmark: create_pretraining_data.py against the original algorithm, same machine, same run.
 
-The peer is a faithful single-process, all-in-memory REIMPLEMENTATION of google-research/bert's
-create_pretraining_data.py (below, `_original_*`): token strings, every instance of the corpus in
-memory, a global shuffle, `tf.train.Example` objects and `tf.io.TFRecordWriter`. The TF1 original
-cannot run on TF 2.21; the peer uses this project's FullTokenizer, which is faster than the
-original's, so its time is a lower bound on the original's and the ratios printed here are lower
-bounds too. (The original script itself was once measured at 28.4 s and 782 MB on another 2-core
-machine, ../shared/fixtures/README.md: printed as context only, no ratio is drawn from it.)
+The peer is a faithful single-process, all-in-memory reimplementation of google-research/bert's
+create_pretraining_data.py (`_original_*`: every instance in memory, a global shuffle,
+tf.train.Example objects); the TF1 original cannot run on TF 2.21, and the peer uses our faster
+FullTokenizer, so the ratios printed are lower bounds.
 
-Each command runs as a child process, the commands taking turns repeat by repeat (so load from other
-work on the machine falls on all of them alike); wall time is measured around it and peak memory by
-sampling its whole process tree (workers included) every 20 ms: the sum of RSS (counts pages that
-forked workers share with their parent once per process) and the sum of PSS (shares them).
+Each command runs as a child process, the commands taking turns repeat by repeat; wall time is
+measured around it and peak memory by sampling its process tree every 20 ms: the sum of RSS and of
+PSS (which counts pages forked workers share once).
 
     .venv/bin/python -m bench.bench_create_pretraining_data   # Austen 3 repeats; 5x, 20x corpus
     .venv/bin/python -m bench.bench_create_pretraining_data --repeats=1 --scales=   # quick
@@ -29,12 +25,9 @@ import tempfile
 import threading
 import time
 
-from bench import machine
+from bench import REPO_DIR, SHARED_DIR, machine
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-AUSTEN = os.path.join(REPO_DIR, "..", "shared", "data", "austen_sentences.txt")
+AUSTEN = os.path.join(SHARED_DIR, "data", "austen_sentences.txt")
 VOCAB = os.path.join(REPO_DIR, "sample_data", "vocab.txt")
 FLAGS = dict(max_seq_length=128, max_predictions_per_seq=20, random_seed=12345, dupe_factor=10)
 
@@ -366,7 +359,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3, help="runs of each command on Austen")
     parser.add_argument(
-        "--scales", default="5,20", help="copies of Austen for the memory runs; '' = none"
+        "--scales", default="5,20", help="Austen copies of the memory runs; '': none"
     )
     parser.add_argument("--_original", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()

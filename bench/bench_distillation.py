@@ -1,18 +1,13 @@
 """Distillation: all-MiniLM-L6-v2 fine-tuned as a teacher, distilled into 1-, 2- and 3-layer students.
 
-For each set (bench_real_text.py's Rotten Tomatoes and tweets; a questions file of your own, e.g.
-TREC's, with --questions_file as `label<TAB>question` lines), each training size and seed:
-  teacher       run_classifier.py's run from the converted MiniLM (6 layers)
-  student_<n>   run_distillation.py --student_layers=n from the teacher, with the set's other texts
-                (not train, dev or test) as --transfer_file
-  alone_<n>     the same n layers of the pretrained MiniLM (spread as the student's), fine-tuned on
-                the labels alone (run_classifier.py): the student without its teacher
-  tfidf_svm     TF-IDF (1-2 grams, sublinear tf) + LinearSVC
-Then batch-1 p50 of each model's export at 8, 32 and 128 word pieces (raw text in, back to back, in
-this process), in float32 and as LiteRT int8 (when ai-edge-litert is installed), with each figure's
-share of the machine's limit (bench_latency.py's: matmul FLOPs over the measured matmul rate). The
-accuracy against latency plot is written to --plot (a PNG, one point a model).
-
+For each set (bench_real_text.py's Rotten Tomatoes and tweets, or --questions_file's `label<TAB>text`
+lines), training size and seed: the teacher (run_classifier.py from MiniLM, 6 layers), student_<n>
+(run_distillation.py --student_layers=n from it, the set's other texts as --transfer_file),
+alone_<n> (the same n MiniLM layers, spread as the student's, fine-tuned on the labels alone) and
+tfidf_svm (TF-IDF 1-2 grams + LinearSVC).
+Then batch-1 p50 of each export at --lengths word pieces (raw text, back to back, in this
+process), in float32 and as LiteRT int8 (export_saved_model.py --litert=int8, with ai-edge-litert),
+with each figure's share of the machine's matmul limit; --plot writes accuracy against latency (PNG).
 Prints one JSON line per run, then the tables.
 
     .venv/bin/python -m bench.bench_distillation --work_dir=/tmp/distillation --seeds=1,2,3

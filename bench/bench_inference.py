@@ -1,22 +1,14 @@
 """Encoder inference: bert_tf's BertModel vs keras-hub's BertBackbone (TF) vs transformers' BertModel (torch).
 
-BERT-base shape, float32, random weights, the same random token ids for every runner, every runner
-given the same intra-op and inter-op thread pools (machine.set_threads):
+BERT-base shape, float32, random weights, the same token ids and thread pools for every runner:
 
     .venv/bin/python -m bench.bench_inference                 # batch 16 x 128 throughput, batch-1 latency
     .venv/bin/python -m bench.bench_inference --model=bert_mini --repeats=3 --latency_calls=10   # quick
 
-* throughput: examples/s over `--repeats` timed batches of `--batch_size` x `--seq_length` (median
-  and best batch), and the CPU time of all the process's threads per batch (median);
-* latency: one example at each of `--latency_lengths`, `--latency_calls` calls, p50 and p95 in ms;
-* each runner's throughput in GFLOP/s (machine.encoder_flops: the matmuls of one example) and its
-  share of this machine's own matmul rate (a 2048 x 2048 tf.matmul, measured after the runners, in
-  the same process): how close each comes to the physical limit.
-
-Every runner is built and warmed up first; then the runners take turns batch by batch and call by
-call, so that load from other work falls on all alike. Each TensorFlow runner is a tf.function with
-a [None, None] input signature (traced once, as a server holds it); torch runs eagerly under
-`torch.inference_mode()`. A runner whose package is missing is reported as skipped.
+Throughput: examples/s over `--repeats` batches (median, best) and CPU time per batch; latency: p50
+and p95 of `--latency_calls` batch-1 calls at each of `--latency_lengths`; GFLOP/s and the share
+of this machine's matmul rate. The runners (tf.functions of [None, None] inputs; torch eager under
+inference_mode) take turns batch by batch and call by call; a missing peer is reported as skipped.
 """
 
 import numpy as np

@@ -1,21 +1,17 @@
 """One request at a time: our exports as a server runs them, against transformers and keras-hub.
 
-An encoder of `--model`'s shape (random weights, seed 0: only the time is compared) is saved as a
-Google checkpoint and exported by `export_saved_model.py --model_type=encoder` (weights as variables,
-or frozen into the graph with --freeze_weights), and, on CPUs with a bfloat16 matmul, again with
---mixed_precision=mixed_bfloat16; with ai-edge-litert, with --litert=float32 and int8 too. Each runner
-(latency_runners.py) lives in a process of its own, with `--threads` intra-op and inter-op threads,
-and is called with the same raw strings of exactly N wordpieces ([CLS] and [SEP] included; batch x N
-of `--shapes`): our exports' serving_default (and serve_ids on the ids: tokenization's share; the
-float32 export again with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 in its process), the
-LiteRT files fed the export's preprocess ids, transformers (BertTokenizerFast + BertModel on torch,
-float32, bfloat16 autocast, dynamic int8 Linear layers), keras-hub (tokenizer + packing + backbone).
+An encoder of `--model`'s shape (random weights, seed 0) is saved as a Google checkpoint and exported
+by `export_saved_model.py --model_type=encoder` (with --freeze_weights when asked), again with
+--mixed_precision=mixed_bfloat16 where the CPU multiplies bfloat16, and with --litert=float32 and
+int8 when ai-edge-litert is installed. Each runner (latency_runners.py: our exports' serving_default
+and serve_ids, the float32 export with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1, the LiteRT files,
+transformers on torch in float32, bfloat16 autocast and dynamic int8, keras-hub) lives in a process
+of its own with `--threads` threads, and is called with the same raw strings of exactly N wordpieces
+(batch x N of `--shapes`).
 
-Two protocols (--protocols): back to back, each runner making --calls calls in a row (after 5
-untimed), --rounds rounds, the runners one after another round by round; taking turns, the parent
-sending "call i of shape s" to each runner in turn, so load from other work falls on all alike. Each
-runner times its own call (the pipe is not in the time). The limit line: max(matmul FLOPs / the
-measured tf.matmul rate, weight bytes / the measured read bandwidth), measured in the same run.
+Two protocols (--protocols): back to back (--calls calls in a row after 5 untimed, --rounds rounds,
+runner after runner) and taking turns call by call. Each runner times its own call. The limit line:
+max(matmul FLOPs / the measured matmul rate, weight bytes / the measured read bandwidth).
 
     .venv/bin/python -m bench.bench_latency --shapes=1x32    # BERT-base, 3 rounds x 100 calls
     .venv/bin/python -m bench.bench_latency --model=bert_tiny --calls=5 --runners=bert_tf   # smoke
@@ -32,12 +28,7 @@ import tempfile
 import numpy as np
 from absl import app, flags
 
-from bench import latency_runners, machine, scripts, timing
-
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(BENCH_DIR)
-
-SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
+from bench import REPO_DIR, SHARED_DIR, latency_runners, machine, scripts, timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool(

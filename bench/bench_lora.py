@@ -1,15 +1,11 @@
 """LoRA adapters (backbone.enable_lora) against full fine-tuning of the same MiniLM, and TF-IDF + SVM.
 
-From all-MiniLM-L6-v2 converted by convert_checkpoint.py, on bench_real_text.py's sets and splits
-(--sets; --tweets_sizes / --rotten_tomatoes_sizes: train, dev, test), for each seed:
-- full fine-tuning: `BertTextClassifier.from_preset(...).fit(..., epochs=--full_epochs)` at the
-  default compile;
-- LoRA: the same after `model.backbone.enable_lora(rank)`, for each --ranks and each
-  --lora_learning_rates ("default" = the default compile's own LoRA rate), epochs=--lora_epochs;
-- TF-IDF + LinearSVC (bench_real_text.py's: n-grams and C chosen on dev).
-Each run prints one JSON line (test accuracy, trainable and all weights, the adapter file's size
-against the full model's .weights.h5, seconds per training step); a summary gives the mean ±
-standard error over the seeds.
+From the converted all-MiniLM-L6-v2, on bench_real_text.py's sets and splits, for each seed: full
+fine-tuning (`BertTextClassifier.from_preset(...).fit`, the default compile), LoRA
+(`model.backbone.enable_lora(rank)` for each --ranks and --lora_learning_rates; "default" is the
+default compile's LoRA rate) and TF-IDF + LinearSVC.
+Each run prints one JSON line (test accuracy, weights, adapter file size, seconds per step); a
+summary gives the mean ± standard error over the seeds.
 
     .venv/bin/python -m bench.bench_lora --work_dir=/tmp/bench_lora --sets=tweets --seeds=1,2,3
 """

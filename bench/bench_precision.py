@@ -1,54 +1,45 @@
 """Reduced precision: mixed_bfloat16 against float32, beside the machine's own matmul rate in each.
 
-bfloat16 is only faster where the hardware multiplies it natively: a GPU, or a CPU with AVX512_BF16 or
-AMX. Elsewhere TensorFlow emulates it and a "speed-up" below 1 would measure the emulation, so the
-bench prints why it skips and measures nothing (`--force` measures anyway, for the curious).
+bfloat16 pays only where the hardware multiplies it natively (a GPU, AVX512_BF16, AMX); elsewhere
+the bench says why it skips (`--force` measures the emulation anyway). Every row takes turns,
+float32 then mixed_bfloat16, repeat after repeat, so that load falls on both alike.
 
     .venv/bin/python -m bench.bench_precision                 # every row below
     .venv/bin/python -m bench.bench_precision --repeats=3 --finetune_rounds=2 --models=  # quicker
 
-Every row takes turns, float32 then mixed_bfloat16, repeat after repeat in one process, so that load
-from other work on the machine falls on both alike; compare the ratios.
-
 * matmul: tf.matmul of two 2048 x 2048 matrices, float32 and bfloat16 inputs, GFLOP/s (2 n^3 flops);
   the physical limit of each precision on this machine.
 * inference: BertModel (`--inference_model`, random weights) with the same weights under both
-  policies, batch 16 x 128, examples/s (median of `--repeats` batches), and the largest difference of
-  the pooled and sequence outputs. Its FLOPs per example count the matmuls (multiply + add = 2):
-  per layer 2 S (4 H^2 + 2 H I) for the query, key, value, attention-output, intermediate and output
-  dense layers and 4 S^2 H for the attention scores and context, times L layers, plus 2 H^2 for the
-  pooler (22.3 GFLOP for BERT-base at S = 128). That over the time gives each policy's GFLOP/s, and
-  its share of the same precision's matmul rate (issue 32's target: mixed_bfloat16 >= 75%). A third
-  model, mixed_bfloat16 with its Dense kernels and embedding tables stored in bfloat16
-  (bert_tf.precision.store_in_compute_dtype, as the bfloat16 export is), takes its turns too: its
-  speed, its share of the bfloat16 matmul rate, and whether its outputs are bit-identical.
+  policies, batch 16 x 128, examples/s (median of `--repeats` batches), and the largest difference
+  of the outputs; GFLOP/s from machine.encoder_flops (the matmuls, 22.3 GFLOP for BERT-base at S =
+  128) and each policy's share of its matmul rate (target: mixed_bfloat16 >= 75%). A third row,
+  the same weights exported by export_saved_model.py --mixed_precision=mixed_bfloat16 (kernels and
+  embeddings stored in bfloat16), its serve_ids: speed, share, and whether it is bit-identical.
 * LayerNorm and softmax with bfloat16 inputs (issue 44), each op alone at the inference shape: in
   float32 between casts (how the model ran both) and in bfloat16 with float32 statistics (LayerNorm:
   mean and variance of the float32 values, the normalization in bfloat16; softmax: oneDNN's bfloat16
   kernel, which the model's inference now runs), ms per call and the largest error against float64.
-* fine-tuning: the run_classifier ClassifierRun (its Trainer, the original's random batches of 32, each
-  cut to its longest input) from all-MiniLM-L6-v2 (bench/minilm.py converts it) on real sentences:
-  which half of tests/fixtures/austen_sentences.txt.xz (its first or last 92 chapters, different
-  novels) a sentence comes from (`--finetune_train` of them). Both policies train
-  `--finetune_steps` steps per round for `--finetune_rounds` rounds after one untimed round (tracing);
-  examples/s is the median round. Then the float32 run's fine-tuned weights predict the
-  `--finetune_dev` dev sentences under both policies: the share of equal predictions (target >= 99%).
-* training: the run_pretraining Trainer (bench_pretraining.py's runner and flags: --models, --steps,
-  --rounds, ...) under both policies, taking turns round by round.
+* fine-tuning: run_classifier.py from all-MiniLM-L6-v2, one process per policy, on which half of
+  tests/fixtures/austen_sentences.txt.xz (different novels) a sentence comes from: one untimed
+  round, then `--finetune_rounds` rounds of `--finetune_steps` steps, each timed by its progress
+  line (the median counts). The float32 run's model then predicts the `--finetune_dev` dev
+  sentences under both policies (--do_predict): the share of equal predictions (target >= 99%).
+* training: run_pretraining.py (bench_pretraining.py's runner and flags) under each policy.
 """
 
 import os
 import random
 import tempfile
-import time
 
 import numpy as np
 from absl import app, flags
 
 from bench import (
     bench_pretraining,  # its flags: --models, --steps, --rounds, ...
+    corpora,
     machine,
     minilm,
+    scripts,
     timing,
 )
 
@@ -67,7 +58,10 @@ flags.DEFINE_string(
 
 FLAGS.set_default("models", ["mini"])
 POLICIES = ("float32", "mixed_bfloat16")
-STORED = "mixed_bfloat16, stored in bfloat16"
+STORED = "the bfloat16 export's serve_ids"
+VOCAB = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data", "vocab.txt"
+)
 SENTENCES_XZ = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     "tests", "fixtures", "austen_sentences.txt.xz",
@@ -82,22 +76,30 @@ def _inference(config, batch_size=16, seq_length=128):
     import tensorflow as tf
 
     from bert_tf.modeling import BertModel
-    from bert_tf.precision import store_in_compute_dtype
 
     rng = np.random.default_rng(1)
     ids = tf.constant(rng.integers(1000, config.vocab_size, [batch_size, seq_length]), tf.int32)
     inputs = {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
     models = {}
-    for row, policy in zip((*POLICIES, STORED), (*POLICIES, "mixed_bfloat16"), strict=True):
+    for policy in POLICIES:
         keras.config.set_dtype_policy(policy)
-        models[row] = BertModel(config)
-        models[row].build()
-        models[row].set_weights(models["float32"].get_weights())
+        models[policy] = BertModel(config)
+        models[policy].build()
+        models[policy].set_weights(models["float32"].get_weights())
     keras.config.set_dtype_policy("float32")
-    store_in_compute_dtype(models[STORED])
     functions = {
         row: tf.function(lambda m=model: m(inputs, training=False)) for row, model in models.items()
     }
+    # The same weights through export_saved_model.py --mixed_precision=mixed_bfloat16: its serve_ids.
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    folder = tempfile.mkdtemp(dir=FLAGS.work_dir)
+    checkpoint, config_file = scripts.save_encoder(models["float32"], os.path.join(folder, "model"))
+    export = scripts.export_encoder(
+        checkpoint, config_file, VOCAB, os.path.join(folder, "export"),
+        mixed_precision="mixed_bfloat16", max_seq_length=seq_length,
+    )  # fmt: skip
+    functions[STORED] = tf.saved_model.load(export).signatures["serve_ids"]
+    functions[STORED] = lambda serve_ids=functions[STORED]: serve_ids(**inputs)
     outputs = {row: function() for row, function in functions.items()}
     seconds = timing.timed_in_turns(
         {p: lambda f=f: f()["pooled_output"].numpy() for p, f in functions.items()}, FLAGS.repeats
@@ -108,7 +110,7 @@ def _inference(config, batch_size=16, seq_length=128):
             tf.cast(outputs[row]["pooled_output"], tf.float32).numpy(),
             tf.cast(outputs[row]["sequence_output"], tf.float32).numpy(),
         )
-        for row in models
+        for row in functions
     }
 
 
@@ -130,85 +132,62 @@ def _novel_halves(num_examples, seed=12345):
     return examples
 
 
-def _classifier_runs(work_dir):
-    """{policy: ClassifierRun} fine-tuning MiniLM on _novel_halves under each policy."""
-    from bert_tf.tasks.classification.task import ClassifierRun, ClassifierSettings
+def _finetuning(work_dir):
+    """({policy: training examples/s}, share of equal dev predictions, dev accuracy of each policy).
 
+    Each policy's run_classifier.py --do_train (one process each) trains one untimed round (tracing)
+    and --finetune_rounds timed rounds of --finetune_steps steps, each timed by its progress line;
+    then the float32 run's fine-tuned model predicts the dev sentences (run_classifier.py
+    --do_predict, its test file the dev set) under each policy."""
     model_dir = minilm.converted(work_dir)
     data_dir = os.path.join(work_dir, "novel_halves")
     os.makedirs(data_dir, exist_ok=True)
     examples = _novel_halves(FLAGS.finetune_train + FLAGS.finetune_dev)
-    splits = {
-        "train.tsv": examples[: FLAGS.finetune_train],
-        "dev.tsv": examples[FLAGS.finetune_train :],
-    }
-    for name, rows in splits.items():
+    dev = examples[FLAGS.finetune_train :]
+    for name, rows in (("train.tsv", examples[: FLAGS.finetune_train]), ("test.tsv", dev)):
         with open(os.path.join(data_dir, name), "w", encoding="utf-8") as writer:
             writer.writelines("\t".join(row) + "\n" for row in rows)
+    model = scripts.model_flags(model_dir)
+    data = dict(data_dir=data_dir, task_name="tsv", label_column="0", text_a_column="1")
     steps = FLAGS.finetune_steps * (FLAGS.finetune_rounds + 1)
-    runs = {}
+    speeds, runs = {}, {}
     for policy in POLICIES:
-        config = ClassifierSettings(
-            bert_config_file=os.path.join(model_dir, "bert_config.json"),
-            vocab_file=os.path.join(model_dir, "vocab.txt"),
-            init_checkpoint=os.path.join(model_dir, "bert_model.ckpt"),
-            output_dir=tempfile.mkdtemp(prefix=f"{policy}_", dir=work_dir), data_dir=data_dir,
-            task_name="tsv", label_column="0", text_a_column="1", do_train=True, do_eval=True,
-            max_seq_length=128, train_batch_size=32, eval_batch_size=32, learning_rate=5e-5,
-            num_train_epochs=steps * 32 / FLAGS.finetune_train, log_steps=10**6,
-            save_checkpoints_steps=10**6, mixed_precision=policy,
+        runs[policy] = tempfile.mkdtemp(prefix=f"{policy}_", dir=work_dir)
+        _, result = scripts.timed(
+            "run_classifier", **model, **data, output_dir=runs[policy], do_train=True,
+            max_seq_length=128, train_batch_size=32, learning_rate=5e-5,
+            num_train_epochs=steps * 32 / FLAGS.finetune_train, log_steps=FLAGS.finetune_steps,
+            iterations_per_loop=FLAGS.finetune_steps, save_checkpoints_steps=10**6,
+            mixed_precision=policy,
         )  # fmt: skip
-        runs[policy] = ClassifierRun(config)
-    return runs
-
-
-def _finetuning(work_dir):
-    """({policy: training examples/s}, share of equal dev predictions, dev accuracy of each policy)."""
-    runs = _classifier_runs(work_dir)
-    trainers = {}
-    for policy, run in runs.items():
-        path, info = run.features("train")
-        trainers[policy] = run.trainer(path, info["num_real_examples"])
-        trainers[policy]._save = lambda step: None  # a bench: no checkpoint between rounds
-        trainers[policy].train(until=FLAGS.finetune_steps)  # untimed: tracing
-    speeds = {policy: [] for policy in POLICIES}
-    for _ in range(FLAGS.finetune_rounds):
-        for policy, trainer in trainers.items():
-            start, step = time.perf_counter(), trainer.global_step
-            trainer.train(until=step + FLAGS.finetune_steps)
-            steps = trainer.global_step - step
-            speeds[policy].append(steps * 32 / (time.perf_counter() - start))
-    agreement, accuracies = _prediction_agreement(runs, trainers)
-    return {p: float(np.median(s)) for p, s in speeds.items()}, agreement, accuracies
-
-
-def _prediction_agreement(runs, trainers):
-    """The float32 run's fine-tuned weights under both policies: (share of equal dev predictions,
-    {policy: dev accuracy})."""
-    trainers["mixed_bfloat16"].model.set_weights(trainers["float32"].model.get_weights())
+        seconds = scripts.round_seconds(result.stderr, FLAGS.finetune_steps, 32)[1:]
+        speeds[policy] = FLAGS.finetune_steps * 32 / float(np.median(seconds))
     predictions = {}
-    for policy, run in runs.items():
-        path, info = run.features("eval")
-        result = run.predict_features(path, info, 32, ["logits"], ["label_ids"])
-        predictions[policy] = np.argmax(result["logits"], axis=-1)
-        labels = result["label_ids"].reshape(-1)
-    agreement = float(np.mean(predictions["float32"] == predictions["mixed_bfloat16"]))
-    return agreement, {p: float(np.mean(v == labels)) for p, v in predictions.items()}
+    for policy in POLICIES:
+        output_dir = tempfile.mkdtemp(prefix=f"predict_{policy}_", dir=work_dir)
+        scripts.run(
+            "run_classifier", **{**model, "init_checkpoint": runs["float32"]}, **data,
+            output_dir=output_dir, do_predict=True, max_seq_length=128, predict_batch_size=32,
+            mixed_precision=policy,
+        )  # fmt: skip
+        predictions[policy] = scripts.test_predictions(output_dir)
+    agreement = float(np.mean([a == b for a, b in zip(*predictions.values(), strict=True)]))
+    accuracies = {
+        p: float(np.mean([label == row[0] for label, row in zip(v, dev, strict=True)]))
+        for p, v in predictions.items()
+    }
+    return speeds, agreement, accuracies
 
 
 def _training(shape, records, work_dir):
-    """{policy: examples/s (median of rounds)}, the policies taking turns."""
-    runners = {}
+    """{policy: examples/s (median of rounds)}: bench_pretraining.py's run_pretraining.py runner."""
+    speeds = {}
     for policy in POLICIES:
         FLAGS.mixed_precision = policy
-        runners[policy] = bench_pretraining.bert_tf_runner(shape, False, records, work_dir)
+        rates = bench_pretraining.bert_tf_rounds(shape, False, records, work_dir)
+        speeds[policy] = float(np.median(rates))
     FLAGS.mixed_precision = "float32"
-    speeds = {policy: [] for policy in POLICIES}
-    for _ in range(FLAGS.rounds):
-        for policy, run in runners.items():
-            wall, _, _ = timing.timed(run)
-            speeds[policy].append(FLAGS.steps * FLAGS.batch_size / wall)
-    return {policy: float(np.median(s)) for policy, s in speeds.items()}
+    return speeds
 
 
 def _row(what, base, mixed, unit_digits=2, extra=""):
@@ -375,11 +354,11 @@ def main(argv):
             f"mixed_bfloat16 {accuracies['mixed_bfloat16']:.3f}",
         ), flush=True)  # fmt: skip
 
-    features = bench_pretraining.random_features(
+    features = corpora.random_features(
         8 * FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions
     )
     records = os.path.join(tempfile.mkdtemp(dir=work_dir), "random.tfrecord")
-    bench_pretraining.write_records(records, features)
+    corpora.write_records(records, features)
     for shape in FLAGS.models:
         speeds = _training(shape, records, work_dir)
         print(_row(

@@ -4,25 +4,17 @@ Same shapes, batch, sequence length, masked positions, float32, with and without
 
     .venv/bin/python -m bench.bench_pretraining --models=mini,small --batch_size=32 --steps=20
 
-Ours is run_pretraining.py as a user runs it (MLM + NSP, the original optimizer, TFRecords in the
-original format), in a process of its own: warm-up rounds, then `--rounds` rounds of `--steps` steps,
-each timed by its progress line (--log_steps = --steps; its CPU time is not told apart from the
-process's start, so its CPU column says n/a). keras-hub trains its masked-LM head only (it has no NSP
-head) with keras AdamW. The in-process runners are built and warmed up first (tracing, XLA
-compilation), then take turns for `--rounds` rounds of `--steps` steps each, so that load from other
-work on the machine falls on them alike; each round is timed from outside the runner's own call
-(model.fit, a torch loop): wall clock, and the CPU time of all the process's threads. Prints a
-Markdown table of training examples/s (median and best round) and CPU milliseconds per example.
+Ours is run_pretraining.py as a user runs it (MLM + NSP, the original optimizer and records), in a
+process of its own: warm-up rounds, then `--rounds` rounds of `--steps` steps (one
+--iterations_per_loop call each), each timed by its progress line (its CPU time is not told apart
+from the process's start: n/a). keras-hub trains its masked-LM head only (it has no NSP head) with
+keras AdamW, compiled with `steps_per_execution` = a round's steps (its warm-up rounded up to whole
+rounds). The in-process runners are warmed up (tracing, XLA compilation), then take turns round by
+round; each round is timed from outside the call (wall clock, and the CPU time of the process's
+threads). Prints training examples/s (median and best round) and CPU milliseconds per example.
 
-The TF runners run a round the same way: ours as one `--iterations_per_loop` call (a tf.function
-looping over the round's steps), keras-hub compiled with `steps_per_execution` equal to the round's steps (its own
-tf.function loop over them), so neither pays a host round trip per step that the other does not. Keras
-runs whole executions, so keras-hub's warm-up is --warmup_steps rounded up to whole rounds.
-
-`--runners=bert_tf,keras_hub,transformers` adds transformers' BertForPreTraining on torch (CPU, eager;
-`pip install -e .[compare]`), which scores the masked-LM head at every position, as that model does.
-`--mixed_precision=mixed_bfloat16` runs where bfloat16 is native (GPU, AVX512_BF16, AMX) and says why it
-skips elsewhere.
+`--runners=...,transformers` adds BertForPreTraining on torch (CPU, eager; it scores the masked-LM head
+at every position). `--mixed_precision=mixed_bfloat16` runs only where bfloat16 is native.
 """
 
 import json
@@ -34,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags, logging
 
-from bench import machine, scripts, timing
+from bench import corpora, machine, scripts, timing
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["mini", "small"], "Shapes to run: mini, small.")
@@ -66,42 +58,6 @@ SHAPES = {  # the BERT release's small models (Turc et al., 2019)
 VOCAB_SIZE = 30522
 
 
-def random_features(num_examples, seq_length, max_predictions, seed=0):
-    rng = np.random.default_rng(seed)
-    return {
-        "input_ids": rng.integers(1000, VOCAB_SIZE, [num_examples, seq_length]),
-        "input_mask": np.ones([num_examples, seq_length], np.int64),
-        "segment_ids": np.repeat(
-            [[0] * (seq_length // 2) + [1] * (seq_length - seq_length // 2)], num_examples, 0
-        ),
-        "masked_lm_positions": np.sort(
-            rng.choice(np.arange(1, seq_length), [num_examples, max_predictions])
-        ),
-        "masked_lm_ids": rng.integers(1000, VOCAB_SIZE, [num_examples, max_predictions]),
-        "masked_lm_weights": np.ones([num_examples, max_predictions], np.float32),
-        "next_sentence_labels": rng.integers(0, 2, [num_examples]),
-    }
-
-
-def write_records(path, features):
-    with tf.io.TFRecordWriter(path) as writer:
-        for i in range(len(features["input_ids"])):
-            feature = {}
-            for name, values in features.items():
-                row = np.atleast_1d(values[i])
-                if values.dtype == np.float32:
-                    feature[name] = tf.train.Feature(
-                        float_list=tf.train.FloatList(value=row.tolist())
-                    )
-                else:
-                    feature[name] = tf.train.Feature(
-                        int64_list=tf.train.Int64List(value=row.tolist())
-                    )
-            writer.write(
-                tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-            )
-
-
 def bert_tf_rounds(shape, jit_compile, records, work_dir):
     """[examples/s of each timed round] of one run_pretraining.py process, as a user runs it: the
     warm-up rounds, then --rounds rounds of --steps steps, one `--iterations_per_loop` call and one
@@ -126,10 +82,9 @@ def bert_tf_rounds(shape, jit_compile, records, work_dir):
         save_checkpoints_steps=10**9, jit_compile=jit_compile,
         mixed_precision=FLAGS.mixed_precision, seed=1,
     )  # fmt: skip
+    seconds = scripts.round_seconds(result.stderr, FLAGS.steps, FLAGS.batch_size)
     return [
-        rate
-        for step, rate in scripts.training_rates(result.stderr)
-        if step % FLAGS.steps == 0 and step > warmup_rounds * FLAGS.steps
+        FLAGS.steps * FLAGS.batch_size / round_seconds for round_seconds in seconds[warmup_rounds:]
     ]
 
 
@@ -246,9 +201,11 @@ def main(argv):
         flush=True,
     )
     work_dir = tempfile.mkdtemp(prefix="bench_pretraining_")
-    features = random_features(8 * FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions)
+    features = corpora.random_features(
+        8 * FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions
+    )
     records = os.path.join(work_dir, "random.tfrecord")
-    write_records(records, features)
+    corpora.write_records(records, features)
     rows = []
     for shape in FLAGS.models:
         runners, rows_of_shape = {}, []

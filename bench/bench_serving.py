@@ -1,18 +1,12 @@
 """Serving: what the in-graph tokenizer costs in an exported SavedModel, and what dynamic padding saves.
 
-An encoder (random weights, `--models` shapes) is saved as a Google checkpoint and exported by
-`export_saved_model.py --model_type=encoder`, then loaded back with `tf.saved_model.load` as a server
-holds it. For batches of real sentences (../shared/data/austen_sentences.txt, in file order) at
-batch 1 and 32, each call is timed through:
-
-  * `serving_default`: raw strings in (tokenize + pack in the graph, then the encoder);
-  * `serve_ids`: the ids `preprocess` gives for the same strings (padded to the batch's longest),
-    i.e. the bare encoder fed ids: the difference is what tokenizing in the graph costs;
-  * `serve_ids` fed the same ids padded to max_seq_length: what a fixed-length export computes;
-  * `preprocess` alone (the tokenizer and packing).
-
-The calls alternate batch by batch, so load from other work hits every row alike. Tokens/s of the
-in-graph tokenizer against FullTokenizer is bench/bench_tokenizer.py's table.
+An encoder (random weights, `--models` shapes) exported by `export_saved_model.py
+--model_type=encoder` and loaded back as a server holds it is timed on batches of real sentences
+(../shared/data/austen_sentences.txt) at batch 1 and 32 through `serving_default` (raw strings),
+`serve_ids` (the same strings' ids from `preprocess`, padded to the batch's longest: the difference
+is what tokenizing in the graph costs), `serve_ids` fed ids padded to max_seq_length (what a
+fixed-length export computes), and `preprocess` alone.
+The calls alternate batch by batch, so load from other work hits every row alike.
 
     .venv/bin/python -m bench.bench_serving
     .venv/bin/python -m bench.bench_serving --models=bert_mini --calls=20     # quick
@@ -25,12 +19,7 @@ import time
 import numpy as np
 from absl import app, flags
 
-from bench import machine, scripts
-
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
+from bench import REPO_DIR, SHARED_DIR, machine, scripts
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list(

@@ -1,8 +1,7 @@
 """Benchmark: in-graph BertPreprocessor against FullTokenizer and tensorflow_text.FastBertTokenizer.
 
-Three tables, every one from runners that take turns round by round (one untimed round that also
-checks ids, then --repeats timed rounds), with TensorFlow's intra-op and inter-op pools pinned to
-the same --threads for every TF runner:
+Three tables, from runners taking turns round by round (an untimed round that also checks ids,
+then --repeats timed ones), TensorFlow's pools pinned to --threads:
   1. English: every non-empty line of ../shared/data/austen_sentences.txt with the uncased vocab
      (../shared/fixtures/tokenization), through FullTokenizer (pure Python, line by line: the
      reference ids), BertPreprocessor.tokenize under tf.function, the same in a tf.data map and
@@ -30,10 +29,8 @@ import random
 import statistics
 import time
 
-from bench import machine
+from bench import REPO_DIR, SHARED_DIR, machine
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DIR = os.environ.get("BERT_TF_SHARED_DIR", os.path.join(REPO_DIR, "..", "shared"))
 AUSTEN = os.path.join(SHARED_DIR, "data", "austen_sentences.txt")
 FIXTURES = os.path.join(SHARED_DIR, "fixtures", "tokenization")
 VOCAB = os.path.join(FIXTURES, "vocab_uncased.txt")

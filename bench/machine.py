@@ -129,12 +129,27 @@ def threads_line(num_threads):
     return f"{num_threads} intra-op and {num_threads} inter-op threads per runner (TensorFlow and torch)"
 
 
-def read_json_lines(path):
-    """The JSON objects of a results file written one per line by a resumable bench ([] if absent)."""
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as reader:
-        return [json.loads(line) for line in reader if line.strip()]
+class Runs:
+    """runs.jsonl: each finished run one JSON line, reused when the same run is asked again."""
+
+    def __init__(self, path):
+        self.path = path
+        self.rows = []
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as reader:
+                self.rows = [json.loads(line) for line in reader if line.strip()]
+
+    def get(self, key, run, *args):
+        """The row of `key` (a dict), from the file or made by run(*args) and appended."""
+        for row in self.rows:
+            if all(row.get(k) == v for k, v in key.items()):
+                return row
+        row = {**key, **run(*args), "load": load_line()}
+        print(json.dumps({k: v for k, v in row.items() if not isinstance(v, list)}), flush=True)
+        with open(self.path, "a", encoding="utf-8") as writer:
+            writer.write(json.dumps(row) + "\n")
+        self.rows.append(row)
+        return row
 
 
 def matmul_rates(dtypes=("float32", "bfloat16"), size=2048, repeats=10):

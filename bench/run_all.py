@@ -10,10 +10,10 @@ The steps (STEPS), in the order of README's performance table: each runs its scr
 runs alone; its docstring says what it measures); `real` (finetune_real.py, bench_real_text.py)
 only with --real.
 
-Each benchmark runs in its own process (a fresh TensorFlow, no state carried over). The peers need
-`pip install -e .[bench,compare]`. The output of every step, with the load average before and after
-it, is printed and also written to --log; at the end the run rewrites --results (bench/results/run_all.md)
-above its appendix, and writes its JSON record beside it (bench/report.py), unless --quick.
+Each benchmark runs in its own process; the peers need `pip install -e .[bench,compare]`. Every step's
+output, with the load average before and after, is printed and written to --log; then the run
+rewrites --results above its appendix and writes its JSON record beside it (bench/report.py),
+unless --quick.
 """
 
 import argparse
@@ -23,11 +23,7 @@ import sys
 import tempfile
 import time
 
-from bench import machine, report
-
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(BENCH_DIR)
-
+from bench import BENCH_DIR, REPO_DIR, machine, report
 
 # name -> [(label, script, full-size arguments, --quick arguments)]
 STEPS = {
@@ -84,32 +80,15 @@ def _utc():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", default="", help="comma-separated step names; default: all")
-    parser.add_argument(
-        "--quick", action="store_true", help="tiny sizes: a smoke test, not results"
-    )
-    parser.add_argument(
-        "--real",
-        action="store_true",
-        help="also the real-data steps: finetune_real.py (BBC News) and bench_real_text.py",
-    )
-    parser.add_argument(
-        "--log",
-        default=os.path.join(tempfile.gettempdir(), "bench_run_all.log"),
-        help="where the output is also written; default: bench_run_all.log in the temp folder",
-    )
-    parser.add_argument(
-        "--results",
-        default=os.path.join(BENCH_DIR, "results", "run_all.md"),
-        help="the report this run rewrites above its appendix (never with --quick); the JSON record "
-        "goes beside it, the same name ending in .json",
-    )
-    parser.add_argument(
-        "--quiet",
-        action="store_true",
-        help="declare that nothing else ran on the machine during the run (recorded as quiet: true; "
-        "without it, quiet is recorded as unknown and bench/figures.py judges no speed of the run)",
-    )
+    add = parser.add_argument
+    add("--only", default="", help="comma-separated step names; default: all")
+    add("--quick", action="store_true", help="tiny sizes: a smoke test, not results")
+    add("--real", action="store_true", help="also the real-data steps (STEPS['real'])")
+    add("--log", default=os.path.join(tempfile.gettempdir(), "bench_run_all.log"), help="the log")
+    # The report this run rewrites above its appendix (never with --quick); its JSON beside it.
+    add("--results", default=os.path.join(BENCH_DIR, "results", "run_all.md"), help="the report")
+    # Without --quiet, quiet is recorded as unknown and bench/figures.py judges no speed of the run.
+    add("--quiet", action="store_true", help="declare that nothing else ran on the machine")
     args = parser.parse_args()
     chosen = [name for name in args.only.split(",") if name] or [
         name for name in STEPS if name != "real" or args.real

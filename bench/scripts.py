@@ -1,13 +1,12 @@
 """The project's scripts as a user runs them: `python <script>.py --flag=value ...` in a process of its own."""
 
-import json
 import os
 import re
 import subprocess
 import sys
 import time
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench import REPO_DIR
 
 
 def command(script, **flags):
@@ -47,10 +46,24 @@ def training_rates(stderr):
     return [(int(step), float(rate)) for step, rate in lines]
 
 
+def round_seconds(stderr, steps_per_round, batch_size):
+    """The seconds of each round of `steps_per_round` steps of a run, from its progress lines (each
+    line's rate covers the steps since the line before; a run logging at every round's end)."""
+    seconds, previous, rounds = 0.0, 0, []
+    for step, examples_per_second in training_rates(stderr):
+        seconds += (step - previous) * batch_size / examples_per_second
+        previous = step
+        if step % steps_per_round == 0:
+            rounds.append(seconds)
+            seconds = 0.0
+    return rounds
+
+
 def eval_results(output_dir):
-    """{name: value} of the eval_results.json a run's --do_eval wrote to output_dir."""
-    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as reader:
-        return json.load(reader)
+    """{name: float} of the eval_results.txt (`name = value` lines) a run's --do_eval wrote."""
+    with open(os.path.join(output_dir, "eval_results.txt"), encoding="utf-8") as reader:
+        pairs = [line.split(" = ", 1) for line in reader if " = " in line]
+    return {name.strip(): float(value) for name, value in pairs}
 
 
 def model_flags(model_dir):
