@@ -12,9 +12,8 @@ window alone), at --doc_stride and at each of --eval_doc_strides. Each run's dev
 probabilities by the default rule (--do_predict) are saved under work_dir/dev_probabilities/: the
 table is followed by the dev articles the default rule gets wrong in every seed of a mode, and how
 many of those a reader of whole articles, TF-IDF + LinearSVC, gets wrong too (their label is in
-doubt). Every run appends one JSON line to --results, and a run already there is skipped;
---summarize_only trains nothing. A mode's own reading of dev (the first column) is the mean rule
-for windows, the first window for truncated.
+doubt). Every run is one line of --results (machine.Runs); --summarize_only trains nothing. A
+mode's own reading of dev (the first column) is the mean rule for windows, the first window else.
 
     .venv/bin/python -m bench.bench_long_documents --work_dir=/tmp/long --seeds=1,2,3
     .venv/bin/python -m bench.bench_long_documents --work_dir=/tmp/long --summarize_only

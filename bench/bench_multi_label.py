@@ -16,8 +16,7 @@ Part 2, class weights (`--parts=class_weights`): BBC News topics (finetune_real.
 --minority_topic cut to --minority_share of training, `--class_weights=none` and `auto` per seed of
 --seeds: the minority topic's dev recall and precision, dev accuracy and macro F1.
 
-Every run appends one JSON line to work_dir/runs.jsonl; a run already there with the same settings
-is skipped, so a stopped bench goes on where it was.
+Every run is one line of work_dir/runs.jsonl (machine.Runs): a stopped bench goes on where it was.
 
     .venv/bin/python -m bench.bench_multi_label --parts=multi_label --work_dir=/tmp/multi_label
     .venv/bin/python -m bench.bench_multi_label --parts=multi_label --ml_examples=64,32,32 \\

@@ -17,8 +17,7 @@ Systems:
   transformers  BertForSequenceClassification on torch at ours' chosen setting: batch 32,
                 minilm.transformers_optimizer, clipping at 1.0, inputs cut to max_seq_length.
 
-Every finished run is appended to work_dir/runs.jsonl; a run already there (same set, sizes, split
-and settings) is skipped, so a stopped bench is resumed by the same command.
+Every run is one line of work_dir/runs.jsonl (machine.Runs): the same command resumes a bench.
 
     /tmp/serving-venv/bin/python -m bench.bench_real_text --work_dir=/tmp/realtext/run
     .venv/bin/python -m bench.bench_real_text --work_dir=/tmp/realtext/smoke --sets=rotten_tomatoes \\
