@@ -44,24 +44,26 @@ def test_auto_weights_are_the_inverse_label_frequencies(data_dir, tmp_path, capl
     with caplog.at_level(logging.INFO, logger="absl"), caplog.at_level(logging.INFO):
         run = weighted_run(data_dir, tmp_path, "auto")
     assert run.labels == ["mid", "neg", "pos"]
-    assert run.class_weights == pytest.approx(AUTO, rel=1e-12)
+    assert run.task.class_weights == pytest.approx(AUTO, rel=1e-12)
     assert "class weights (--class_weights=auto): mid=2, neg=1, pos=0.6667" in caplog.text
 
 
 def test_the_training_loss_weights_each_example_by_its_label(data_dir, tmp_path):
     run = weighted_run(data_dir, tmp_path, "0.5,2,4")
-    assert run.class_weights == [0.5, 2.0, 4.0]
+    assert run.task.class_weights == [0.5, 2.0, 4.0]
     logits = np.array([[2.0, -1.0, 0.5], [0.1, 0.2, 0.3], [-3.0, 1.0, 2.0], [1.0, 1.0, 1.0]])
     labels = np.array([0, 1, 2, 2])
-    loss = run.loss({"logits": logits.astype(np.float32)}, {"label_ids": labels}, {"examples": 4.0})
+    loss = run.task.loss(
+        {"logits": logits.astype(np.float32)}, {"label_ids": labels}, {"examples": 4.0}
+    )
     # By hand: cross-entropy of each row, times its label's weight, over the 4 examples.
     log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     cross_entropy = -log_probs[np.arange(4), labels]
     expected = np.sum(np.array([0.5, 2.0, 4.0])[labels] * cross_entropy) / 4
     assert float(loss["loss"]) == pytest.approx(expected, rel=1e-6)
     unweighted = weighted_run(data_dir, tmp_path, "none")
-    assert unweighted.class_weights is None
-    plain = unweighted.loss(
+    assert unweighted.task.class_weights is None
+    plain = unweighted.task.loss(
         {"logits": logits.astype(np.float32)}, {"label_ids": labels}, {"examples": 4.0}
     )
     assert float(plain["loss"]) == pytest.approx(np.mean(cross_entropy), rel=1e-6)
@@ -69,7 +71,7 @@ def test_the_training_loss_weights_each_example_by_its_label(data_dir, tmp_path)
 
 @pytest.mark.slow
 def test_a_weighted_run_trains(data_dir, tmp_path):
-    outcome = run_script(classification.SPEC, weighted_run(data_dir, tmp_path, "auto").config)
+    outcome = run_script(classification.SPEC, weighted_run(data_dir, tmp_path, "auto").settings)
     assert outcome["train"]["global_step"] == 3
 
 

@@ -185,7 +185,7 @@ def test_the_cache_key_holds_the_encoder_weights_the_layers_and_the_token_settin
     def predict_cache(**overrides):
         config = feature_config(root, tmp_path / "runs" / str(next(numbers)), do_predict=True,
                                 encoder_features_dir=str(tmp_path / "cache"), **overrides)  # fmt: skip
-        (path, _), _ = feature_based.FeatureTaggerRun(config).cache_file("predict")
+        (path, _), _ = feature_based.FeatureTaggerRun(config).task.cache_file("predict")
         return os.path.basename(path)
 
     names = [

@@ -307,10 +307,12 @@ def test_auto_class_weights_weigh_each_labels_positives_by_its_negatives(tmp_pat
     run = MultiLabelRun(ml_config(data, tmp_path / "out", do_train=True, class_weights="auto"))
     assert run.labels == ["animal", "food"]
     # animal: 2 of 5 texts, 3 / 2; food: 3 of 5, 2 / 3.
-    assert run.class_weights == pytest.approx([3 / 2, 2 / 3], rel=1e-12)
+    assert run.task.class_weights == pytest.approx([3 / 2, 2 / 3], rel=1e-12)
     logits = np.array([[1.0, -2.0], [0.5, 0.3], [-1.0, 2.0]], np.float32)
     labels = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]], np.float32)
-    loss = float(run.loss({"logits": logits}, {"label_ids": labels}, {"examples": 3.0})["loss"])
+    loss = float(
+        run.task.loss({"logits": logits}, {"label_ids": labels}, {"examples": 3.0})["loss"]
+    )
     p = 1 / (1 + np.exp(-logits.astype(np.float64)))
     weights = np.array([3 / 2, 2 / 3])
     per_label = -(weights * labels * np.log(p) + (1 - labels) * np.log(1 - p))
@@ -443,10 +445,12 @@ def test_class_weights_default_to_auto_with_several_labels_only(tmp_path):
     run = MultiLabelRun(ml_config(data, tmp_path / "out", do_train=True))
     positives = gold.sum(axis=0).astype(np.float64)
     assert run.labels == LABELS
-    np.testing.assert_allclose(run.class_weights, (len(gold) - positives) / positives, rtol=1e-12)
+    np.testing.assert_allclose(
+        run.task.class_weights, (len(gold) - positives) / positives, rtol=1e-12
+    )
     (data / "train.tsv").write_text("".join(f"text {i}\t{LABELS[i % 3]}\n" for i in range(6)))
     single = ml_config(data, tmp_path / "single", do_train=True, multi_label=False)
-    assert classification.ClassifierRun(single).class_weights is None
+    assert classification.ClassifierRun(single).task.class_weights is None
 
 
 @pytest.mark.slow

@@ -21,7 +21,12 @@ import tensorflow as tf
 
 from bert_tf.errors import InputError
 from bert_tf.tasks import run_script
-from bert_tf.tasks.classification.task import SPEC, ClassifierRun, ClassifierSettings
+from bert_tf.tasks.classification.task import (
+    SPEC,
+    ClassifierRun,
+    ClassifierSettings,
+    ClassifierTask,
+)
 from bert_tf.tokenization import FullTokenizer
 from bert_tf.training.checkpoint_state import CheckpointState
 
@@ -330,7 +335,7 @@ def test_regression_pair_task_reports_correlations_and_exports_scores(tmp_path, 
     _write_stsb(tmp_path / "data", random.Random(1))
     # The dev scores the run's eval step computed, kept as it computes them (no dev predictions file).
     dev_outputs = []
-    text_logits = ClassifierRun.text_logits
+    text_logits = ClassifierTask.text_logits
 
     def spy(self, path, info, batch_size, feature_keys=()):
         result = text_logits(self, path, info, batch_size, feature_keys)
@@ -338,7 +343,7 @@ def test_regression_pair_task_reports_correlations_and_exports_scores(tmp_path, 
             dev_outputs.append(result)
         return result
 
-    monkeypatch.setattr(ClassifierRun, "text_logits", spy)
+    monkeypatch.setattr(ClassifierTask, "text_logits", spy)
     config = ClassifierSettings(
         bert_config_file=TINY_CONFIG, vocab_file=VOCAB, output_dir=str(tmp_path / "out"),
         task_name="sts-b", data_dir=str(tmp_path / "data"), max_seq_length=16, train_batch_size=16,

@@ -1,10 +1,12 @@
 """The contract a fine-tuning task fills (docs/adding_a_task.md), checked on the modules that state it:
-tasks/hooks.py and finetuning.py (the hooks), settings.py and spec.py (each setting declared once),
-config.py, run.py, heads.py and the registry (bert_tf/tasks/__init__.py)."""
+tasks/hooks.py and finetuning.py (a Task's parts, the run they are given to), settings.py and spec.py
+(each setting declared once), run.py, task_head.py and the registry (bert_tf/tasks/__init__.py)."""
 
+import ast
 import dataclasses
 import inspect
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -15,17 +17,18 @@ from bert_tf.models.networks import squad_serving
 from bert_tf.models.networks.task_head import BertHead
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.settings import derived, flag_fields, recorded_settings, setting
-from bert_tf.tasks import RUNS, TASKS, choose, script_settings, variants
+from bert_tf.shared_settings import FineTuningSettings
+from bert_tf.tasks import RUNS, TASK_CLASSES, TASKS, choose, script_settings, variants
+from bert_tf.tasks.classification.task import LABEL_SCHEME
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.hooks import ClassifierHooks, TaskHooks, dummy_batch, padding_of
+from bert_tf.tasks.hooks import Task, dummy_batch, padding_of
 from bert_tf.tasks.run import load_bert_config
-from bert_tf.tasks.run_settings import FineTuningSettings
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_settings import SETTINGS_CLASSES
 
 from conftest import SAMPLE_DIR
 
-REQUIRED_HOOKS = {
+REQUIRED_PARTS = {
     "read_split",
     "feature_settings",
     "make_records",
@@ -36,35 +39,48 @@ REQUIRED_HOOKS = {
 }
 
 
-def _run_class(skipped=(), spec=TASKS["classifier"]):
-    """A FineTuningRun subclass that fills every required hook but `skipped`."""
-    namespace = {name: lambda self, *args, **kwargs: None for name in REQUIRED_HOOKS - set(skipped)}
-    return type("PartialRun", (FineTuningRun,), {**namespace, "spec": spec})
+def _task_class(skipped=(), spec=TASKS["classifier"]):
+    """A Task subclass that fills every required part but `skipped`."""
+    namespace = {name: lambda self, *args, **kwargs: None for name in REQUIRED_PARTS - set(skipped)}
+    return type("PartialTask", (Task,), {**namespace, "spec": spec})
 
 
-def test_a_run_that_misses_a_required_hook_fails_when_instantiated_naming_them():
-    with pytest.raises(TypeError, match="PartialRun does not fill the FineTuningRun hooks loss, "):
-        _run_class(skipped=("loss", "predict_test"))(None)
-    with pytest.raises(TypeError, match="hooks evaluate \\(docs/adding_a_task.md\\)"):
-        _run_class(skipped=("evaluate",))(None)
+def test_a_task_that_misses_a_required_part_fails_when_made_naming_them():
+    # Python's own check, as for any abstract class: its message names the missing methods.
+    with pytest.raises(TypeError, match=r"abstract class PartialTask .*\bloss\b.*\bpredict_test\b"):
+        _task_class(skipped=("loss", "predict_test"))(None)
+    with pytest.raises(TypeError, match=r"abstract class PartialTask .*\bevaluate\b"):
+        FineTuningRun(None, _task_class(skipped=("evaluate",)))
 
 
-def test_the_required_hooks_are_the_abstract_ones():
-    assert FineTuningRun.__abstractmethods__ == REQUIRED_HOOKS
+def test_the_required_parts_are_the_abstract_ones():
+    assert Task.__abstractmethods__ == REQUIRED_PARTS
 
 
-def test_a_run_without_its_task_spec_fails_when_instantiated():
-    with pytest.raises(TypeError, match=r"PartialRun.spec is not set"):
-        _run_class(spec=None)(None)
+def test_a_run_of_a_task_without_its_spec_fails_when_made():
+    with pytest.raises(TypeError, match=r"PartialTask.spec is not set"):
+        FineTuningRun(None, _task_class(spec=None))
 
 
-def test_every_registered_run_fills_every_hook_and_knows_its_spec():
+def test_every_registered_task_fills_every_part_and_its_run_is_the_fine_tuning_run_of_it(
+    monkeypatch,
+):
     with_flags = sorted(name for name, spec in TASKS.items() if spec.settings_class is not None)
-    assert sorted(RUNS) == with_flags and len(RUNS) >= 6
-    for name, run_class in RUNS.items():
-        assert issubclass(run_class, FineTuningRun), name
-        assert not run_class.__abstractmethods__, (name, run_class.__abstractmethods__)
-        assert run_class.spec is TASKS[name], name
+    assert sorted(TASK_CLASSES) == sorted(RUNS) == with_flags and len(RUNS) >= 6
+    made = []
+    monkeypatch.setattr(
+        FineTuningRun, "__init__", lambda run, settings, task_class: made.append(task_class)
+    )
+    for name, task_class in TASK_CLASSES.items():
+        assert issubclass(task_class, Task), name
+        assert not task_class.__abstractmethods__, (name, task_class.__abstractmethods__)
+        assert task_class.spec is TASKS[name], name
+        # A task's run is a name for FineTuningRun(settings, its Task), and nothing else.
+        run_class = RUNS[name]
+        assert run_class.__bases__ == (FineTuningRun,), name
+        assert not _own_methods(run_class), (name, _own_methods(run_class))
+        run_class(None)
+        assert made[-1] is task_class, name
 
 
 def test_the_padding_is_zeros_of_the_spec_with_the_values_asked():
@@ -221,7 +237,7 @@ def test_two_variants_of_a_task_give_its_script_the_flags_of_both(monkeypatch):
             chosen_by=name,
         )
         monkeypatch.setitem(TASKS, name, spec)
-    with pytest.raises(TypeError, match="no config class of its script derives from FirstConfig"):
+    with pytest.raises(TypeError, match="no settings class of its script derives from FirstConfig"):
         script_settings(task)
 
     @dataclasses.dataclass(kw_only=True)
@@ -245,16 +261,26 @@ def test_task_json_s_reader_knows_the_settings_of_every_registered_task():
     assert SETTINGS_CLASSES == with_settings
 
 
-def _overrides_of_undeclared_methods(run_class):
+def _own_methods(run_class):
+    """The methods (and properties) a run class defines beside its __init__."""
+    return sorted(
+        name
+        for name, value in vars(run_class).items()
+        if not name.startswith("__") and (callable(value) or isinstance(value, property))
+    )
+
+
+def _overrides_of_undeclared_parts(task_class):
     """ "Class.name overrides Base.name" for each method (or property) a task's class redefines
-    that a base implements and neither tasks/hooks.py class declares."""
-    hooks = {name for cls in (TaskHooks, ClassifierHooks) for name in vars(cls)}
+    that a base implements and no contract declares (the Task's parts, the classifier's
+    LABEL_SCHEME)."""
+    declared = set(vars(Task)) | set(LABEL_SCHEME)
     found = []
-    for klass in run_class.__mro__:
-        if klass in FineTuningRun.__mro__ or klass is ClassifierHooks:
-            continue  # the framework and the contracts, not a task's
+    for klass in task_class.__mro__:
+        if klass in Task.__mro__:
+            continue  # the contract, not a task's
         for name, value in vars(klass).items():
-            if name.startswith("__") or name in hooks:
+            if name.startswith("__") or name in declared:
                 continue
             if not (inspect.isfunction(value) or isinstance(value, property)):
                 continue
@@ -264,11 +290,43 @@ def _overrides_of_undeclared_methods(run_class):
     return found
 
 
-def test_no_task_run_overrides_a_method_that_is_not_a_declared_hook():
-    for name, run_class in RUNS.items():
-        assert not _overrides_of_undeclared_methods(run_class), name
-    # What the check finds: a run that redefines a shared step instead of filling a hook.
-    planted = type("Planted", (RUNS["tagger"],), {"validate": lambda self: None})
-    assert _overrides_of_undeclared_methods(planted) == [
-        "Planted.validate overrides FineTuningRun.validate"
+def test_no_task_overrides_a_method_that_is_not_a_declared_part():
+    for name, task_class in TASK_CLASSES.items():
+        assert not _overrides_of_undeclared_parts(task_class), name
+    # What the check finds: a task that redefines another task's own method instead of a part.
+    planted = type("Planted", (TASK_CLASSES["tagger"],), {"predict_words": lambda self: None})
+    assert _overrides_of_undeclared_parts(planted) == [
+        "Planted.predict_words overrides TaggerTask.predict_words"
     ]
+    # And a run that redefines a shared step instead of its task filling a part.
+    planted_run = type("PlantedRun", (FineTuningRun,), {"validate": lambda self: None})
+    assert _own_methods(planted_run) == ["validate"]
+
+
+def _settings_assignments(path):
+    """(function, line) of each `<name>.settings = ...` in the module at `path`."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        for node in ast.walk(function):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if any(isinstance(t, ast.Attribute) and t.attr == "settings" for t in targets):
+                found.append((function.name, node.lineno))
+    return found
+
+
+def test_a_run_s_settings_are_set_once_and_settled_once_by_its_task():
+    folder = pathlib.Path(inspect.getfile(Task)).parent  # bert_tf/tasks
+    found = {
+        str(path.relative_to(folder)): _settings_assignments(path)
+        for path in sorted(folder.rglob("*.py"))
+    }
+    found = {path: where for path, where in found.items() if where}
+    # Run.__init__ keeps the settings it checks; FineTuningRun.__init__ holds what its task's setup
+    # settled; nothing else in bert_tf/tasks/ replaces them.
+    assert {path: [name for name, _ in where] for path, where in found.items()} == {
+        "finetuning.py": ["__init__"],
+        "run.py": ["__init__"],
+    }

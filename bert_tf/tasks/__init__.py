@@ -1,12 +1,12 @@
 """The tasks' runs: every one has the same shape, and this registry is where the scripts find them.
 
-Each task is a folder, `tasks/<task>/`: its `task.py` holds its run (a `finetuning.FineTuningRun`
-subclass filling the hooks of `hooks.py`: its data, loss, metrics and outputs) and its
-`spec.TaskSpec` (its network, from bert_tf/models/networks/, and its settings); beside it, its data
-reading and its variant. Its settings dataclass (the flags, each declared once, the recorded ones
+Each task is a folder, `tasks/<task>/`: its `task.py` holds its task (a `hooks.Task` subclass
+filling the parts a `finetuning.FineTuningRun` calls: its data, loss, metrics and outputs), its
+`spec.TaskSpec` (its network, from bert_tf/models/networks/, and its settings) and its run (the
+FineTuningRun of that task, for Python callers); beside it, its data reading and its variant. Its settings dataclass (the flags, each declared once, the recorded ones
 also its part of task.json) is in `task_settings.py`. The plain encoder (`extract_features_run.py`,
 extract_features.py's run) is a task without a fine-tuning run. The specs and runs are listed here,
-by hand: `TASKS` (the specs) and `RUNS` (the run classes). A fine-tuning script's flags are
+by hand: `TASKS` (the specs), `TASK_CLASSES` (the Task classes) and `RUNS` (the run classes). A fine-tuning script's flags are
 `script_settings(task)` (the task's and its variants': multi-label in run_classifier.py,
 feature-based in run_ner.py) and its run is `make_run(task, settings)`: the variant whose flag is set,
 or a sweep of runs. export_saved_model.py and --init_checkpoint find a checkpoint's task through
@@ -37,18 +37,29 @@ TASKS = {
     )
 }
 
-# The run of each task with a script: its FineTuningRun subclass, whose `spec` is the task's.
-RUNS = {
-    run.spec.name: run
-    for run in (
-        classification.ClassifierRun,
-        multi_label.MultiLabelRun,
-        squad.SquadRun,
-        tagging.TaggerRun,
-        feature_based.FeatureTaggerRun,
-        multiple_choice.MultipleChoiceRun,
-        embedding.EmbeddingRun,
+# The Task of each task with a script (its parts a FineTuningRun calls), by its spec's name.
+TASK_CLASSES = {
+    task.spec.name: task
+    for task in (
+        classification.ClassifierTask,
+        multi_label.MultiLabelTask,
+        squad.SquadTask,
+        tagging.TaggerTask,
+        feature_based.FeatureTaggerTask,
+        multiple_choice.MultipleChoiceTask,
+        embedding.EmbeddingTask,
     )
+}
+
+# The run of each task with a script: the FineTuningRun of its Task (`run_class(settings)`).
+RUNS = {
+    classification.SPEC.name: classification.ClassifierRun,
+    multi_label.SPEC.name: multi_label.MultiLabelRun,
+    squad.SPEC.name: squad.SquadRun,
+    tagging.SPEC.name: tagging.TaggerRun,
+    feature_based.SPEC.name: feature_based.FeatureTaggerRun,
+    multiple_choice.SPEC.name: multiple_choice.MultipleChoiceRun,
+    embedding.SPEC.name: embedding.EmbeddingRun,
 }
 
 

@@ -3,8 +3,8 @@
 It owns the tokenizer, which data each step reads (the split map), the data checks before any work, the
 features template (the task's own settings plus the shared cache key: vocab, casing, max_seq_length,
 through bert_tf/data/feature_cache.py), the Trainer, the steps (train, evaluate, predict, export) and
-task.json. A task's run (tasks/classification/task.py, ...) says only what is its own, in the hooks of
-tasks/hooks.py (TaskHooks): its reader, its features, loss, metrics and outputs.
+task.json. What is a task's own (its reader, its features, loss, metrics and outputs) is its Task
+(tasks/hooks.py), a part the run makes and calls: `FineTuningRun(settings, ClassifierTask)`.
 """
 
 import json
@@ -37,7 +37,6 @@ from bert_tf.optimization import create_optimizer
 from bert_tf.precision import build_with_policy, store_in_compute_dtype
 from bert_tf.settings import recorded_fields, recorded_settings
 from bert_tf.sigterm import doing
-from bert_tf.tasks.hooks import TaskHooks
 from bert_tf.tasks.run import Run
 from bert_tf.tokenization import FullTokenizer, check_vocab
 from bert_tf.training import Trainable
@@ -67,18 +66,34 @@ def num_train_steps(settings, num_train_examples):
     return max(steps, 1), int(max(steps, 1) * settings.warmup_proportion)
 
 
-class FineTuningRun(Run, TaskHooks):
-    """What one run of every fine-tuning script shares: the checks, the data, the Trainer, the steps.
+class FineTuningRun(Run):
+    """One run of a fine-tuning script: the checks, the data, the Trainer, the steps, of one task.
 
-    A task's run subclasses it and fills the hooks of tasks/hooks.py's TaskHooks (its data, features,
-    loss and steps); everything else (the features cache, the Trainer, --eval_every_steps, task.json,
-    the export) is here.
+    Args:
+      settings: the script's settings (a FineTuningSettings subclass, the task's settings class).
+      task_class: the task's Task subclass (tasks/hooks.py), or any callable of the run that makes
+        one: the run makes its task with itself as its context and calls its parts (its data,
+        features, loss and steps); everything else (the features cache, the Trainer,
+        --eval_every_steps, task.json, the export) is here.
+
+    Attributes (beside Run's):
+      task: the run's Task.
+      settings: the settings as the task's setup settled them (once, before any work).
+      tokenizer: the FullTokenizer of --vocab_file.
+      collapsed: what every dev prediction of the last evaluation was, when they were all one.
+
+    Raises:
+      TypeError: a task without its TaskSpec (`spec`), or one that misses a required part.
+      InputError: naming the flag, for settings the run or its task cannot run with.
     """
 
-    # What every dev prediction of the last evaluation was, when they were all one (evaluation_done).
-    collapsed = None
-
-    def __init__(self, settings):
+    def __init__(self, settings, task_class):
+        self.task = task_class(self)
+        if self.task.spec is None:
+            raise TypeError(
+                f"{type(self.task).__name__}.spec is not set: its class body names its TaskSpec"
+            )
+        self.collapsed = None
         super().__init__(settings)
         if not tf.io.gfile.exists(settings.vocab_file):
             raise InputError(f"--vocab_file={settings.vocab_file} does not exist")
@@ -90,6 +105,12 @@ class FineTuningRun(Run, TaskHooks):
         self.tokenizer = FullTokenizer(settings.vocab_file, do_lower_case=settings.do_lower_case)
         self._data = {}
         self._feature_infos = {}  # {features path: its info}, of the files this run wrote or read
+        self.settings = self.task.setup(self.settings)
+
+    @property
+    def labels(self):
+        """The task's label strings in id order (labels.txt), or None for a task without labels."""
+        return self.task.labels
 
     @property
     def checkpoint_heads(self):
@@ -97,7 +118,7 @@ class FineTuningRun(Run, TaskHooks):
 
     def build_model(self, lora=True):
         """The task's model; with --lora_rank (and `lora`), its encoder frozen under adapters."""
-        model = self.spec.build_model(self.bert_config, self.task_info())
+        model = self.task.spec.build_model(self.bert_config, self.task_info())
         targets = self.settings.lora_targets() if lora else None
         if targets is not None:
             model(model.dummy_inputs(), training=False)
@@ -117,17 +138,19 @@ class FineTuningRun(Run, TaskHooks):
     def task_info(self):
         """What rebuilds this run's model and export: task.json's content, the task's part being
         the recorded settings of its settings class (bert_tf.settings.recorded_settings)."""
-        settings, settings_class = self.settings, self.spec.settings_class
+        settings, spec = self.settings, self.task.spec
         values = {
-            field.name: getattr(settings, field.name) for field in recorded_fields(settings_class)
+            field.name: getattr(settings, field.name)
+            for field in recorded_fields(spec.settings_class)
         }
+        values.update(self.task.recorded_changes())
         return TaskInfo(
-            model_type=self.spec.name,
+            model_type=spec.name,
             bert_config=self.bert_config,
             do_lower_case=settings.do_lower_case,
             max_seq_length=settings.max_seq_length,
             labels=self.labels,
-            settings=recorded_settings(settings_class, **values),
+            settings=recorded_settings(spec.settings_class, **values),
         )
 
     def checkpoint_task_info(self):
@@ -152,19 +175,19 @@ class FineTuningRun(Run, TaskHooks):
     # ------------------------------------------------------------------ data
 
     def data(self, split):
-        """read_split(split), read once."""
+        """The task's read_split(split), read once."""
         if split not in self._data:
-            self._data[split] = self.read_split(split)
+            self._data[split] = self.task.read_split(split)
         return self._data[split]
 
     def step_data(self, step):
         """The data "train", "eval" or "predict" reads."""
-        return self.data(self.splits[step])
+        return self.data(self.task.splits[step])
 
     def check_data(self):
         """Reads and checks the data of the steps the flags ask for, before any work."""
         for step in self.settings.asked_steps():
-            self.check_split(step, self.step_data(step))
+            self.task.check_split(step, self.step_data(step))
 
     def cached_features(self, step, key, make_records):
         """The features file of `step` (feature_path), remade by make_records() unless it was
@@ -179,9 +202,17 @@ class FineTuningRun(Run, TaskHooks):
         }
         with doing(f"writing the {step} features {path}"):
             info = cached_records(path, key, make_records)
-        logging.info("%s: %s", path, self.feature_summary(info))
+        logging.info("%s: %s", path, self.task.feature_summary(info))
         self._feature_infos[path] = info
         return path, info
+
+    def features(self, step):
+        """The task's features file of `step` ("train", "eval", "predict"): (path, info)."""
+        return self.task.features(step)
+
+    def dataset(self, path, batch_size, is_training, input_context=None, num_records=None):
+        """The task's batches of the features file at `path` (Task.dataset)."""
+        return self.task.dataset(path, batch_size, is_training, input_context, num_records)
 
     def feature_info(self, path):
         """The info of the features file at `path`, written or reused by this run's `features`
@@ -189,16 +220,17 @@ class FineTuningRun(Run, TaskHooks):
         return self._feature_infos[path]
 
     def check_settings(self):
-        """Run.check_settings, then the task's own (the check_own_settings hook)."""
+        """Run.check_settings, then the task's own (its check_own_settings)."""
         bert_config = super().check_settings()
-        self.check_own_settings(bert_config)
+        self.task.check_own_settings(bert_config)
         return bert_config
 
     def validate(self):
         """Everything the run will read, checked before its first step."""
-        self.check_checkpoint()
+        self.task.check_checkpoint()
         self.check_resumed_adapters()
         self.check_data()
+        self.task.prepare_init_checkpoint()
         self.check_init_checkpoint(needs_head=not self.settings.do_train)
 
     def check_resumed_adapters(self):
@@ -222,11 +254,11 @@ class FineTuningRun(Run, TaskHooks):
 
         return Trainable(
             build_model=self.build_model,
-            loss_fn=self.loss,
-            normalizer_fn=self.normalizers,
+            loss_fn=self.task.loss,
+            normalizer_fn=self.task.normalizers,
             metric_fn=lambda outputs, features: {},
             dataset_fn=dataset_fn,
-            dummy_batch_fn=self.dummy_batch,
+            dummy_batch_fn=self.task.dummy_batch,
         )
 
     def trainer(self, train_path=None, num_train_examples=0):
@@ -249,7 +281,8 @@ class FineTuningRun(Run, TaskHooks):
 
     def dev_metric(self, results):
         """(name, value) of the metric that ranks runs, from evaluate()'s results."""
-        name = self.metric_name if self.metric_name in results else "eval_accuracy"
+        name = self.task.metric_name
+        name = name if name in results else "eval_accuracy"
         return name, float(results[name])
 
     def train(self):
@@ -258,7 +291,7 @@ class FineTuningRun(Run, TaskHooks):
         With --eval_every_steps=N it evaluates every N steps (and at the end), and keeps the
         checkpoint of the best dev metric so far in best_checkpoint/ beside the last ones.
         """
-        path, info = self.features("train")
+        path, info = self.task.features("train")
         trainer = self.trainer(path, info["num_real_examples"])
         every, end = self.settings.eval_every_steps, trainer.settings.num_train_steps
         if every <= 0:
@@ -331,16 +364,28 @@ class FineTuningRun(Run, TaskHooks):
             return self.trainer().predict(dataset, output_keys, feature_keys)
 
     def evaluation_done(self, results, predictions=None, what="prediction", hint=None):
-        """Adds the global step to eval results, writes eval_results.txt and returns them; logs a
-        WARNING and sets `collapsed` (a sweep records it) when every dev prediction is the same,
-        with `hint` (what to try; by default a lower learning rate or a longer warm-up)."""
+        """Adds the global step to eval results, writes eval_results.txt and returns them; with
+        `predictions`, note_collapse."""
         results["global_step"] = self.trainer().global_step
         self.write_eval_results(results)
         if predictions is not None:
-            self.collapsed = metrics.collapse(
-                predictions, what, self.settings.learning_rate, hint or metrics.LEARNING_RATE_HINT
-            )
+            self.note_collapse(predictions, what, hint)
         return results
+
+    def note_collapse(self, predictions, what="prediction", hint=None):
+        """Logs a WARNING and sets `collapsed` (a sweep records it) when every dev prediction is
+        the same, with `hint` (what to try; by default a lower learning rate or a longer warm-up)."""
+        self.collapsed = metrics.collapse(
+            predictions, what, self.settings.learning_rate, hint or metrics.LEARNING_RATE_HINT
+        )
+
+    def evaluate(self):
+        """The --do_eval step: the task's evaluate (its dev metrics, written and returned)."""
+        return self.task.evaluate()
+
+    def predict_test(self):
+        """The --do_predict step: the task's predict_test (its predictions, written and returned)."""
+        return self.task.predict_test()
 
     def export(self):
         """Writes the trained model as a SavedModel to --export_dir (the task's export_model), under
@@ -361,7 +406,7 @@ class FineTuningRun(Run, TaskHooks):
             model = plain
         if settings.mixed_precision != "float32":
             store_in_compute_dtype(model)
-        return self.spec.export_model(
+        return self.task.spec.export_model(
             model, self.task_info(), settings.vocab_file, settings.export_dir
         )
 
@@ -393,5 +438,5 @@ class FineTuningRun(Run, TaskHooks):
         if settings.export_dir and self.is_chief:
             with doing("the export"):
                 outcome["export"] = self.export()
-        self.add_to_outcome(outcome)
+        self.task.add_to_outcome(outcome)
         return outcome

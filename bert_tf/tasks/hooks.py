@@ -1,9 +1,10 @@
-"""TaskHooks: the contract of a fine-tuning task, every hook declared with its signature.
+"""Task: the parts of a fine-tuning task, each declared with its signature, given to one run.
 
 tasks/finetuning.py's FineTuningRun does the work every task shares (the features cache, the
-Trainer, the steps, task.json, the export) and calls these hooks for what is the task's own: its
-data, its features, its loss and its steps. A task's run subclasses FineTuningRun and fills them;
-docs/adding_a_task.md is the checklist of a new task.
+Trainer, the steps, task.json, the export) and calls its task's parts for what is the task's own:
+its data, its features, its loss and its steps. A task is a Task subclass (ClassifierTask,
+TaggerTask, ...) that fills them; the run makes it with itself as its context
+(`FineTuningRun(settings, ClassifierTask)`). docs/adding_a_task.md is the checklist of a new task.
 """
 
 import abc
@@ -40,14 +41,17 @@ def padding_of(feature_spec, **values):
     }
 
 
-class TaskHooks(abc.ABC):
-    """The hooks of a fine-tuning task's run: what finetuning.FineTuningRun calls and a task fills.
+class Task(abc.ABC):
+    """The parts of a fine-tuning task: what finetuning.FineTuningRun calls and a task fills.
 
-    A task's run (a FineTuningRun subclass) defines every abstract method below (a class that misses
-    one fails when it is instantiated, naming them) and overrides the others where the default
-    does not fit. In the order a run calls them:
-      check_own_settings, check_checkpoint: the task's own checks before any work.
+    A task (a Task subclass) defines every abstract method below (a class that misses one fails
+    when it is made, naming them) and overrides the others where the default does not fit. In the
+    order a run calls them:
+      check_own_settings: the task's own checks of its settings, with the run's shared ones.
+      setup: what the task works out before any work (labels, ...); the run's settings, settled.
+      check_checkpoint: the task's checks of the run its model comes from.
       read_split, check_split: the data of a split, read and checked (errors name file and line).
+      prepare_init_checkpoint: writes the checkpoint --init_checkpoint names, when the task makes it.
       feature_settings, make_records, feature_summary: the step's features file (cached).
       feature_spec, padding_feature: the records' tf.io spec and one fake example (from the spec).
       features, dataset, dummy_batch: the features file, its batches and the fake batch that
@@ -55,13 +59,20 @@ class TaskHooks(abc.ABC):
         cached encoder layers) overrides the three.
       loss, normalizers: the training loss of a batch (the Trainer's).
       evaluate, predict_test: the --do_eval and --do_predict steps.
+      recorded_changes: recorded settings the task changed after setup (task.json's).
       add_to_outcome: what else the run's outcome reports.
-    And these attributes: `spec` (its TaskSpec), `labels`,
-    `metric_name`, `splits`, `sequence_features`, `padding_values`. The task's part of task.json is
-    its settings class's recorded fields (bert_tf.settings.setting(recorded=True)): no hook writes it.
+    And these attributes: `spec` (its TaskSpec), `labels`, `metric_name`, `splits`,
+    `sequence_features`, `padding_values`. The task's part of task.json is its settings class's
+    recorded fields (bert_tf.settings.setting(recorded=True)): no part writes it.
+
+    What a task reads of its run is `self.run`, the FineTuningRun that made it, through what
+    that class declares: `settings`, `bert_config`, `tokenizer`, `is_chief`; `data`,
+    `step_data`, `cached_features`, `feature_info`, `features`, `dataset`, `predict_features`,
+    `trainer`, `resumes`, `checkpoint_task_info`, `earlier_labels`, `build_model`, `task_info`,
+    `evaluation_done`, `note_collapse`, `write_output`, `write_test_results`, `no_test_labels`.
     """
 
-    # The task's TaskSpec: its name, model and export (the run class names it: `spec = SPEC`).
+    # The task's TaskSpec: its name, model and export.
     spec = None
     # The label strings in id order (labels.txt), or None for a task without labels.
     labels = None
@@ -74,16 +85,19 @@ class TaskHooks(abc.ABC):
     # Values of the fake example other than 0 (padding_feature), {feature name: number}.
     padding_values = {}
 
-    def __new__(cls, *args, **kwargs):
-        missing = sorted(getattr(cls, "__abstractmethods__", ()))
-        if missing:
-            raise TypeError(
-                f"{cls.__name__} does not fill the FineTuningRun hooks {', '.join(missing)} "
-                "(docs/adding_a_task.md)"
-            )
-        if cls.spec is None:
-            raise TypeError(f"{cls.__name__}.spec is not set: its class body names its TaskSpec")
-        return super().__new__(cls)
+    def __init__(self, run):
+        """Keeps `run`, the FineTuningRun the task is a part of; reads nothing of it yet."""
+        self.run = run
+
+    @property
+    def settings(self):
+        """The run's settings (checked; after setup, as it settled them)."""
+        return self.run.settings
+
+    @property
+    def tokenizer(self):
+        """The run's FullTokenizer (--vocab_file, --do_lower_case)."""
+        return self.run.tokenizer
 
     def check_own_settings(self, bert_config):  # noqa: B027 (optional: nothing by default)
         """The task's own checks of its settings with the encoder's BertConfig, after the shared
@@ -92,6 +106,13 @@ class TaskHooks(abc.ABC):
         Raises:
           InputError: naming the flag.
         """
+
+    def setup(self, settings):
+        """What the task works out before any work, once the shared checks passed (its labels,
+        what it reads of the checkpoint's run, ...), kept on the task; returns `settings` with the
+        values the task settles (windows, pooling, thresholds, ...), which the run then holds.
+        By default the settings unchanged."""
+        return settings
 
     def check_checkpoint(self):  # noqa: B027 (optional: nothing by default)
         """The task's checks of the run its model comes from (`checkpoint_task_info()`), before
@@ -106,7 +127,7 @@ class TaskHooks(abc.ABC):
         """The data of `split` (one of `splits`' values), read and checked.
 
         Returns:
-          Whatever the task's other hooks read (examples, (path, sentences), ...), read once.
+          Whatever the task's other parts read (examples, (path, sentences), ...), read once.
 
         Raises:
           InputError: naming the file and line of bad data, or a split without examples.
@@ -118,6 +139,10 @@ class TaskHooks(abc.ABC):
         Raises:
           InputError: naming the file and line.
         """
+
+    def prepare_init_checkpoint(self):  # noqa: B027 (optional: nothing by default)
+        """Writes the checkpoint --init_checkpoint names when the task makes it (a distillation
+        student's first weights), after the data checks and before --init_checkpoint is checked."""
 
     @abc.abstractmethod
     def feature_settings(self, step):
@@ -150,7 +175,7 @@ class TaskHooks(abc.ABC):
         info holds "num_real_examples" and "num_records" (see feature_cache.cached_records). By
         default the records of make_records, cached (FineTuningRun.cached_features).
         """
-        return self.cached_features(
+        return self.run.cached_features(
             step, self.feature_settings(step), lambda: self.make_records(step)
         )
 
@@ -209,33 +234,11 @@ class TaskHooks(abc.ABC):
     def predict_test(self):
         """--do_predict: the predictions of the test data, written to --output_dir and returned."""
 
+    def recorded_changes(self):
+        """{name: value} of recorded settings the task changed after setup (the multi-label
+        thresholds tuned on dev), which task.json records in place of the settings'; {} by default."""
+        return {}
+
     def add_to_outcome(self, outcome):  # noqa: B027 (optional: nothing to add by default)
         """After the steps: what else the run reports in its outcome ({"train", "eval",
         "predict", "export"}: their results), added to `outcome` in place; nothing by default."""
-
-
-class ClassifierHooks(abc.ABC):
-    """The hooks of the classifier's label scheme, which its multi-label variant fills its own way
-    (tasks/classification/task.py fills them for one label per text, tasks/classification/multi_label.py for several).
-
-    And this attribute: `feature_format`, the features' format in the cache key.
-    """
-
-    feature_format = None
-
-    @abc.abstractmethod
-    def make_processor(self, settings):
-        """The DataProcessor that reads the run's examples (bert_tf.tasks.classification.data)."""
-
-    @abc.abstractmethod
-    def label_value(self, example):
-        """The label_ids of an example's features; InputError for a label outside the set."""
-
-    @abc.abstractmethod
-    def example_features(self, example, index):
-        """The feature dicts of the example at `index`: one, or one per window (--doc_stride)."""
-
-    @abc.abstractmethod
-    def class_weights_of_flags(self):
-        """--class_weights as the training loss reads them (logged), or None; read only when
-        training."""

@@ -1,6 +1,7 @@
 """What every training run shares: the checks before any work and the Trainer.
 
-The settings (the flags) are tasks/run_settings.py's dataclasses; each checks its own fields (`check()`).
+The settings (the flags) are bert_tf/shared_settings.py's RunSettings and FineTuningSettings and each
+script's own class (tasks/task_settings.py, tasks/pretraining.py); each checks its own fields (`check()`).
 `Run` checks everything else a run will read before its first step (the BertConfig, the strategy and
 its batches, the --init_checkpoint's shapes against the model) and builds the Trainer with THE restore
 path (bert_tf.checkpoints.restore_init_checkpoint). tasks/finetuning.py's `FineTuningRun` adds what
@@ -135,8 +136,8 @@ def read_test_results(folder):
 class Run:
     """One run of a training script: its settings checked, its strategy, its Trainer.
 
-    A subclass provides `build_model()` (the model the Trainer trains, built in the strategy scope)
-    and its steps; `check_init_checkpoint()` and `make_trainer()` restore --init_checkpoint into it.
+    A subclass (FineTuningRun, PretrainingRun) defines `build_model()` (the model the Trainer trains,
+    built in the strategy scope) and its steps; `check_init_checkpoint()` and `make_trainer()` restore --init_checkpoint into it.
 
     Attributes:
       settings: the script's settings (a RunSettings subclass).
@@ -164,6 +165,10 @@ class Run:
         )
         logging.info("Devices: %s", describe(self.strategy, batches))
         self._trainer = None
+
+    def build_model(self):
+        """The model the Trainer trains (built in the strategy scope): each kind of run's own."""
+        raise NotImplementedError(f"{type(self).__name__} builds no model")
 
     @property
     def is_chief(self):

@@ -10,15 +10,15 @@ from bert_tf.models.networks.network_spec import NetworkSpec
 class TaskSpec(NetworkSpec):
     """One task: its network (NetworkSpec: rebuild, Google head, export) and its script's settings.
 
-    The spec knows nothing of the task's run: the run class names its spec (`FineTuningRun.spec`),
-    and the registry (bert_tf.tasks.RUNS) finds a spec's run by its name.
+    The spec knows nothing of the task's run: the task's class names its spec (`Task.spec`), and
+    the registry (bert_tf.tasks.TASK_CLASSES, RUNS) finds a spec's task and run by its name.
 
     Attributes (beside NetworkSpec's):
       info_from_encoder: (checkpoint prefix, the encoder's TaskInfo) -> this task's TaskInfo, for a
         task whose model is an encoder's with no weights of its own (embeddings): it then exports
         from any encoder checkpoint (export_saved_model.py --model_type); else None.
-      settings_class: the settings dataclass of its script (tasks/run_settings.py's FineTuningSettings and
-        the task's own flags); its recorded fields are the task's part of task.json
+      settings_class: the settings dataclass of its script (tasks/task_settings.py's, deriving from
+        tasks/run_settings.py's TaskSettings: the shared flags and the task's own); its recorded fields are the task's part of task.json
         (networks.task_info.RECORDED_SETTINGS). None for the encoder.
       variant_of, chosen_by: a variant (multi-label, feature-based) runs in the script of the task
         `variant_of` when its flag `chosen_by` is set (bert_tf.tasks.make_run); else None.

@@ -97,7 +97,8 @@ class Sweep:
 
     Args:
       settings: the script's FineTuningSettings, a sweep flag holding a tuple of values (is_sweep).
-      run_class: the task's FineTuningRun subclass: each combination is one of its runs.
+      run_class: the task's run (bert_tf.tasks.RUNS: run_class(settings) is a FineTuningRun of
+        its task): each combination is one of its runs.
 
     Raises:
       InputError: a sweep without --do_eval (it ranks on dev), without --do_train or

@@ -6,7 +6,8 @@ given: with sparse labels the unweighted loss is lowest with every label under 0
 predicted when its probability is over its threshold: `--threshold` for all, or each label's own, picked
 on dev by `--tune_thresholds` and kept in task.json for prediction and the export. Everything else (the
 tables, features cache, checkpoints, --init_checkpoint, sweeps, the export's serving contract) is the
-classifier's: `MultiLabelRun` is a `ClassifierRun` that says only what differs.
+classifier's: `MultiLabelTask` is a `ClassifierTask` that says only what differs (its label scheme,
+its metrics and outputs).
 
 B = batch, L = number of labels, N = examples.
 """
@@ -24,6 +25,7 @@ from bert_tf.models.networks.classifier_network import DEFAULT_THRESHOLD, thresh
 from bert_tf.models.networks.task_info import write_task_info
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.data import multi_hot_labels
+from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_settings import MultiLabelSettings
 
@@ -106,8 +108,8 @@ SPEC = TaskSpec.of(
 )
 
 
-class MultiLabelRun(classification.ClassifierRun):
-    """One run_classifier.py --multi_label=True invocation."""
+class MultiLabelTask(classification.ClassifierTask):
+    """run_classifier.py --multi_label=True's task: several labels per text, or none."""
 
     spec = SPEC
 
@@ -118,14 +120,16 @@ class MultiLabelRun(classification.ClassifierRun):
     def feature_format(self):
         return f"bert_tf multi-label features 1, separator {self.settings.label_separator!r}"
 
-    def __init__(self, settings):
-        super().__init__(settings)
-        self.settings = dataclasses.replace(self.settings, thresholds=self._thresholds())
+    def setup(self, settings):
+        """The classifier's setup, then each label's threshold (`thresholds`): --threshold, else
+        the checkpoint's run's when it goes on with a model, else 0.5."""
+        settings = super().setup(settings)
+        # Each label's threshold, recorded in task.json; --tune_thresholds changes it on dev.
+        self.thresholds = self._thresholds(settings)
+        return dataclasses.replace(settings, thresholds=self.thresholds)
 
-    @property
-    def thresholds(self):
-        """Each label's threshold: the settings', as the run settled it (recorded in task.json)."""
-        return self.settings.thresholds
+    def recorded_changes(self):
+        return {"thresholds": self.thresholds}
 
     def make_processor(self, settings):
         return multi_hot_labels.MultiLabelProcessor(
@@ -140,13 +144,13 @@ class MultiLabelRun(classification.ClassifierRun):
             separator=settings.label_separator,
         )
 
-    def _thresholds(self):
+    def _thresholds(self, settings):
         """--threshold for every label; else the checkpoint's run's, when it goes on with a model."""
-        if self.settings.threshold is not None:
-            return [self.settings.threshold] * len(self.labels)
+        if settings.threshold is not None:
+            return [settings.threshold] * len(self.labels)
         info = None
-        if not self.settings.do_train or self.resumes():
-            info = self.checkpoint_task_info()
+        if not settings.do_train or self.run.resumes():
+            info = self.run.checkpoint_task_info()
         if (
             info is not None
             and info.model_type == classifier_network.MULTI_LABEL_MODEL_TYPE
@@ -166,7 +170,7 @@ class MultiLabelRun(classification.ClassifierRun):
             return None
         value = self.class_weights_setting
         weights = multi_hot_labels.positive_weights(
-            value, self.labels, lambda: [example.label for example in self.step_data("train")]
+            value, self.labels, lambda: [example.label for example in self.run.step_data("train")]
         )
         if weights is not None:
             shown = ", ".join(
@@ -188,35 +192,33 @@ class MultiLabelRun(classification.ClassifierRun):
         features = super().example_features(dataclasses.replace(example, label=None), index)
         return [{**feature, "label_ids": self.label_value(example)} for feature in features]
 
-    def feature_spec(self, is_training, path=None):
+    def record_spec(self):
         spec = multi_hot_labels.feature_spec(self.settings.max_seq_length, len(self.labels))
         if self.windows:
             spec["text_index"] = tf.io.FixedLenFeature([], tf.int64)
         return spec
 
-    def loss(self, outputs, features, normalizers):
-        return {
-            "loss": multi_label_loss(outputs, features, normalizers["examples"], self.class_weights)
-        }
+    def label_loss(self, outputs, features, num_examples):
+        """Binary cross-entropy of each label (its positives weighed by the class weights)."""
+        return multi_label_loss(outputs, features, num_examples, self.class_weights)
 
     def evaluate(self):
         path, info = self.features("eval")
         result = self.text_logits(path, info, self.settings.eval_batch_size, ["label_ids"])
         probabilities = _sigmoid(result["logits"])
         if self.settings.tune_thresholds:
-            tuned = tune_thresholds(probabilities, result["label_ids"])
-            self.settings = dataclasses.replace(self.settings, thresholds=tuned)
+            self.thresholds = tune_thresholds(probabilities, result["label_ids"])
             shown = ", ".join(
                 f"{label}={t:.4g}" for label, t in zip(self.labels, self.thresholds, strict=True)
             )
             logging.info("thresholds tuned on dev: %s", shown)
-            if self.is_chief:
-                write_task_info(self.settings.output_dir, self.task_info())
+            if self.run.is_chief:
+                write_task_info(self.settings.output_dir, self.run.task_info())
         results = evaluation_results(
             probabilities, result["label_ids"], self.thresholds, self.labels
         )
         label_sets = [tuple(self._labels_over(row)) for row in probabilities]
-        return self.evaluation_done(results, label_sets, "label set", self._collapse_hint())
+        return self.run.evaluation_done(results, label_sets, "label set", self._collapse_hint())
 
     def _collapse_hint(self):
         """What the "learned nothing" WARNING says to try."""
@@ -246,19 +248,26 @@ class MultiLabelRun(classification.ClassifierRun):
         rows = ["\t".join(self.labels)] + [
             "\t".join(f"{p:.6f}" for p in row) for row in probabilities
         ]
-        self.write_output("test_results.tsv", "".join(f"{row}\n" for row in rows))
+        self.run.write_output("test_results.tsv", "".join(f"{row}\n" for row in rows))
         separator = self.settings.label_separator
         lines = [separator.join(self._labels_over(row)) for row in probabilities]
-        self.write_output("test_labels.tsv", "".join(f"{line}\n" for line in lines))
+        self.run.write_output("test_labels.tsv", "".join(f"{line}\n" for line in lines))
         gold = self.test_label_ids()
         if gold is None:
-            self.no_test_labels(self.test_source())
+            self.run.no_test_labels(self.test_source())
         else:
             results = evaluation_results(probabilities, gold, self.thresholds, self.labels)
-            results["global_step"] = self.trainer().global_step
-            self.write_test_results(results, self.test_source())
+            results["global_step"] = self.run.trainer().global_step
+            self.run.write_test_results(results, self.test_source())
         return probabilities
 
 
 def _sigmoid(logits):
     return 1.0 / (1.0 + np.exp(-np.asarray(logits, np.float64)))
+
+
+class MultiLabelRun(FineTuningRun):
+    """One run_classifier.py --multi_label=True invocation: a FineTuningRun of a MultiLabelTask."""
+
+    def __init__(self, settings):
+        super().__init__(settings, MultiLabelTask)

@@ -1,4 +1,4 @@
-"""Sentence and sentence-pair classification and regression (GLUE, XNLI, users' TSV/CSV, TFDS): the run.
+"""Sentence and sentence-pair classification and regression (GLUE, XNLI, users' TSV/CSV, TFDS): the task.
 
 The model and its export are bert_tf/models/networks/classifier_network.py's (the original
 run_classifier.py's); regression (STS-B) has one output and a mean squared error loss.
@@ -21,7 +21,7 @@ from bert_tf.models.networks.text_windows import combine_windows
 from bert_tf.tasks.classification import data
 from bert_tf.tasks.classification.data import features as data_features
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.hooks import ClassifierHooks
+from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_settings import ClassifierSettings
 
@@ -44,17 +44,32 @@ def classification_loss(outputs, features, num_examples, is_regression, class_we
     return tf.reduce_sum(per_example) / num_examples
 
 
-# ---------------------------------------------------------------------------------- the export
-
-
-# ---------------------------------------------------------------------------------- the run
+# ---------------------------------------------------------------------------------- the task
 
 
 SPEC = TaskSpec.of(classifier_network.NETWORK, settings_class=ClassifierSettings)
 
+# The classifier's label scheme: the parts its multi-label variant (multi_label.py) fills its own
+# way, beside the Task's. ClassifierTask fills them for one label per text.
+LABEL_SCHEME = (
+    "feature_format",  # the features' format in the cache key
+    "make_processor",  # (settings) -> the DataProcessor that reads the run's examples
+    "label_value",  # (example) -> the label_ids of its features; InputError outside the label set
+    "example_features",  # (example, index) -> its feature dicts: one, or one per window
+    "class_weights_of_flags",  # --class_weights as the loss reads them, or None
+    "record_spec",  # () -> {name: tf.io.FixedLenFeature} of a text's records
+    "label_loss",  # (outputs, features, num_examples) -> the training loss of the labels
+)
 
-class ClassifierRun(FineTuningRun, ClassifierHooks):
-    """One run_classifier.py invocation: features, training, evaluation, prediction and export."""
+
+class ClassifierTask(Task):
+    """run_classifier.py's task: features, loss, evaluation and prediction of one label per text.
+
+    Args:
+      run: the FineTuningRun the task is a part of.
+      distillation: None, or what a distillation run changes in it (the training features carry a
+        teacher's logits and the loss is the student's: tasks/distillation/run.py's Distillation).
+    """
 
     spec = SPEC
 
@@ -63,15 +78,20 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
     # Several labels per text, a sigmoid each (tasks/classification/multi_label.py).
     multi_label = False
 
+    def __init__(self, run, distillation=None):
+        super().__init__(run)
+        self.distillation = distillation
+
     @property
     def metric_name(self):
         """GLUE's metric of the task (MRPC, QQP: F1; CoLA: MCC; STS-B: Pearson; else accuracy)."""
         return "eval_" + metrics.official_glue_metric(self.processor.task_name, self.is_regression)
 
-    def __init__(self, settings):
-        super().__init__(settings)
+    def setup(self, settings):
+        """The windows (the flags', else the checkpoint's run's), the DataProcessor, the labels and
+        the class weights; the settings with the windows and the data's kind (is_pair,
+        is_regression) and, for a distillation, the student's first checkpoint."""
         settings, stride_source = self._with_checkpoint_windows(settings)
-        self.settings = settings
         if not settings.tfds_name:
             data.check_data_dir(settings.data_dir)
         self.processor = self.make_processor(settings)
@@ -82,12 +102,20 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
                 "pairs"
             )
         self.is_regression = self.processor.is_regression
-        self.settings = dataclasses.replace(
-            self.settings, is_pair=self.processor.is_pair, is_regression=self.is_regression
-        )
         self.labels = self._labels()
         self.label_map = {label: i for i, label in enumerate(self.labels)}
         self.class_weights = self.class_weights_of_flags()
+        settings = dataclasses.replace(
+            settings, is_pair=self.processor.is_pair, is_regression=self.is_regression
+        )
+        if self.distillation is not None:
+            self.distillation.check_task(self)
+            settings = self.distillation.with_student_init(settings, self.run.resumes())
+        return settings
+
+    def prepare_init_checkpoint(self):
+        if self.distillation is not None:
+            self.distillation.write_student_init(self.run)
 
     def class_weights_of_flags(self):
         """--class_weights as one float per label (logged), or None; read only when training."""
@@ -99,7 +127,7 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         if not self.settings.do_train:
             return None
         weights = data_features.parse_class_weights(
-            value, self.labels, lambda: [example.label for example in self.step_data("train")]
+            value, self.labels, lambda: [example.label for example in self.run.step_data("train")]
         )
         shown = ", ".join(f"{label}={w:.4g}" for label, w in zip(self.labels, weights, strict=True))
         logging.info("class weights (--class_weights=%s): %s", value, shown)
@@ -117,8 +145,8 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         of its task.json), so that its results are its training's and its export's.
         """
         info = None
-        if not settings.do_train or self.resumes():
-            info = self.checkpoint_task_info()
+        if not settings.do_train or self.run.resumes():
+            info = self.run.checkpoint_task_info()
         if info is not None and (
             info.model_type != self.spec.name or info.settings.doc_stride is None
         ):
@@ -153,7 +181,7 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         try:
             labels = list(self.processor.get_labels())
         except FileNotFoundError:
-            labels = self.earlier_labels()
+            labels = self.run.earlier_labels()
             if labels is None:
                 raise
         if not labels:
@@ -183,7 +211,7 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
 
     def test_label_ids(self):
         """The test examples' label ids (scores for regression), or None when they hold no labels."""
-        examples = self.step_data("predict")
+        examples = self.run.step_data("predict")
         if any(example.label is None for example in examples):
             return None
         return [self.label_value(example) for example in examples]
@@ -213,10 +241,14 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         if self.windows:
             windows_format = self.feature_format.replace(" features ", " windows ")
             key.update(format=windows_format, doc_stride=settings.doc_stride)
+        if step == "train" and self.distillation is not None:
+            return self.distillation.feature_settings(key)
         return key
 
     def make_records(self, step):
-        examples = self.step_data(step)
+        if step == "train" and self.distillation is not None:
+            return self.distillation.make_records(self)
+        examples = self.run.step_data(step)
         records = [
             self.serialize(feature)
             for index, example in enumerate(examples)
@@ -227,8 +259,11 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
 
     def feature_summary(self, info):
         if self.windows:
-            return f"{info['num_records']} windows of {info['texts']} texts"
-        return f"{info['num_real_examples']} examples"
+            summary = f"{info['num_records']} windows of {info['texts']} texts"
+        else:
+            summary = f"{info['num_real_examples']} examples"
+        transfer = info.get("transfer_texts")  # a distillation's training features
+        return summary if transfer is None else f"{summary} ({transfer} transfer texts)"
 
     def example_features(self, example, index):
         """The feature dicts of the example at `index`: one (the original's, truncated and padded),
@@ -254,20 +289,30 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
         return [feature]
 
     def serialize(self, feature):
-        """A feature dict as TFRecord bytes, of the run's feature spec."""
-        return serialize_values(feature, self.feature_spec(True))
+        """A feature dict as TFRecord bytes, of a text's records (record_spec)."""
+        return serialize_values(feature, self.record_spec())
 
-    def feature_spec(self, is_training, path=None):
+    def record_spec(self):
+        """{name: tf.io.FixedLenFeature} of a text's records: the original's, text_index with
+        windows."""
         return data_features.classifier_feature_spec(
             self.settings.max_seq_length, self.is_regression, self.windows
         )
 
+    def feature_spec(self, is_training, path=None):
+        """A text's records (record_spec); a distillation's training records add the teacher's."""
+        spec = self.record_spec()
+        if is_training and self.distillation is not None:
+            outputs = 1 if self.is_regression else len(self.labels)
+            return self.distillation.feature_spec(spec, outputs)
+        return spec
+
     def text_logits(self, path, info, batch_size, feature_keys=()):
         """{"logits" [T, L], features...}: one row per text, its windows combined when windowing."""
         if not self.windows:
-            return self.predict_features(path, info, batch_size, ["logits"], feature_keys)
+            return self.run.predict_features(path, info, batch_size, ["logits"], feature_keys)
         keys = [*feature_keys, "text_index", "input_mask"]  # input_mask: weighted_mean's weights
-        result = self.predict_features(path, info, batch_size, ["logits"], keys)
+        result = self.run.predict_features(path, info, batch_size, ["logits"], keys)
         combined = combine_windows(
             result["logits"],
             result["text_index"],
@@ -282,11 +327,16 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
     # ------------------------------------------------------------------ the loss and the steps
 
     def loss(self, outputs, features, normalizers):
-        return {
-            "loss": classification_loss(
-                outputs, features, normalizers["examples"], self.is_regression, self.class_weights
-            )
-        }
+        """The labels' loss (label_loss), or a distillation's student's loss."""
+        if self.distillation is not None:
+            return {"loss": self.distillation.loss(outputs, features, normalizers, self.settings)}
+        return {"loss": self.label_loss(outputs, features, normalizers["examples"])}
+
+    def label_loss(self, outputs, features, num_examples):
+        """Cross-entropy of one label per text (each weighed by --class_weights), or squared error."""
+        return classification_loss(
+            outputs, features, num_examples, self.is_regression, self.class_weights
+        )
 
     def evaluate(self):
         path, info = self.features("eval")
@@ -295,9 +345,9 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
             result["logits"], result["label_ids"], self.processor.task_name, self.is_regression
         )
         if self.is_regression:
-            return self.evaluation_done(results)
+            return self.run.evaluation_done(results)
         predicted = [self.labels[i] for i in result["logits"].argmax(axis=-1)]
-        return self.evaluation_done(results, predicted, "label")
+        return self.run.evaluation_done(results, predicted, "label")
 
     def predict_test(self):
         path, info = self.features("predict")
@@ -306,17 +356,28 @@ class ClassifierRun(FineTuningRun, ClassifierHooks):
             rows = [f"{value:.6f}" for value in logits[:, 0]]
         else:
             rows = ["\t".join(f"{p:.6f}" for p in row) for row in metrics.softmax(logits)]
-        self.write_output("test_results.tsv", "".join(f"{row}\n" for row in rows))
+        self.run.write_output("test_results.tsv", "".join(f"{row}\n" for row in rows))
         label_ids = self.test_label_ids()
         if label_ids is None:
-            self.no_test_labels(self.test_source())
+            self.run.no_test_labels(self.test_source())
         else:
             results = evaluation_results(
                 logits, label_ids, self.processor.task_name, self.is_regression
             )
-            results["global_step"] = self.trainer().global_step
-            self.write_test_results(results, self.test_source())
+            results["global_step"] = self.run.trainer().global_step
+            self.run.write_test_results(results, self.test_source())
         return logits
+
+    def add_to_outcome(self, outcome):
+        if self.distillation is not None:
+            self.distillation.add_to_outcome(outcome, self.run.bert_config)
+
+
+class ClassifierRun(FineTuningRun):
+    """One run_classifier.py invocation: a FineTuningRun of a ClassifierTask."""
+
+    def __init__(self, settings):
+        super().__init__(settings, ClassifierTask)
 
 
 def evaluation_results(logits, label_ids, task_name, is_regression):

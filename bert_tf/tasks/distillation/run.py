@@ -1,10 +1,11 @@
 """run_distillation.py's run: a classifier's run whose student learns from a teacher's logits.
 
-The run is run_classifier.py's (tasks/classification/task.py's ClassifierRun, or MultiLabelRun for a
-multi-label teacher), so its folder is a classifier run's folder (task.json with the student's
-bert_config, labels.txt, vocab.txt, checkpoints, eval_results.txt, test_results.tsv), its training is
-THE loop with exact resume, and export_saved_model.py, convert_checkpoint.py and from_preset take it
-as they take a classifier run. What differs:
+The run is run_classifier.py's (a FineTuningRun of tasks/classification/task.py's ClassifierTask,
+or of a MultiLabelTask for a multi-label teacher), its task given a Distillation part, so its folder
+is a classifier run's folder (task.json with the student's bert_config, labels.txt, vocab.txt,
+checkpoints, eval_results.txt, test_results.tsv), its training is THE loop with exact resume, and
+export_saved_model.py, convert_checkpoint.py and from_preset take it as they take a classifier run.
+What differs:
   - the student's encoder: the teacher's config with fewer layers, starting from the teacher's
     weights (written once to student_init/ in Google's format, read as --init_checkpoint), or
     another BERT's (--student_config, --student_init_checkpoint);
@@ -15,6 +16,7 @@ Evaluation, prediction and the export are the classifier's.
 """
 
 import dataclasses
+import functools
 import os
 
 import tensorflow as tf
@@ -35,6 +37,7 @@ from bert_tf.tasks.classification import multi_label
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.data.processor import InputExample
 from bert_tf.tasks.distillation.teacher import CACHE_FOLDER, read_teacher, teacher_logits
+from bert_tf.tasks.finetuning import FineTuningRun
 
 STUDENT_CONFIG_FILE = "student_bert_config.json"
 STUDENT_INIT_FOLDER = "student_init"
@@ -111,8 +114,13 @@ def make_run(settings):
     if layers is not None:
         config_of_student = student_config(teacher.info.bert_config, layers)
         file_io.write_text(bert_config_file, config_of_student.to_json_string())
-    run_class = MultiLabelDistillationRun if teacher.kind == "multi_label" else DistillationRun
-    return run_class(settings, teacher, layers, transfer)
+    task_class = (
+        multi_label.MultiLabelTask
+        if teacher.kind == "multi_label"
+        else classification.ClassifierTask
+    )
+    distillation = Distillation(teacher, layers, settings.transfer_file or None, transfer)
+    return FineTuningRun(settings, functools.partial(task_class, distillation=distillation))
 
 
 def write_student_init(teacher_model, student_model, layers, folder):
@@ -124,72 +132,91 @@ def write_student_init(teacher_model, student_model, layers, folder):
     return prefix
 
 
-class DistillationHooks:
-    """What a distillation run changes in a classifier's run (a mixin before ClassifierRun)."""
+class Distillation:
+    """What a distillation run changes in its classifier task: a part given to ClassifierTask
+    (its `distillation`), which calls it with what it needs.
 
-    def __init__(self, settings, teacher, layers, transfer_examples):
-        self.teacher, self.layers, self.transfer_examples = teacher, layers, transfer_examples
-        super().__init__(settings)
-        self._check_teacher_task()
+    Args:
+      teacher: the teacher's run folder (teacher.read_teacher).
+      layers: the teacher's layers the student starts from, or None (--student_config).
+      transfer_file: --transfer_file, or None.
+      transfer_examples: its InputExamples (no labels), or [].
+    """
 
-    def _check_teacher_task(self):
-        """The data's task is the teacher's: its labels in the same order, pairs or not."""
-        info, flag = self.teacher.info, f"--teacher_dir={self.teacher.folder}"
-        if self.is_regression != bool(info.settings.is_regression):
-            kinds = ("a classification", "a regression")
-            raise InputError(
-                f"{flag} is {kinds[bool(info.settings.is_regression)]} model, the data "
-                f"{kinds[self.is_regression]} task"
-            )
-        if not self.is_regression and list(self.labels) != list(info.labels or []):
-            raise InputError(f"{flag}: its labels {info.labels} are not the data's {self.labels}")
-        if bool(self.processor.is_pair) != bool(info.settings.is_pair):
-            raise InputError(f"{flag}: the teacher and the data disagree on text pairs")
+    def __init__(self, teacher, layers, transfer_file, transfer_examples):
+        self.teacher, self.layers = teacher, layers
+        self.transfer_file, self.transfer_examples = transfer_file, transfer_examples
 
     @property
     def kind(self):
         return self.teacher.kind
 
-    def validate(self):
-        """The classifier's checks; then, for a new run that trains from the teacher's layers,
-        the student's first weights written to student_init/ and read as its --init_checkpoint."""
-        self.check_checkpoint()
-        self.check_data()
-        if self.settings.do_train and self.layers is not None and not self.resumes():
-            folder = os.path.join(self.settings.output_dir, STUDENT_INIT_FOLDER)
-            prefix = write_student_init(
-                self.teacher.model(), self.build_model(), self.layers, folder
+    def check_task(self, task):
+        """The data's task (a ClassifierTask, set up) is the teacher's: its labels in the same
+        order, pairs or not."""
+        info, flag = self.teacher.info, f"--teacher_dir={self.teacher.folder}"
+        if task.is_regression != bool(info.settings.is_regression):
+            kinds = ("a classification", "a regression")
+            raise InputError(
+                f"{flag} is {kinds[bool(info.settings.is_regression)]} model, the data "
+                f"{kinds[task.is_regression]} task"
             )
-            self.settings = dataclasses.replace(self.settings, init_checkpoint=prefix)
-        self.check_init_checkpoint(needs_head=not self.settings.do_train)
+        if not task.is_regression and list(task.labels) != list(info.labels or []):
+            raise InputError(f"{flag}: its labels {info.labels} are not the data's {task.labels}")
+        if bool(task.processor.is_pair) != bool(info.settings.is_pair):
+            raise InputError(f"{flag}: the teacher and the data disagree on text pairs")
 
-    def feature_settings(self, step):
-        settings = super().feature_settings(step)
-        if step != "train":
+    def student_init_prefix(self, settings):
+        """Where a new run that trains from the teacher's layers writes the student's first
+        weights, or None (--student_config, no training)."""
+        if not settings.do_train or self.layers is None:
+            return None
+        return os.path.join(settings.output_dir, STUDENT_INIT_FOLDER, "bert_model.ckpt")
+
+    def with_student_init(self, settings, resumes):
+        """`settings` with --init_checkpoint the student's first weights, for a new run that
+        trains from the teacher's layers (written by write_student_init before it is read)."""
+        prefix = self.student_init_prefix(settings)
+        if prefix is None or resumes:
             return settings
-        transfer = self.settings.transfer_file
+        return dataclasses.replace(settings, init_checkpoint=prefix)
+
+    def write_student_init(self, run):
+        """Writes the student's first weights (the teacher's layers) where the run's
+        --init_checkpoint names them (with_student_init), before the run checks it."""
+        prefix = self.student_init_prefix(run.settings)
+        if prefix is not None and run.settings.init_checkpoint == prefix:
+            write_student_init(
+                self.teacher.model(), run.build_model(), self.layers, os.path.dirname(prefix)
+            )
+
+    def feature_settings(self, key):
+        """The training features' cache key: the classifier's `key`, the teacher and the transfer
+        file."""
+        transfer = self.transfer_file
         return {
-            **settings,
+            **key,
             "distillation": TEACHER_FEATURES,
             "teacher": self.teacher.key(),
             "transfer_file": file_identity(transfer) if transfer else None,
         }
 
-    def make_records(self, step):
-        if step != "train":
-            return super().make_records(step)
-        labelled = self.step_data("train")
+    def make_records(self, task):
+        """The training records of `task` (a ClassifierTask): its labelled texts and the transfer
+        texts, each with the teacher's logits and a hard weight (1 labelled, 0 not); their info."""
+        run = task.run
+        labelled = run.step_data("train")
         examples = [*labelled, *self.transfer_examples]
         logits = teacher_logits(
             self.teacher,
             examples,
-            os.path.join(self.settings.output_dir, CACHE_FOLDER),
-            write_cache=self.is_chief,
+            os.path.join(run.settings.output_dir, CACHE_FOLDER),
+            write_cache=run.is_chief,
         )
-        spec, records = self.feature_spec(True), []
+        spec, records = task.feature_spec(True), []
         for index, (example, row) in enumerate(zip(examples, logits, strict=True)):
             hard_weight = 1.0 if index < len(labelled) else 0.0  # transfer texts: no label
-            for feature in self.example_features(example, index):
+            for feature in task.example_features(example, index):
                 feature.update(teacher_logits=row.tolist(), hard_weight=hard_weight)
                 records.append(serialize_values(feature, spec))
         info = {
@@ -199,31 +226,18 @@ class DistillationHooks:
         }
         return records, info
 
-    def feature_summary(self, info):
-        transfer = info.get("transfer_texts")
-        summary = super().feature_summary(info)
-        return summary if transfer is None else f"{summary} ({transfer} transfer texts)"
-
-    def feature_spec(self, is_training, path=None):
-        spec = super().feature_spec(is_training, path)
-        if not is_training:
-            return spec
-        outputs = 1 if self.is_regression else len(self.labels)
+    def feature_spec(self, spec, outputs):
+        """The training records' spec: a text's `spec` with the teacher's `outputs` logits and
+        the hard weight."""
         return {
             **spec,
             "teacher_logits": tf.io.FixedLenFeature([outputs], tf.float32),
             "hard_weight": tf.io.FixedLenFeature([], tf.float32),
         }
 
-    def serialize(self, feature):
-        # Evaluation and prediction records are the classifier's, without the teacher's part.
-        if "teacher_logits" in feature:
-            return serialize_values(feature, self.feature_spec(True))
-        return serialize_values(feature, super().feature_spec(True))
-
-    def loss(self, outputs, features, normalizers):
-        settings = self.settings
-        loss = distillation_loss(
+    def loss(self, outputs, features, normalizers, settings):
+        """The student's loss of a batch (bert_tf.models.distillation.distillation_loss)."""
+        return distillation_loss(
             outputs["logits"],
             features["teacher_logits"],
             features["label_ids"],
@@ -233,21 +247,12 @@ class DistillationHooks:
             temperature=settings.temperature,
             hard_label_weight=settings.hard_label_weight,
         )
-        return {"loss": loss}
 
-    def add_to_outcome(self, outcome):
-        super().add_to_outcome(outcome)
+    def add_to_outcome(self, outcome, bert_config):
+        """The student's layers and transfer texts, in the run's outcome (and the log)."""
         outcome["student"] = {
             "teacher_layers": self.layers,
-            "num_hidden_layers": self.bert_config.num_hidden_layers,
+            "num_hidden_layers": bert_config.num_hidden_layers,
             "transfer_texts": len(self.transfer_examples),
         }
         logging.info("student: %s", outcome["student"])
-
-
-class DistillationRun(DistillationHooks, classification.ClassifierRun):
-    """run_distillation.py's run of a single-label or regression teacher."""
-
-
-class MultiLabelDistillationRun(DistillationHooks, multi_label.MultiLabelRun):
-    """run_distillation.py's run of a multi-label teacher."""

@@ -36,10 +36,8 @@ BATCH_SIZE = 32
 PROGRESS_SECONDS = 30.0
 
 # The teachers a student learns from: run_classifier.py's tasks, by task.json's model_type.
-_SPECS = {
-    run.spec.name: run.spec for run in (classification.ClassifierRun, multi_label.MultiLabelRun)
-}
-MULTI_LABEL = multi_label.MultiLabelRun.spec.name
+_SPECS = {spec.name: spec for spec in (classification.SPEC, multi_label.SPEC)}
+MULTI_LABEL = multi_label.SPEC.name
 
 
 @dataclasses.dataclass

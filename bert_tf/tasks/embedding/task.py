@@ -32,6 +32,7 @@ from bert_tf.models.networks import embedder_network
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.tasks.embedding import pairs as embedding_pairs
 from bert_tf.tasks.finetuning import FineTuningRun
+from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_settings import EmbeddingSettings
 
@@ -57,7 +58,7 @@ def encoder_info(prefix, info):
     )
 
 
-# ---------------------------------------------------------------------------------- the run
+# ---------------------------------------------------------------------------------- the task
 
 
 SPEC = TaskSpec.of(
@@ -65,38 +66,33 @@ SPEC = TaskSpec.of(
 )
 
 
-class EmbeddingRun(FineTuningRun):
-    """One run_embedding.py invocation: features, training, evaluation, prediction and export."""
+class EmbeddingTask(Task):
+    """run_embedding.py's task: a bi-encoder's in-batch negatives loss, retrieval metrics, vectors."""
 
     spec = SPEC
 
     metric_name = "eval_mrr@10"
 
-    def __init__(self, settings):
-        super().__init__(settings)
-        self._settle_pooling()
-
-    def _settle_pooling(self):
-        """Sets the pooling and normalize: the flags', else the checkpoint's, else mean
-        and normalized (what task.json records and the model is built with)."""
+    def setup(self, settings):
+        """The settings with the pooling and normalize settled: the flags', else the checkpoint's,
+        else mean and normalized (what task.json records and the model is built with)."""
         recorded, source = self._recorded_settings()
-        settings = self.settings
         pooling = settings.pooling or recorded.get("pooling", "mean")
         normalize = (
             recorded.get("normalize", True) if settings.normalize is None else settings.normalize
         )
-        self.settings = dataclasses.replace(settings, pooling=pooling, normalize=normalize)
         logging.info("Embeddings: %s pooling, normalize=%s (%s)", pooling, normalize, source)
         for name in ("max_seq_length", "do_lower_case"):  # the tokenizer's: flags, not defaults
-            if name in recorded and recorded[name] != getattr(self.settings, name):
+            if name in recorded and recorded[name] != getattr(settings, name):
                 logging.warning(
                     "--%s=%s, but %s has %s=%s: the vectors differ from the model's own",
-                    name, getattr(self.settings, name), source, name, recorded[name],
+                    name, getattr(settings, name), source, name, recorded[name],
                 )  # fmt: skip
+        return dataclasses.replace(settings, pooling=pooling, normalize=normalize)
 
     def _recorded_settings(self):
         """({"pooling", "normalize"} of the checkpoint the run starts from, or {}, where from)."""
-        info = self.checkpoint_task_info()
+        info = self.run.checkpoint_task_info()
         if info is not None and info.model_type == embedder_network.MODEL_TYPE:
             return dataclasses.asdict(info.settings), "the task.json of the checkpoint's run"
         if self.settings.init_checkpoint:
@@ -120,11 +116,11 @@ class EmbeddingRun(FineTuningRun):
     def feature_settings(self, step):
         return {
             "format": "bert_tf embedding features 1",
-            "input": file_identity(self.step_data(step)[0]),
+            "input": file_identity(self.run.step_data(step)[0]),
         }
 
     def make_records(self, step):
-        rows, max_seq_length = self.step_data(step)[1], self.settings.max_seq_length
+        rows, max_seq_length = self.run.step_data(step)[1], self.settings.max_seq_length
         serialized = [
             embedding_pairs.serialize_feature(
                 embedding_pairs.convert_row_to_feature(row, max_seq_length, self.tokenizer)
@@ -138,7 +134,7 @@ class EmbeddingRun(FineTuningRun):
 
     def feature_spec(self, is_training, path=None):
         # No weight depends on the number of texts: an anchor and a positive build the model.
-        num_texts = self.feature_info(path)["num_texts"] if path else 2
+        num_texts = self.run.feature_info(path)["num_texts"] if path else 2
         return embedding_pairs.feature_spec(num_texts, self.settings.max_seq_length)
 
     # ------------------------------------------------------------------ model and loop
@@ -154,7 +150,7 @@ class EmbeddingRun(FineTuningRun):
     def embed(self, step, batch_size):
         """The step's features through the model: float32 [N, T, H], in file order."""
         path, info = self.features(step)
-        return self.predict_features(path, info, batch_size, ["embeddings"])["embeddings"]
+        return self.run.predict_features(path, info, batch_size, ["embeddings"])["embeddings"]
 
     def evaluate(self):
         embeddings = self.embed("eval", self.settings.eval_batch_size)  # [N, T, H]
@@ -165,10 +161,17 @@ class EmbeddingRun(FineTuningRun):
             anchors, candidates, self.settings.similarity_scale
         )
         top = (anchors @ candidates.T).argmax(axis=1).tolist()
-        return self.evaluation_done(results, top, "top candidate")
+        return self.run.evaluation_done(results, top, "top candidate")
 
     def predict_test(self):
         embeddings = self.embed("predict", self.settings.predict_batch_size)[:, 0]  # [N, H]
         rows = ("\t".join(f"{value:.8g}" for value in row) + "\n" for row in embeddings)
-        self.write_output("test_results.tsv", "".join(rows))
+        self.run.write_output("test_results.tsv", "".join(rows))
         return embeddings
+
+
+class EmbeddingRun(FineTuningRun):
+    """One run_embedding.py invocation: a FineTuningRun of an EmbeddingTask."""
+
+    def __init__(self, settings):
+        super().__init__(settings, EmbeddingTask)

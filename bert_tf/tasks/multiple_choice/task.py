@@ -17,6 +17,7 @@ from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.models.networks import multiple_choice_network
 from bert_tf.tasks.finetuning import FineTuningRun
+from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.multiple_choice import swag
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.task_settings import MultipleChoiceSettings
@@ -30,17 +31,14 @@ def multiple_choice_loss(outputs, features, num_examples):
     return tf.reduce_sum(per_example) / num_examples
 
 
-# ---------------------------------------------------------------------------------- the export
-
-
-# ---------------------------------------------------------------------------------- the run
+# ---------------------------------------------------------------------------------- the task
 
 
 SPEC = TaskSpec.of(multiple_choice_network.NETWORK, settings_class=MultipleChoiceSettings)
 
 
-class MultipleChoiceRun(FineTuningRun):
-    """One run_swag.py invocation: features, training, evaluation, prediction and export."""
+class MultipleChoiceTask(Task):
+    """run_swag.py's task: a score per choice, the right choice's cross-entropy, its accuracy."""
 
     spec = SPEC
 
@@ -57,11 +55,11 @@ class MultipleChoiceRun(FineTuningRun):
     def feature_settings(self, step):
         return {
             "format": "bert_tf multiple choice features 1",
-            "input": file_identity(self.step_data(step)[0]),
+            "input": file_identity(self.run.step_data(step)[0]),
         }
 
     def make_records(self, step):
-        examples, max_seq_length = self.step_data(step)[1], self.settings.max_seq_length
+        examples, max_seq_length = self.run.step_data(step)[1], self.settings.max_seq_length
         serialized = [
             swag.serialize_multiple_choice_feature(
                 swag.convert_example_to_multiple_choice_feature(
@@ -80,7 +78,7 @@ class MultipleChoiceRun(FineTuningRun):
 
     def feature_spec(self, is_training, path=None):
         # The weights do not depend on the number of choices: one choice builds them.
-        num_choices = self.feature_info(path)["num_choices"] if path else 1
+        num_choices = self.run.feature_info(path)["num_choices"] if path else 1
         return swag.multiple_choice_feature_spec(num_choices, self.settings.max_seq_length)
 
     # ------------------------------------------------------------------ model and loop
@@ -92,28 +90,28 @@ class MultipleChoiceRun(FineTuningRun):
 
     def evaluate(self):
         path, info = self.features("eval")
-        result = self.predict_features(
+        result = self.run.predict_features(
             path, info, self.settings.eval_batch_size, ["logits"], ["label_ids"]
         )
         results = evaluation_results(result["logits"], result["label_ids"])
         choices = result["logits"].argmax(axis=-1).tolist()
-        return self.evaluation_done(results, choices, "choice")
+        return self.run.evaluation_done(results, choices, "choice")
 
     def predict_test(self):
         path, info = self.features("predict")
-        logits = self.predict_features(path, info, self.settings.predict_batch_size, ["logits"])[
-            "logits"
-        ]
+        logits = self.run.predict_features(
+            path, info, self.settings.predict_batch_size, ["logits"]
+        )["logits"]
         probabilities = metrics.softmax(logits)
         rows = ("\t".join(f"{p:.6f}" for p in row) + "\n" for row in probabilities)
-        self.write_output("test_results.tsv", "".join(rows))
-        path, examples = self.step_data("predict")
+        self.run.write_output("test_results.tsv", "".join(rows))
+        path, examples = self.run.step_data("predict")
         if any(example.label is None for example in examples):
-            self.no_test_labels(path)
+            self.run.no_test_labels(path)
         else:
             results = evaluation_results(logits, [example.label for example in examples])
-            results["global_step"] = self.trainer().global_step
-            self.write_test_results(results, path)
+            results["global_step"] = self.run.trainer().global_step
+            self.run.write_test_results(results, path)
         return probabilities
 
 
@@ -124,3 +122,10 @@ def evaluation_results(logits, label_ids):
     loss = float(-np.mean(log_probs[np.arange(len(labels)), labels]))
     accuracy = metrics.accuracy(np.asarray(logits).argmax(axis=-1), labels)
     return {"eval_accuracy": accuracy, "eval_loss": loss, "loss": loss}
+
+
+class MultipleChoiceRun(FineTuningRun):
+    """One run_swag.py invocation: a FineTuningRun of a MultipleChoiceTask."""
+
+    def __init__(self, settings):
+        super().__init__(settings, MultipleChoiceTask)

@@ -24,11 +24,12 @@ import random
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import metrics, squad_evaluation
+from bert_tf import squad_evaluation
 from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.models.networks import squad_network
 from bert_tf.tasks.finetuning import FineTuningRun
+from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.squad import data
 from bert_tf.tasks.squad import predictions as squad_predictions
@@ -56,17 +57,14 @@ def squad_loss(outputs, features, num_examples):
     return tf.reduce_sum((start_loss + end_loss) / 2.0) / num_examples
 
 
-# ---------------------------------------------------------------------------------- the export
-
-
-# ---------------------------------------------------------------------------------- the run
+# ---------------------------------------------------------------------------------- the task
 
 
 SPEC = TaskSpec.of(squad_network.NETWORK, settings_class=SquadSettings)
 
 
-class SquadRun(FineTuningRun):
-    """One run_squad.py invocation: features, training, prediction, evaluation and export."""
+class SquadTask(Task):
+    """run_squad.py's task: windows of questions, the answer spans' loss, predictions and scores."""
 
     spec = SPEC
 
@@ -74,8 +72,8 @@ class SquadRun(FineTuningRun):
     # --do_eval scores the predictions of --predict_file.
     splits = {"train": "train", "eval": "predict", "predict": "predict"}
 
-    def __init__(self, settings):
-        super().__init__(settings)
+    def __init__(self, run):
+        super().__init__(run)
         self._predicted = None
         self._test_scored = False  # test_results.txt written (or said to be without answers)
 
@@ -151,7 +149,7 @@ class SquadRun(FineTuningRun):
     def feature_settings(self, step):
         """The training features only ("train"): prediction_features makes the others."""
         if step != "train":
-            raise ValueError(f"SquadRun.features makes the training features only, not {step!r}")
+            raise ValueError(f"SquadTask.features makes the training features only, not {step!r}")
         return self._settings("train")
 
     def make_records(self, step):
@@ -160,7 +158,7 @@ class SquadRun(FineTuningRun):
         info["num_real_examples"] counts questions, not windows: the original's training steps are
         questions / batch * epochs.
         """
-        examples, stats = self.data("train")
+        examples, stats = self.run.data("train")
         examples = list(examples)
         random.Random(_TRAIN_SHUFFLE_SEED).shuffle(examples)
         features = self._features(examples, is_training=True)
@@ -173,9 +171,9 @@ class SquadRun(FineTuningRun):
 
     def prediction_features(self):
         """(examples, features, path, info): the prediction data, its windows, their TFRecord."""
-        examples, _ = self.data("predict")
+        examples, _ = self.run.data("predict")
         features = list(self._features(examples, is_training=False))
-        path, info = self.cached_features(
+        path, info = self.run.cached_features(
             "eval",
             self._settings("predict"),
             lambda: (
@@ -214,15 +212,15 @@ class SquadRun(FineTuningRun):
             self._test_scored = True
             if any(example.answer_texts or example.is_impossible for example in examples):
                 results = self.official_results(examples, predictions, null_odds)
-                self.write_test_results(results, self._source("predict"))
+                self.run.write_test_results(results, self._source("predict"))
             else:
-                self.no_test_labels(self._source("predict"), "answers")
+                self.run.no_test_labels(self._source("predict"), "answers")
         return {"predictions": predictions, "nbest": nbest, "null_odds": null_odds}
 
     def _predict(self):
         settings = self.settings
         examples, features, path, info = self.prediction_features()
-        result = self.predict_features(
+        result = self.run.predict_features(
             path,
             info,
             settings.predict_batch_size,
@@ -242,7 +240,7 @@ class SquadRun(FineTuningRun):
         ]
 
         def output(name):
-            return os.path.join(settings.output_dir, name) if self.is_chief else None
+            return os.path.join(settings.output_dir, name) if self.run.is_chief else None
 
         predictions, nbest, null_odds = squad_predictions.write_predictions(
             examples,
@@ -264,14 +262,11 @@ class SquadRun(FineTuningRun):
         """The official SQuAD metrics of the predictions (made first if need be) -> eval_results.json."""
         self.predict_test()
         examples, predictions, _, null_odds = self._predicted
-        settings = self.settings
         results = self.official_results(examples, predictions, null_odds)
-        self.write_output("eval_results.json", json.dumps(results, indent=2) + "\n")
+        self.run.write_output("eval_results.json", json.dumps(results, indent=2) + "\n")
         for name, value in results.items():
             logging.info("  %s = %s", name, value)
-        self.collapsed = metrics.collapse(
-            list(predictions.values()), "answer", settings.learning_rate
-        )
+        self.run.note_collapse(list(predictions.values()), "answer")
         return results
 
     def official_results(self, examples, predictions, null_odds):
@@ -311,3 +306,10 @@ def dataset_json_of(examples, version_2_with_negative):
         article = articles.setdefault(example.title, {"title": example.title, "paragraphs": []})
         article["paragraphs"].append({"context": example.context_text, "qas": [qa]})
     return {"version": "2.0" if version_2_with_negative else "1.1", "data": list(articles.values())}
+
+
+class SquadRun(FineTuningRun):
+    """One run_squad.py invocation: a FineTuningRun of a SquadTask."""
+
+    def __init__(self, settings):
+        super().__init__(settings, SquadTask)

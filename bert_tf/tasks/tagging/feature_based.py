@@ -31,12 +31,13 @@ from bert_tf.errors import InputError
 from bert_tf.export import ID_FEATURES
 from bert_tf.modeling import BertModel
 from bert_tf.models.networks import feature_tagger_network
+from bert_tf.tasks.finetuning import FineTuningRun
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.tagging import conll
 from bert_tf.tasks.tagging import task as tagging
 from bert_tf.tasks.task_settings import FeatureTaggerSettings
 
-# ---------------------------------------------------------------------------------- the run
+# ---------------------------------------------------------------------------------- the task
 
 
 SPEC = TaskSpec.of(
@@ -47,32 +48,32 @@ SPEC = TaskSpec.of(
 )
 
 
-class FeatureTaggerRun(tagging.TaggerRun):
+class FeatureTaggerTask(tagging.TaggerTask):
     """run_ner.py --feature_layers: the tagger's data and steps, on the frozen encoder's cached layers."""
 
     spec = SPEC
 
-    def __init__(self, settings):
+    def __init__(self, run):
+        super().__init__(run)
         self._frozen = None  # (BertModel, fingerprint) of the encoder's weights
-        super().__init__(settings)
 
     def check_own_settings(self, bert_config):
         settings = self.settings
         self.layer_indices = feature_tagger_network.layer_indices(
             settings.feature_layers, bert_config.num_hidden_layers
         )
-        if not settings.init_checkpoint and not self.resumes():
+        if not settings.init_checkpoint and not self.run.resumes():
             raise InputError(
                 "--feature_layers freezes the encoder: pass --init_checkpoint (a pretrained BERT) "
                 "for its weights"
             )
 
     def check_checkpoint(self):
-        info = self.checkpoint_task_info()
+        info = self.run.checkpoint_task_info()
         if (
             info is not None
             and info.model_type == feature_tagger_network.MODEL_TYPE
-            and self.checkpoint_heads != "skip"
+            and self.run.checkpoint_heads != "skip"
         ):
             for name in ("feature_layers", "lstm_size"):
                 ours, theirs = getattr(self.settings, name), getattr(info.settings, name)
@@ -88,9 +89,11 @@ class FeatureTaggerRun(tagging.TaggerRun):
         """(BertModel, fingerprint): the encoder of the checkpoint the run's model starts from
         (--output_dir's when resuming, else --init_checkpoint's), built and loaded, not run."""
         if self._frozen is None:
-            source = self.settings.output_dir if self.resumes() else self.settings.init_checkpoint
+            source = (
+                self.settings.output_dir if self.run.resumes() else self.settings.init_checkpoint
+            )
             # Under the run's dtype policy: the cache then holds what the model's encoder computes.
-            bert = BertModel(self.bert_config, dtype=self.settings.mixed_precision)
+            bert = BertModel(self.run.bert_config, dtype=self.settings.mixed_precision)
             bert.build()
             restore_init_checkpoint(bert, source)
             weights = {
@@ -112,7 +115,7 @@ class FeatureTaggerRun(tagging.TaggerRun):
             "format": "bert_tf encoder features 1",
             "tokens": token_settings,  # data file, vocab, do_lower_case, max_seq_length, ...
             "encoder": self.frozen_encoder()[1],
-            "bert_config": self.bert_config.to_dict(),
+            "bert_config": self.run.bert_config.to_dict(),
             "mixed_precision": settings.mixed_precision,
             "layers": list(self.layer_indices),
         }
@@ -149,7 +152,7 @@ class FeatureTaggerRun(tagging.TaggerRun):
         return make_encoder_feature_dataset(
             path,
             len(self.layer_indices),
-            self.bert_config.hidden_size,
+            self.run.bert_config.hidden_size,
             batch_size,
             is_training,
             input_context=input_context,
@@ -158,5 +161,12 @@ class FeatureTaggerRun(tagging.TaggerRun):
         )
 
     def dummy_batch(self):
-        window = padding_window(len(self.layer_indices), self.bert_config.hidden_size, length=2)
+        window = padding_window(len(self.layer_indices), self.run.bert_config.hidden_size, length=2)
         return {name: value[None] for name, value in window.items()}
+
+
+class FeatureTaggerRun(FineTuningRun):
+    """One run_ner.py --feature_layers invocation: a FineTuningRun of a FeatureTaggerTask."""
+
+    def __init__(self, settings):
+        super().__init__(settings, FeatureTaggerTask)

@@ -24,6 +24,7 @@ from bert_tf.errors import InputError
 from bert_tf.models.networks import tagger_network
 from bert_tf.models.networks.task_info import LABELS_FILE
 from bert_tf.tasks.finetuning import FineTuningRun
+from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.tagging import conll, entity_metrics
 from bert_tf.tasks.task_settings import TaggerSettings
@@ -44,14 +45,14 @@ def tagging_loss(outputs, features, num_words):
     return tf.reduce_sum(per_piece * mask) / tf.maximum(num_words, 1.0)
 
 
-# ---------------------------------------------------------------------------------- the run
+# ---------------------------------------------------------------------------------- the task
 
 
 SPEC = TaskSpec.of(tagger_network.NETWORK, settings_class=TaggerSettings)
 
 
-class TaggerRun(FineTuningRun):
-    """One run_ner.py invocation: features, training, evaluation, prediction and export."""
+class TaggerTask(Task):
+    """run_ner.py's task: features, loss, evaluation and prediction of a label per word."""
 
     spec = SPEC
 
@@ -59,12 +60,13 @@ class TaggerRun(FineTuningRun):
     # A fake window: no word, no sentence.
     padding_values = {"word_ids": -1, "sentence_index": -1}
 
-    def __init__(self, settings):
-        super().__init__(settings)
+    def setup(self, settings):
+        """The labels (the training file's, else an earlier run's); the settings unchanged."""
         self.labels = self._labels()
         spec = conll.tagging_feature_spec(settings.max_seq_length)
         # label_ids, label_mask and word_ids are [S] too: cut with the ids.
         self.sequence_features = [name for name, s in spec.items() if len(s.shape)]
+        return settings
 
     # ------------------------------------------------------------------ data
 
@@ -79,8 +81,8 @@ class TaggerRun(FineTuningRun):
     def _labels(self):
         """The training file's labels (saved as labels.txt), else those of an earlier run."""
         if file_io.split_files(self.settings.data_dir, conll.CONLL_FILE_NAMES)["train"]:
-            return conll.labels_from_sentences(self.data("train")[1])
-        labels = self.earlier_labels()
+            return conll.labels_from_sentences(self.run.data("train")[1])
+        labels = self.run.earlier_labels()
         if labels is None:
             raise InputError(
                 f"{self.settings.data_dir} has no training file to take the labels from, and "
@@ -96,20 +98,20 @@ class TaggerRun(FineTuningRun):
 
     def test_is_labelled(self):
         """Whether the test file has a label column (then --do_predict scores it)."""
-        return all(sentence.labels is not None for sentence in self.step_data("predict")[1])
+        return all(sentence.labels is not None for sentence in self.run.step_data("predict")[1])
 
     def feature_settings(self, step):
         settings = self.settings
         return {
             "format": "bert_tf tagging features 2",
-            "input": file_identity(self.step_data(step)[0]),
+            "input": file_identity(self.run.step_data(step)[0]),
             "label_column": settings.label_column,
             "doc_stride": settings.doc_stride,
             "labels": self.labels,
         }
 
     def make_records(self, step):
-        input_path, sentences = self.step_data(step)
+        input_path, sentences = self.run.step_data(step)
         if step == "predict" and not self.test_is_labelled():
             sentences = [dataclasses.replace(s, labels=None) for s in sentences]
         else:
@@ -143,7 +145,7 @@ class TaggerRun(FineTuningRun):
           labels (None for a test file without labels).
         """
         path, info = self.features(split)
-        result = self.predict_features(
+        result = self.run.predict_features(
             path,
             info,
             batch_size,
@@ -154,7 +156,7 @@ class TaggerRun(FineTuningRun):
         # Sequence features of shorter batches were zero-padded: word id 0 there is no word.
         word_ids = np.where(label_mask, result["word_ids"], -1)
         predicted = conll.merge_window_predictions(
-            self.step_data(split)[1],
+            self.run.step_data(split)[1],
             {"sentence_index": result["sentence_index"], "word_ids": word_ids},
             logits.argmax(axis=-1),
             self.labels,
@@ -170,22 +172,22 @@ class TaggerRun(FineTuningRun):
 
     def evaluate(self):
         predicted, loss = self.predict_words("eval", self.settings.eval_batch_size)
-        gold = [sentence.labels for sentence in self.step_data("eval")[1]]
+        gold = [sentence.labels for sentence in self.run.step_data("eval")[1]]
         results = evaluation_results(gold, predicted, self.labels)
         results.update(eval_loss=loss, loss=loss)
-        return self.evaluation_done(results, [tag for tags in predicted for tag in tags], "tag")
+        return self.run.evaluation_done(results, [tag for tags in predicted for tag in tags], "tag")
 
     def predict_test(self):
         predicted, loss = self.predict_words("predict", self.settings.predict_batch_size)
-        test_path, sentences = self.step_data("predict")
+        test_path, sentences = self.run.step_data("predict")
         if not self.test_is_labelled():
-            self.no_test_labels(test_path)
+            self.run.no_test_labels(test_path)
         else:
             gold = [sentence.labels for sentence in sentences]
             results = evaluation_results(gold, predicted, self.labels)
-            results.update(eval_loss=loss, loss=loss, global_step=self.trainer().global_step)
-            self.write_test_results(results, test_path)
-        if self.is_chief:
+            results.update(eval_loss=loss, loss=loss, global_step=self.run.trainer().global_step)
+            self.run.write_test_results(results, test_path)
+        if self.run.is_chief:
             conll.write_conll_predictions(
                 test_path,
                 sentences,
@@ -214,4 +216,8 @@ def evaluation_results(gold, predicted, labels):
     return results
 
 
-# ---------------------------------------------------------------------------------- the export
+class TaggerRun(FineTuningRun):
+    """One run_ner.py invocation: a FineTuningRun of a TaggerTask."""
+
+    def __init__(self, settings):
+        super().__init__(settings, TaggerTask)
