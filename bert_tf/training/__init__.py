@@ -3,7 +3,7 @@
 A run hands the loop a `Trainable`: how to build its model, its loss, its eval metrics and its input. The
 loop knows nothing else about it. The `Trainer` (trainer.py) puts together its parts, each tested alone:
 
-- settings.py: `Trainable`, `TrainSettings` and `check_batch_sizes`, the one check of the batch sizes;
+- train_settings.py: `Trainable`, `TrainSettings` and `check_batch_sizes`, the one check of the batch sizes;
 - bert_tf/training/checkpoint_state.py: what a checkpoint keeps (weights, optimizer, dropout streams, the
   input position) and the resume from it;
 - inputs.py: this worker's training input, at the run's position;

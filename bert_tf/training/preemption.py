@@ -162,7 +162,7 @@ def error_reason(message):
 def _await_unhealthy_tasks(cluster_spec, me, poll_seconds=0.5):
     """_unhealthy_tasks, asked until the coordination service's heartbeat timeout (plus a margin)
     has passed; [] if it names no one by then."""
-    configured = context.context().settings.experimental.coordination_config.heartbeat_timeout_in_ms
+    configured = context.context().config.experimental.coordination_config.heartbeat_timeout_in_ms
     timeout = configured / 1000 or _DEFAULT_HEARTBEAT_TIMEOUT_SECONDS
     deadline = time.monotonic() + timeout + _HEARTBEAT_MARGIN_SECONDS
     while time.monotonic() < deadline:
