@@ -183,7 +183,7 @@ def test_cut_batches_hold_the_padded_ones_examples_and_train_to_the_same_weights
         assert not padded_batch["input_mask"][..., width:].any()
         widths.append(width)
         for name, value in padded_batch.items():
-            if name in cut_run.sequence_features:
+            if name in cut_run.task.sequence_features:
                 np.testing.assert_array_equal(cut_batch[name], value[..., :width], err_msg=name)
             else:
                 np.testing.assert_array_equal(cut_batch[name], value, err_msg=name)
