@@ -1,5 +1,5 @@
 """The contract a fine-tuning task fills (docs/adding_a_task.md), checked on the modules that state it:
-tasks/hooks.py and finetuning.py (a Task's parts, the run they are given to), settings.py and spec.py
+tasks/task_parts.py and finetuning.py (a Task's parts, the run they are given to), settings.py and spec.py
 (each setting declared once), run.py, task_head.py and the registry (bert_tf/tasks/__init__.py)."""
 
 import ast
@@ -21,9 +21,9 @@ from bert_tf.shared_settings import FineTuningSettings
 from bert_tf.tasks import RUNS, TASK_CLASSES, TASKS, choose, script_settings, variants
 from bert_tf.tasks.classification.task import LABEL_SCHEME
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.hooks import Task, dummy_batch, padding_of
 from bert_tf.tasks.run import load_bert_config
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_parts import Task, dummy_batch, padding_of
 from bert_tf.tasks.task_settings import SETTINGS_CLASSES
 
 from conftest import SAMPLE_DIR

@@ -1,6 +1,6 @@
 """The tasks' runs: every one has the same shape, and this registry is where the scripts find them.
 
-Each task is a folder, `tasks/<task>/`: its `task.py` holds its task (a `hooks.Task` subclass
+Each task is a folder, `tasks/<task>/`: its `task.py` holds its task (a `task_parts.Task` subclass
 filling the parts a `finetuning.FineTuningRun` calls: its data, loss, metrics and outputs), its
 `spec.TaskSpec` (its network, from bert_tf/models/networks/, and its settings) and its run (the
 FineTuningRun of that task, for Python callers); beside it, its data reading and its variant. Its settings dataclass (the flags, each declared once, the recorded ones

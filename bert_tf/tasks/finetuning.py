@@ -4,7 +4,7 @@ It owns the tokenizer, which data each step reads (the split map), the data chec
 features template (the task's own settings plus the shared cache key: vocab, casing, max_seq_length,
 through bert_tf/data/feature_cache.py), the Trainer, the steps (train, evaluate, predict, export) and
 task.json. What is a task's own (its reader, its features, loss, metrics and outputs) is its Task
-(tasks/hooks.py), a part the run makes and calls: `FineTuningRun(settings, ClassifierTask)`.
+(tasks/task_parts.py), a part the run makes and calls: `FineTuningRun(settings, ClassifierTask)`.
 """
 
 import json
@@ -71,7 +71,7 @@ class FineTuningRun(Run):
 
     Args:
       settings: the script's settings (a FineTuningSettings subclass, the task's settings class).
-      task_class: the task's Task subclass (tasks/hooks.py), or any callable of the run that makes
+      task_class: the task's Task subclass (tasks/task_parts.py), or any callable of the run that makes
         one: the run makes its task with itself as its context and calls its parts (its data,
         features, loss and steps); everything else (the features cache, the Trainer,
         --eval_every_steps, task.json, the export) is here.

@@ -312,7 +312,8 @@ class EmbeddingSettings(TaskSettings, DataDirSetting):
         'train.jsonl, dev.jsonl of {"anchor", "positive", "negative" (optional)}) and test.txt '
         '(one text to embed per line; or test.jsonl of {"text"}).',
     )
-    # Recorded in task.json as the run settled them (EmbeddingTask.setup: the flag, else the checkpoint's).
+    # Recorded in task.json as the run settled them (EmbeddingTask.setup: the flag, else the
+    # checkpoint's).
     pooling: str | None = setting(
         None,
         "How token vectors become the text's: mean, cls or max. Default: --init_checkpoint's "

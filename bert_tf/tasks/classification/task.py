@@ -21,8 +21,8 @@ from bert_tf.models.networks.text_windows import combine_windows
 from bert_tf.tasks.classification import data
 from bert_tf.tasks.classification.data import features as data_features
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_parts import Task
 from bert_tf.tasks.task_settings import ClassifierSettings
 
 

@@ -32,8 +32,8 @@ from bert_tf.models.networks import embedder_network
 from bert_tf.models.networks.task_info import TaskInfo
 from bert_tf.tasks.embedding import pairs as embedding_pairs
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_parts import Task
 from bert_tf.tasks.task_settings import EmbeddingSettings
 
 # ---------------------------------------------------------------------------------- the export

@@ -17,9 +17,9 @@ from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.models.networks import multiple_choice_network
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.multiple_choice import swag
 from bert_tf.tasks.spec import TaskSpec
+from bert_tf.tasks.task_parts import Task
 from bert_tf.tasks.task_settings import MultipleChoiceSettings
 
 

@@ -29,10 +29,10 @@ from bert_tf.data.feature_cache import file_identity
 from bert_tf.errors import InputError
 from bert_tf.models.networks import squad_network
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.squad import data
 from bert_tf.tasks.squad import predictions as squad_predictions
+from bert_tf.tasks.task_parts import Task
 from bert_tf.tasks.task_settings import SquadSettings
 
 TFDS_SPLITS = {"train": "train", "predict": "validation"}

@@ -24,9 +24,9 @@ from bert_tf.errors import InputError
 from bert_tf.models.networks import tagger_network
 from bert_tf.models.networks.task_info import LABELS_FILE
 from bert_tf.tasks.finetuning import FineTuningRun
-from bert_tf.tasks.hooks import Task
 from bert_tf.tasks.spec import TaskSpec
 from bert_tf.tasks.tagging import conll, entity_metrics
+from bert_tf.tasks.task_parts import Task
 from bert_tf.tasks.task_settings import TaggerSettings
 
 PREDICTIONS_FILE = "test_predictions.txt"
